@@ -1,0 +1,40 @@
+"""Exactly-once PySpark -> Kafka writes with Airflow as the two-phase-commit transaction manager.
+
+The import of this package must stay cheap: Airflow calls ``get_provider_info`` while it
+discovers providers, and Spark executors import the ``kafka`` sub-package, so nothing here
+may import Airflow, Spark or a Kafka client.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+CONNECTION_TYPE = "kafka_eos"
+
+
+def get_provider_info() -> dict:
+    """Provider metadata Airflow reads through the ``apache_airflow_provider`` entry point."""
+    return {
+        "package-name": "airflow-provider-kafka-eos",
+        "name": "Kafka exactly-once (EOS) for PySpark",
+        "description": (
+            "Two-phase commit of Kafka transactions prepared by PySpark jobs, with Airflow as "
+            "the transaction manager: submit, commit, abort, lingering-transaction sensor."
+        ),
+        "versions": [__version__],
+        "connection-types": [
+            {
+                "connection-type": CONNECTION_TYPE,
+                "hook-class-name": "airflow_provider_kafka_eos.hooks.kafka_eos.KafkaEosHook",
+                # Same shape as Airflow's ``kafka`` connection: the whole librdkafka client
+                # config lives in ``extra`` as JSON, so existing connections can be reused.
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema", "login", "password", "port", "host"],
+                    "relabeling": {"extra": "Config Dict"},
+                    "placeholders": {
+                        "extra": '{"bootstrap.servers": "broker1:9092", "security.protocol": "SASL_SSL"}'
+                    },
+                },
+            }
+        ],
+    }

@@ -1,0 +1,1 @@
+"""See the package docstring of airflow_provider_kafka_eos."""
