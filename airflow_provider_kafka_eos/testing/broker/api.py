@@ -61,7 +61,9 @@ class Registration:
 HANDLERS: dict[int, Registration] = {}
 
 
-def handles(request_class: type, response_class: type, *, min_version: int = 0, max_version: int | None = None):
+def handles(
+    request_class: type, response_class: type, *, min_version: int = 0, max_version: int | None = None
+):
     """Register ``fn(ctx, request)`` as the handler of ``request_class``'s API key.
 
     ``max_version`` caps what ApiVersions advertises (defaults to the schema's maximum).
