@@ -1,0 +1,516 @@
+"""Sort lingering transactions into what may be aborted, what must be committed, and what is not ours.
+
+Aborting too much loses data (a transaction listed in a PREPARED manifest is a vote that has
+already been cast: it must be committed), aborting too little blocks every read_committed
+consumer at the last stable offset. So every lingering transaction the sensor finds is given
+exactly one kind, and only one kind is ever safe to abort without a human:
+
+- *orphan*: under one of our configured transactional-id prefixes and in no PREPARED manifest;
+  nobody will ever commit it, so aborting it (by fencing) only unblocks consumers.
+- *commit-pending*: listed in a PREPARED manifest; it must be committed from that manifest,
+  never aborted.
+- *foreign*: outside our prefixes; some other application owns it, so we only report it.
+
+The LSO-stall finding catches what listing cannot see (producers outside our prefixes,
+clusters without ListTransactions): a partition whose last stable offset is pinned by an open
+transaction while data piles up behind it, naming the blocking producer.
+
+No Airflow imports: the sensor, the deferrable trigger, the abort operator and the benchmark
+all call :func:`scan` / :func:`classify`, and a CLI could too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+RUNBOOK_ORPHAN = "orphaned-transaction"
+RUNBOOK_COMMIT_PENDING = "commit-pending-transaction"
+RUNBOOK_LSO = "consumers-stuck-at-lso"
+
+
+class FindingKind(str, Enum):
+    ORPHAN = "orphan"
+    COMMIT_PENDING = "commit-pending"
+    FOREIGN = "foreign"
+
+    @property
+    def next_step(self) -> str:
+        """What an operator should do about a finding of this kind (shown in logs and XCom)."""
+        return {
+            FindingKind.ORPHAN: "abort",
+            FindingKind.COMMIT_PENDING: "commit from manifest",
+            FindingKind.FOREIGN: "report only",
+        }[self]
+
+    @property
+    def runbook(self) -> str:
+        return {
+            FindingKind.ORPHAN: RUNBOOK_ORPHAN,
+            FindingKind.COMMIT_PENDING: RUNBOOK_COMMIT_PENDING,
+            FindingKind.FOREIGN: RUNBOOK_LSO,
+        }[self]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _enum_value(value: Any) -> Any:
+    return getattr(value, "value", value)
+
+
+def under_prefixes(transactional_id: str, prefixes: Iterable[str]) -> bool:
+    """Plain string prefix match, the same rule ``TransactionAdmin.list(prefixes=...)`` applies.
+
+    A prefix that should not swallow its longer siblings (``orders`` vs ``orders2``) must end
+    with the naming strategy's separator (``orders-``); see docs/configuration/sensor-and-abort.md.
+    """
+    return any(transactional_id.startswith(prefix) for prefix in prefixes)
+
+
+def partition_names(partitions: Any) -> tuple[str, ...]:
+    """``topic-partition`` strings from the shapes transaction descriptions use.
+
+    Accepts objects with ``topic``/``partition`` attributes, ``(topic, partition)`` pairs,
+    and ``{topic: [partitions]}`` mappings, so findings stay JSON-able whatever the admin
+    module returns.
+    """
+    if not partitions:
+        return ()
+    names: list[str] = []
+    if isinstance(partitions, Mapping):
+        for topic, numbers in partitions.items():
+            names.extend(f"{topic}-{number}" for number in numbers)
+    else:
+        for item in partitions:
+            if hasattr(item, "topic"):
+                names.append(f"{item.topic}-{item.partition}")
+            else:
+                topic, number = item
+                names.append(f"{topic}-{number}")
+    return tuple(sorted(names))
+
+
+@dataclass(frozen=True)
+class PreparedRef:
+    """Where a prepared transaction is recorded: the manifest that must commit it."""
+
+    manifest_uri: str
+    pipeline_id: str
+    checkpoint_id: int
+    producer_id: int
+    producer_epoch: int
+
+
+def prepared_index(manifests: Iterable[tuple[str, Any]]) -> dict[str, PreparedRef]:
+    """Transactional id -> its PREPARED manifest, from ``find_manifests(...)`` rows.
+
+    Manifests in any other status are ignored: COMMITTED and ABORTED manifests cast no vote
+    that is still owed.
+    """
+    index: dict[str, PreparedRef] = {}
+    for uri, manifest in manifests:
+        if str(_enum_value(manifest.status)).upper() != "PREPARED":
+            continue
+        for committable in manifest.committables:
+            index[committable.transactional_id] = PreparedRef(
+                manifest_uri=uri,
+                pipeline_id=manifest.pipeline_id,
+                checkpoint_id=manifest.checkpoint_id,
+                producer_id=committable.producer_id,
+                producer_epoch=committable.producer_epoch,
+            )
+    return index
+
+
+@dataclass(frozen=True)
+class TransactionFinding:
+    """One lingering transaction, its kind, and why it got that kind. JSON-able via ``to_dict``."""
+
+    transactional_id: str
+    kind: FindingKind
+    reason: str
+    state: str
+    producer_id: int
+    producer_epoch: int
+    start_time_ms: int
+    timeout_ms: int
+    age_ms: int
+    partitions: tuple[str, ...] = ()
+    manifest_uri: str | None = None
+    source: str = "list-transactions"
+
+    @property
+    def runbook(self) -> str:
+        return f"docs/runbook/{self.kind.runbook}.md"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["kind"] = self.kind.value
+        data["partitions"] = list(self.partitions)
+        data["next_step"] = self.kind.next_step
+        data["runbook"] = self.runbook
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TransactionFinding:
+        return cls(
+            transactional_id=str(data["transactional_id"]),
+            kind=FindingKind(data["kind"]),
+            reason=str(data.get("reason", "")),
+            state=str(data.get("state", "")),
+            producer_id=int(data["producer_id"]),
+            producer_epoch=int(data["producer_epoch"]),
+            start_time_ms=int(data.get("start_time_ms", -1)),
+            timeout_ms=int(data.get("timeout_ms", -1)),
+            age_ms=int(data.get("age_ms", -1)),
+            partitions=tuple(data.get("partitions") or ()),
+            manifest_uri=data.get("manifest_uri"),
+            source=str(data.get("source", "list-transactions")),
+        )
+
+
+def classify_one(
+    transactional_id: str,
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    owned_prefixes: Sequence[str],
+    prepared: Mapping[str, PreparedRef],
+) -> tuple[FindingKind, str, str | None]:
+    """(kind, reason, manifest uri) for one transactional id.
+
+    The manifest wins over the prefix: a transaction named in a PREPARED manifest is never an
+    orphan, even when the producer id or epoch differ from the manifest's (then the commit will
+    fail loudly as data loss, which a human must see; aborting would hide it).
+    """
+    ref = prepared.get(transactional_id)
+    if ref is not None:
+        reason = f"listed in PREPARED manifest {ref.manifest_uri} (checkpoint {ref.checkpoint_id})"
+        if (ref.producer_id, ref.producer_epoch) != (producer_id, producer_epoch):
+            reason += (
+                f", but the manifest holds producer {ref.producer_id} epoch {ref.producer_epoch} "
+                f"and the open transaction is producer {producer_id} epoch {producer_epoch}: "
+                "the commit will report data loss"
+            )
+        return FindingKind.COMMIT_PENDING, reason, ref.manifest_uri
+    if under_prefixes(transactional_id, owned_prefixes):
+        prefix = next(p for p in owned_prefixes if transactional_id.startswith(p))
+        return FindingKind.ORPHAN, f"under prefix {prefix!r} and in no PREPARED manifest", None
+    if owned_prefixes:
+        return FindingKind.FOREIGN, f"outside the configured prefixes {list(owned_prefixes)}", None
+    return FindingKind.FOREIGN, "no transactional-id prefix is configured as ours", None
+
+
+def classify(
+    lingering: Iterable[Any],
+    *,
+    owned_prefixes: Sequence[str],
+    prepared: Mapping[str, PreparedRef],
+    at_ms: int | None = None,
+) -> list[TransactionFinding]:
+    """Findings for transaction descriptions (``TransactionAdmin.find_lingering`` results)."""
+    at_ms = now_ms() if at_ms is None else at_ms
+    findings = []
+    for desc in lingering:
+        kind, reason, uri = classify_one(
+            desc.transactional_id,
+            producer_id=desc.producer_id,
+            producer_epoch=desc.producer_epoch,
+            owned_prefixes=owned_prefixes,
+            prepared=prepared,
+        )
+        start = int(desc.start_time_ms if desc.start_time_ms is not None else -1)
+        findings.append(
+            TransactionFinding(
+                transactional_id=desc.transactional_id,
+                kind=kind,
+                reason=reason,
+                state=str(_enum_value(desc.state)),
+                producer_id=int(desc.producer_id),
+                producer_epoch=int(desc.producer_epoch),
+                start_time_ms=start,
+                timeout_ms=int(desc.timeout_ms),
+                age_ms=at_ms - start if start >= 0 else -1,
+                partitions=partition_names(getattr(desc, "partitions", ())),
+                manifest_uri=uri,
+            )
+        )
+    return sorted(findings, key=lambda f: (f.kind.value, f.transactional_id))
+
+
+# --------------------------------------------------------------------------------------------
+# LSO stalls
+
+
+@dataclass(frozen=True)
+class LsoStall:
+    """A partition whose read_committed consumers cannot get past ``last_stable_offset``.
+
+    ``stalled_since_ms`` is the earliest moment from which the LSO is known to have been at or
+    below its current value: the first time a poll saw this LSO (the LSO never moves back), or
+    the blocking producer's last write if that is earlier (its transaction was open from then
+    on, starting at the LSO). Producer timestamps are the client's clock.
+    """
+
+    topic: str
+    partition: int
+    last_stable_offset: int
+    high_watermark: int
+    stalled_since_ms: int
+    stalled_for_ms: int
+    blocking_producer_id: int | None
+    blocking_producer_epoch: int | None
+    txn_start_offset: int | None
+    transactional_id: str | None
+    kind: FindingKind
+    reason: str
+    source: str = "lso-stall"
+
+    @property
+    def runbook(self) -> str:
+        return f"docs/runbook/{RUNBOOK_LSO}.md"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["kind"] = self.kind.value
+        data["next_step"] = self.kind.next_step if self.transactional_id else "identify the producer"
+        data["runbook"] = self.runbook
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LsoStall:
+        fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        fields["kind"] = FindingKind(data["kind"])
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """One active producer on a partition (DescribeProducers), the part a stall needs."""
+
+    producer_id: int
+    producer_epoch: int
+    last_timestamp_ms: int
+    current_txn_start_offset: int
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """One poll of a partition: both isolation levels' LATEST offsets and its producers."""
+
+    topic: str
+    partition: int
+    last_stable_offset: int
+    high_watermark: int
+    producers: tuple[ProducerState, ...] = ()
+
+    def blocking_producer(self) -> ProducerState | None:
+        """The producer whose open transaction starts at the LSO (that is what pins it)."""
+        for producer in self.producers:
+            if producer.current_txn_start_offset >= 0 and (
+                producer.current_txn_start_offset == self.last_stable_offset
+            ):
+                return producer
+        return None
+
+
+@dataclass
+class LsoStallTracker:
+    """Remembers when each partition was first seen at its current LSO and high watermark.
+
+    Keep one alive across polls (the poke-mode sensor and the trigger do) to measure "the LSO
+    has not moved while the high watermark has"; a fresh tracker falls back on the blocking
+    producer's last-write time. State is JSON-able so a caller can carry it between runs.
+    """
+
+    seen: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def observe(self, offsets: PartitionOffsets, at_ms: int) -> tuple[int, bool]:
+        """Record a poll; return (first time seen at this LSO, whether the HW moved since)."""
+        key = f"{offsets.topic}-{offsets.partition}"
+        entry = self.seen.get(key)
+        if entry is None or entry["lso"] != offsets.last_stable_offset:
+            entry = {"lso": offsets.last_stable_offset, "since_ms": at_ms, "hw": offsets.high_watermark}
+            self.seen[key] = entry
+        return entry["since_ms"], offsets.high_watermark > entry["hw"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seen": self.seen}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> LsoStallTracker:
+        return cls(seen={k: dict(v) for k, v in ((data or {}).get("seen") or {}).items()})
+
+
+def find_lso_stalls(
+    polls: Iterable[PartitionOffsets],
+    *,
+    min_stall_ms: int,
+    tracker: LsoStallTracker,
+    producer_transactions: Mapping[int, str],
+    owned_prefixes: Sequence[str],
+    prepared: Mapping[str, PreparedRef],
+    at_ms: int | None = None,
+) -> list[LsoStall]:
+    """Partitions pinned at their LSO for at least ``min_stall_ms`` with data behind it.
+
+    ``producer_transactions`` maps producer id -> transactional id (from ListTransactions);
+    a blocking producer it cannot name is reported as foreign, since we cannot prove it is ours.
+    """
+    at_ms = now_ms() if at_ms is None else at_ms
+    stalls = []
+    for poll in polls:
+        first_seen_ms, hw_moved = tracker.observe(poll, at_ms)
+        if poll.high_watermark <= poll.last_stable_offset:
+            continue  # nothing is held back from read_committed consumers
+        blocker = poll.blocking_producer()
+        since_ms = first_seen_ms
+        if blocker is not None and 0 <= blocker.last_timestamp_ms < since_ms:
+            since_ms = blocker.last_timestamp_ms
+        stalled_for = at_ms - since_ms
+        if stalled_for < min_stall_ms:
+            continue
+        behind = poll.high_watermark - poll.last_stable_offset
+        detail = (
+            f"LSO {poll.last_stable_offset} behind high watermark {poll.high_watermark} ({behind} records)"
+        )
+        if hw_moved:
+            detail += "; the high watermark moved while the LSO did not"
+        if blocker is None:
+            transactional_id = None
+            kind, reason = FindingKind.FOREIGN, f"{detail}; no producer with an open transaction at the LSO"
+        else:
+            transactional_id = producer_transactions.get(blocker.producer_id)
+            if transactional_id is None:
+                kind = FindingKind.FOREIGN
+                reason = (
+                    f"{detail}; blocked by producer {blocker.producer_id} epoch {blocker.producer_epoch}, "
+                    "whose transactional id is unknown (not listed, or the cluster lacks ListTransactions)"
+                )
+            else:
+                kind, why, _ = classify_one(
+                    transactional_id,
+                    producer_id=blocker.producer_id,
+                    producer_epoch=blocker.producer_epoch,
+                    owned_prefixes=owned_prefixes,
+                    prepared=prepared,
+                )
+                reason = (
+                    f"{detail}; blocked by producer {blocker.producer_id} epoch {blocker.producer_epoch} "
+                    f"({transactional_id}: {why})"
+                )
+        stalls.append(
+            LsoStall(
+                topic=poll.topic,
+                partition=poll.partition,
+                last_stable_offset=poll.last_stable_offset,
+                high_watermark=poll.high_watermark,
+                stalled_since_ms=since_ms,
+                stalled_for_ms=stalled_for,
+                blocking_producer_id=None if blocker is None else blocker.producer_id,
+                blocking_producer_epoch=None if blocker is None else blocker.producer_epoch,
+                txn_start_offset=None if blocker is None else blocker.current_txn_start_offset,
+                transactional_id=transactional_id,
+                kind=kind,
+                reason=reason,
+            )
+        )
+    return stalls
+
+
+# --------------------------------------------------------------------------------------------
+# The report the sensor pushes to XCom
+
+
+@dataclass
+class Findings:
+    """Everything one poll found. ``to_dict`` is what goes to XCom (no config, no secrets)."""
+
+    checked_at_ms: int
+    min_age_ms: int
+    prefixes: tuple[str, ...] | None
+    transactions: list[TransactionFinding] = field(default_factory=list)
+    lso_stalls: list[LsoStall] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.transactions or self.lso_stalls)
+
+    def of_kind(self, kind: FindingKind | str) -> list[TransactionFinding]:
+        kind = FindingKind(kind)
+        return [f for f in self.transactions if f.kind is kind]
+
+    def counts(self) -> dict[str, int]:
+        counts = {kind.value: len(self.of_kind(kind)) for kind in FindingKind}
+        counts["lso-stall"] = len(self.lso_stalls)
+        return counts
+
+    def summary(self) -> str:
+        counts = self.counts()
+        return ", ".join(f"{n} {kind}" for kind, n in counts.items())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "checked_at_ms": self.checked_at_ms,
+            "min_age_ms": self.min_age_ms,
+            "prefixes": None if self.prefixes is None else list(self.prefixes),
+            "counts": self.counts(),
+            "transactions": [f.to_dict() for f in self.transactions],
+            "lso_stalls": [s.to_dict() for s in self.lso_stalls],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Findings:
+        prefixes = data.get("prefixes")
+        return cls(
+            checked_at_ms=int(data.get("checked_at_ms", 0)),
+            min_age_ms=int(data.get("min_age_ms", 0)),
+            prefixes=None if prefixes is None else tuple(prefixes),
+            transactions=[TransactionFinding.from_dict(f) for f in data.get("transactions") or ()],
+            lso_stalls=[LsoStall.from_dict(s) for s in data.get("lso_stalls") or ()],
+        )
+
+    def table(self) -> str:
+        """A fixed-width table for task logs."""
+        rows = [("KIND", "TRANSACTIONAL ID", "PRODUCER", "EPOCH", "AGE S", "NEXT STEP", "WHY")]
+        for f in self.transactions:
+            rows.append(
+                (
+                    f.kind.value,
+                    f.transactional_id,
+                    str(f.producer_id),
+                    str(f.producer_epoch),
+                    f"{f.age_ms / 1000:.0f}" if f.age_ms >= 0 else "?",
+                    f.kind.next_step,
+                    f.reason,
+                )
+            )
+        for s in self.lso_stalls:
+            rows.append(
+                (
+                    f"lso-stall/{s.kind.value}",
+                    s.transactional_id or f"{s.topic}-{s.partition}",
+                    str(s.blocking_producer_id),
+                    str(s.blocking_producer_epoch),
+                    f"{s.stalled_for_ms / 1000:.0f}",
+                    s.kind.next_step if s.transactional_id else "identify the producer",
+                    s.reason,
+                )
+            )
+        return format_table(rows)
+
+
+def format_table(rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns; the last column is not padded (it holds free text)."""
+    if not rows:
+        return ""
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = []
+    for row in rows:
+        cells = [str(cell).ljust(width) for cell, width in zip(row, widths, strict=False)]
+        lines.append("  ".join([*cells, str(row[-1])]).rstrip())
+    return "\n".join(lines)
