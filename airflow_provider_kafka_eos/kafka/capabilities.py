@@ -114,8 +114,10 @@ class ClusterCapabilities:
         from kafka.protocol.metadata import ApiVersionsRequest
 
         node_id = client.any_broker_id()
-        api_versions = client.send(ApiVersionsRequest(version=3, client_software_name="kafka-eos",
-                                                      client_software_version="1"), node_id=node_id)
+        api_versions = client.send(
+            ApiVersionsRequest(version=3, client_software_name="kafka-eos", client_software_version="1"),
+            node_id=node_id,
+        )
         resource = DescribeConfigsRequest.DescribeConfigsResource(
             resource_type=BROKER_RESOURCE_TYPE,
             resource_name=str(node_id),
@@ -223,7 +225,8 @@ class ClusterCapabilities:
         return {
             "broker_id": self.broker_id,
             "api_versions": {
-                API_NAMES.get(key, str(key)): list(span) for key, span in sorted(self.api_versions.items())
+                API_NAMES.get(key, str(key)): list(span)
+                for key, span in sorted(self.api_versions.items())
                 if key in API_NAMES
             },
             "finalized_features": dict(self.finalized_features),

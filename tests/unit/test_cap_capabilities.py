@@ -24,18 +24,31 @@ def _api_versions(spans: dict[int, tuple[int, int]], tv: int | None = None) -> A
         ]
     response = ApiVersionsResponse(
         error_code=0,
-        api_keys=[ApiVersionsResponse.ApiVersion(api_key=k, min_version=a, max_version=b)
-                  for k, (a, b) in spans.items()],
+        api_keys=[
+            ApiVersionsResponse.ApiVersion(api_key=k, min_version=a, max_version=b)
+            for k, (a, b) in spans.items()
+        ],
         finalized_features=features,
     )
     return ApiVersionsResponse.decode(response.encode(version=3), version=3)
 
 
 def _configs(values: dict[str, str], error_code: int = 0) -> DescribeConfigsResponse:
-    entries = [Entry(name=k, value=v, read_only=False, is_default=False, is_sensitive=False,
-                     config_source=5, synonyms=[]) for k, v in values.items()]
-    result = Res(error_code=error_code, error_message=None, resource_type=4, resource_name="1",
-                 configs=entries)
+    entries = [
+        Entry(
+            name=k,
+            value=v,
+            read_only=False,
+            is_default=False,
+            is_sensitive=False,
+            config_source=5,
+            synonyms=[],
+        )
+        for k, v in values.items()
+    ]
+    result = Res(
+        error_code=error_code, error_message=None, resource_type=4, resource_name="1", configs=entries
+    )
     return DescribeConfigsResponse(results=[result])
 
 

@@ -1,0 +1,390 @@
+"""The ACLs an exactly-once pipeline's principal needs, and whether it has them.
+
+Two ways to know. **DescribeAcls** reads the rules themselves; it needs DESCRIBE on the
+Cluster, which pipeline principals often lack. Otherwise we **probe** with requests that
+change nothing: FindCoordinator/DescribeTransactions on a probe id under the prefix
+(DESCRIBE), EndTxn on an unknown probe id (WRITE is checked before the coordinator looks the
+id up, and an unknown id is refused without creating it), Metadata with
+``include_topic_authorized_operations`` (KIP-430) for topics, DescribeProducers (READ). The
+result says which method was used and, per requirement, ok / missing / unknown: a probe we
+cannot run honestly (TWO_PHASE_COMMIT would create the id) is reported unknown, never ok.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Kafka's numeric codes (AclOperation, ResourceType, PatternType, AclPermissionType).
+OPERATIONS = {"ALL": 2, "READ": 3, "WRITE": 4, "DESCRIBE": 8, "TWO_PHASE_COMMIT": 15}
+OPERATION_NAMES = {v: k for k, v in OPERATIONS.items()}
+RESOURCE_TYPES = {"TOPIC": 2, "CLUSTER": 4, "TRANSACTIONAL_ID": 5}
+PATTERN_LITERAL, PATTERN_PREFIXED, PATTERN_ANY = 3, 4, 1
+PERMISSION_DENY, PERMISSION_ALLOW = 2, 3
+# Operations that imply DESCRIBE on the same resource (Kafka's AclAuthorizer rule).
+IMPLIES_DESCRIBE = {"READ", "WRITE", "DELETE", "ALTER"}
+
+ERR_TOPIC_AUTH = 29
+ERR_CLUSTER_AUTH = 31
+ERR_TXN_ID_AUTH = 53
+ERR_SECURITY_DISABLED = 54
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+OK, MISSING, UNKNOWN = "ok", "missing", "unknown"
+PROBE_ID_SUFFIX = "kafka-eos-acl-probe"
+
+
+@dataclass(frozen=True)
+class AclRequirement:
+    """One permission the pipeline needs; ``prefixed`` means every id starting with ``name``."""
+
+    operation: str
+    resource_type: str
+    name: str
+    prefixed: bool
+    why: str
+
+    def describe(self) -> str:
+        pattern = "PREFIXED" if self.prefixed else "LITERAL"
+        return f"{self.operation} on {self.resource_type} {self.name!r} ({pattern})"
+
+    def kafka_acls_command(self, principal: str | None) -> str:
+        """The ``kafka-acls.sh`` line an administrator runs to grant it."""
+        who = principal or "User:<pipeline principal>"
+        resource = {"TOPIC": "--topic", "TRANSACTIONAL_ID": "--transactional-id", "CLUSTER": "--cluster"}[
+            self.resource_type
+        ]
+        pattern = " --resource-pattern-type prefixed" if self.prefixed else ""
+        op = (
+            self.operation.replace("_", "").title()
+            if self.operation != "TWO_PHASE_COMMIT"
+            else "TwoPhaseCommit"
+        )
+        return (
+            f"kafka-acls.sh --bootstrap-server <broker> --add --allow-principal {who} "
+            f"--operation {op} {resource} {self.name}{pattern}"
+        )
+
+
+def pipeline_requirements(
+    transactional_id_prefix: str,
+    topics: Iterable[str],
+    *,
+    two_phase_commit: bool = False,
+    admin_tools: bool = True,
+) -> list[AclRequirement]:
+    """What the pipeline's principal needs (semantics reference, section 7)."""
+    reqs = [
+        AclRequirement(
+            "WRITE",
+            "TRANSACTIONAL_ID",
+            transactional_id_prefix,
+            True,
+            "InitProducerId, AddPartitionsToTxn, EndTxn: prepare and commit",
+        ),
+        AclRequirement(
+            "DESCRIBE",
+            "TRANSACTIONAL_ID",
+            transactional_id_prefix,
+            True,
+            "FindCoordinator, ListTransactions, DescribeTransactions: verify, find lingering",
+        ),
+    ]
+    if two_phase_commit:
+        reqs.append(
+            AclRequirement(
+                "TWO_PHASE_COMMIT",
+                "TRANSACTIONAL_ID",
+                transactional_id_prefix,
+                True,
+                "InitProducerId v6 with Enable2Pc (KIP-939)",
+            )
+        )
+    for topic in dict.fromkeys(topics):
+        reqs.append(
+            AclRequirement("WRITE", "TOPIC", topic, False, "transactional Produce to the output topic")
+        )
+        if admin_tools:
+            reqs.append(
+                AclRequirement(
+                    "READ",
+                    "TOPIC",
+                    topic,
+                    False,
+                    "DescribeProducers and read_committed LSO probe (find-hanging)",
+                )
+            )
+    return reqs
+
+
+@dataclass(frozen=True)
+class AclFinding:
+    requirement: AclRequirement
+    status: str  # ok | missing | unknown
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self.requirement)
+        data.update(status=self.status, detail=self.detail)
+        return data
+
+
+@dataclass
+class AclCheckResult:
+    """Per requirement ok / missing / unknown, and how we found out (``method``)."""
+
+    method: str  # "describe-acls" | "probe" | "no-authorizer"
+    principal: str | None
+    findings: list[AclFinding] = field(default_factory=list)
+
+    @property
+    def missing(self) -> list[AclFinding]:
+        return [f for f in self.findings if f.status == MISSING]
+
+    @property
+    def unknown(self) -> list[AclFinding]:
+        return [f for f in self.findings if f.status == UNKNOWN]
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing
+
+    def status_of(self, operation: str, resource_type: str) -> str | None:
+        """Worst status among requirements with this operation/resource type (None if none asked)."""
+        found = [
+            f.status
+            for f in self.findings
+            if f.requirement.operation == operation and f.requirement.resource_type == resource_type
+        ]
+        for status in (MISSING, UNKNOWN, OK):
+            if status in found:
+                return status
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "principal": self.principal,
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+# -- evaluation of DescribeAcls rules (pure) ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class AclRule:
+    """One ACL binding as DescribeAcls returns it (names, not codes)."""
+
+    resource_type: str
+    resource_name: str
+    prefixed: bool
+    principal: str
+    host: str
+    operation: str
+    allow: bool
+
+
+def _rule_covers_resource(rule: AclRule, req: AclRequirement) -> bool:
+    if rule.resource_type != req.resource_type:
+        return False
+    if not rule.prefixed and rule.resource_name == "*":
+        return True
+    if rule.prefixed:
+        # A PREFIXED rule covers every name under our prefix only if it is a prefix of our prefix.
+        return req.name.startswith(rule.resource_name)
+    # A LITERAL rule covers a literal requirement; for a prefixed one it covers just one id.
+    return not req.prefixed and rule.resource_name == req.name
+
+
+def _rule_grants_operation(rule: AclRule, operation: str) -> bool:
+    if rule.operation in ("ALL", operation):
+        return True
+    return operation == "DESCRIBE" and rule.operation in IMPLIES_DESCRIBE and rule.allow
+
+
+def evaluate_rules(principal: str, rules: Sequence[AclRule], req: AclRequirement) -> AclFinding:
+    """Kafka's decision for one requirement: any matching DENY wins, else any matching ALLOW."""
+    principals = {principal, "User:*"}
+    matching = [
+        r
+        for r in rules
+        if r.principal in principals
+        and r.host in ("*", "")
+        and _rule_covers_resource(r, req)
+        and _rule_grants_operation(r, req.operation)
+    ]
+    denies = [r for r in matching if not r.allow]
+    if denies:
+        return AclFinding(
+            req, MISSING, f"denied by {denies[0].operation} rule on {denies[0].resource_name!r}"
+        )
+    allows = [r for r in matching if r.allow]
+    if allows:
+        kind = "prefixed" if allows[0].prefixed else "literal"
+        return AclFinding(
+            req, OK, f"allowed by {kind} rule {allows[0].operation} on {allows[0].resource_name!r}"
+        )
+    return AclFinding(req, MISSING, "no ALLOW rule for this principal")
+
+
+# -- talking to the cluster ---------------------------------------------------------------
+
+
+def principal_of(config: Any) -> str | None:
+    """``User:<name>`` for SASL users; ``None`` when the broker derives it (mTLS, OAuth, Kerberos)."""
+    settings = config.confluent() if hasattr(config, "confluent") else dict(config)
+    mechanism = str(settings.get("sasl.mechanism") or settings.get("sasl.mechanisms") or "").upper()
+    username = settings.get("sasl.username")
+    if username and mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        return f"User:{username}"
+    protocol = str(settings.get("security.protocol") or "PLAINTEXT").upper()
+    if protocol == "PLAINTEXT":
+        return "User:ANONYMOUS"
+    return None
+
+
+def check_acls(client: Any, requirements: Sequence[AclRequirement], principal: str | None) -> AclCheckResult:
+    """DescribeAcls when the principal may read the rules; harmless probes otherwise."""
+    if principal is not None:
+        described = _describe_acls(client, principal)
+        if described == "security-disabled":
+            return AclCheckResult(
+                "no-authorizer",
+                principal,
+                [AclFinding(r, OK, "the cluster has no authorizer") for r in requirements],
+            )
+        if isinstance(described, list):
+            return AclCheckResult(
+                "describe-acls", principal, [evaluate_rules(principal, described, r) for r in requirements]
+            )
+    return AclCheckResult("probe", principal, [_probe(client, r) for r in requirements])
+
+
+def _describe_acls(client: Any, principal: str) -> list[AclRule] | str | None:
+    """Every ALLOW/DENY rule for ``principal`` and ``User:*``; ``None`` when we may not ask."""
+    from kafka.protocol.admin import DescribeAclsRequest
+
+    rules: list[AclRule] = []
+    types = {v: k for k, v in RESOURCE_TYPES.items()}
+    for who in (principal, "User:*"):
+        request = DescribeAclsRequest(
+            resource_type_filter=1,
+            resource_name_filter=None,
+            pattern_type_filter=PATTERN_ANY,
+            principal_filter=who,
+            host_filter=None,
+            operation=1,
+            permission_type=1,
+            min_version=1,
+        )
+        try:
+            response = client.send(request)
+        except Exception:
+            return None
+        if response.error_code == ERR_SECURITY_DISABLED:
+            return "security-disabled"
+        if response.error_code:
+            return None
+        for resource in response.resources:
+            if resource.resource_type not in types:
+                continue
+            for acl in resource.acls:
+                rules.append(
+                    AclRule(
+                        resource_type=types[resource.resource_type],
+                        resource_name=resource.resource_name,
+                        prefixed=resource.pattern_type == PATTERN_PREFIXED,
+                        principal=acl.principal,
+                        host=acl.host,
+                        operation=OPERATION_NAMES.get(acl.operation, str(acl.operation)),
+                        allow=acl.permission_type == PERMISSION_ALLOW,
+                    )
+                )
+    return rules
+
+
+def _probe(client: Any, req: AclRequirement) -> AclFinding:
+    try:
+        if req.resource_type == "TRANSACTIONAL_ID":
+            return _probe_transactional_id(client, req)
+        if req.resource_type == "TOPIC":
+            return _probe_topic(client, req)
+    except Exception as exc:  # a probe that cannot run says so; it never reports ok
+        return AclFinding(req, UNKNOWN, f"probe failed: {type(exc).__name__}: {exc}")
+    return AclFinding(req, UNKNOWN, "no harmless probe for this resource type")
+
+
+def _probe_id(req: AclRequirement) -> str:
+    return f"{req.name}{PROBE_ID_SUFFIX}" if req.prefixed else req.name
+
+
+def _probe_transactional_id(client: Any, req: AclRequirement) -> AclFinding:
+    from kafka.protocol.admin.transactions import DescribeTransactionsRequest
+    from kafka.protocol.metadata import FindCoordinatorRequest
+    from kafka.protocol.producer.transaction import EndTxnRequest
+
+    probe_id = _probe_id(req)
+    if req.operation == "TWO_PHASE_COMMIT":
+        return AclFinding(
+            req,
+            UNKNOWN,
+            "cannot be probed without creating a transactional id; "
+            "ask an administrator to check with kafka-acls.sh --list",
+        )
+    found = client.send(FindCoordinatorRequest(key=probe_id, key_type=1, max_version=3))
+    if found.error_code == ERR_TXN_ID_AUTH:
+        return AclFinding(req, MISSING, f"FindCoordinator on probe id {probe_id!r} was refused")
+    if found.error_code:
+        return AclFinding(req, UNKNOWN, f"FindCoordinator answered error {found.error_code}")
+    if req.operation == "DESCRIBE":
+        described = client.send(
+            DescribeTransactionsRequest(transactional_ids=[probe_id]), node_id=found.node_id
+        )
+        code = described.transaction_states[0].error_code
+        if code == ERR_TXN_ID_AUTH:
+            return AclFinding(req, MISSING, f"DescribeTransactions on probe id {probe_id!r} was refused")
+        return AclFinding(req, OK, f"DescribeTransactions on probe id {probe_id!r} was authorized")
+    if req.operation == "WRITE":
+        # EndTxn on an id the coordinator does not know: authorization is checked first, then
+        # the coordinator answers INVALID_PRODUCER_ID_MAPPING without creating anything.
+        ended = client.send(
+            EndTxnRequest(
+                transactional_id=probe_id, producer_id=-1, producer_epoch=-1, committed=False, max_version=3
+            ),
+            node_id=found.node_id,
+        )
+        if ended.error_code == ERR_TXN_ID_AUTH:
+            return AclFinding(req, MISSING, f"EndTxn on probe id {probe_id!r} was refused")
+        return AclFinding(
+            req,
+            OK,
+            f"EndTxn on probe id {probe_id!r} passed authorization "
+            f"(error {ended.error_code} from the coordinator, as expected)",
+        )
+    return AclFinding(req, UNKNOWN, f"no harmless probe for {req.operation}")
+
+
+def _probe_topic(client: Any, req: AclRequirement) -> AclFinding:
+    from kafka.protocol.metadata import MetadataRequest
+
+    request = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=req.name)],
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=True,
+        min_version=8,
+    )
+    response = client.send(request)
+    topic = next((t for t in response.topics if t.name == req.name), None)
+    if topic is None:
+        return AclFinding(req, UNKNOWN, "the broker did not answer for this topic")
+    if topic.error_code == ERR_TOPIC_AUTH:
+        return AclFinding(req, MISSING, f"topic {req.name!r} is not even visible (DESCRIBE refused)")
+    ops = topic.authorized_operations
+    if ops is None or ops == AUTHORIZED_OPERATIONS_OMITTED:
+        return AclFinding(req, UNKNOWN, "the broker does not report authorized operations (KIP-430)")
+    code = OPERATIONS[req.operation]
+    if ops & (1 << code):
+        return AclFinding(req, OK, "Metadata reports the operation as authorized")
+    return AclFinding(req, MISSING, "Metadata reports the operation as not authorized")
