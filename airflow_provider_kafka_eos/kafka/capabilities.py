@@ -10,7 +10,8 @@ release number, because managed Kafka services patch and cap versions independen
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,16 +105,16 @@ class ClusterCapabilities:
         ``config`` is a :class:`~airflow_provider_kafka_eos.kafka.config.KafkaClientConfig`.
         An unreachable cluster raises ``BrokerUnreachableError``.
         """
-        with RawClient(config, timeout_ms=timeout_ms) as client:
+        with open_wire(config, timeout_ms=timeout_ms) as client:
             return cls.probe_with(client)
 
     @classmethod
     def probe_with(cls, client: Any) -> ClusterCapabilities:
-        """Probe through an open :class:`RawClient` (or anything with ``send`` / ``any_broker_id``)."""
+        """Probe through an open :class:`~airflow_provider_kafka_eos.kafka.wire.Wire`."""
         from kafka.protocol.admin import DescribeConfigsRequest
         from kafka.protocol.metadata import ApiVersionsRequest
 
-        node_id = client.any_broker_id()
+        node_id = client.brokers()[0]
         api_versions = client.send(
             ApiVersionsRequest(version=3, client_software_name="kafka-eos", client_software_version="1"),
             node_id=node_id,
@@ -289,52 +290,20 @@ def _error_name(code: int, message: str | None) -> str:
     return f"{name}: {message}" if message else name
 
 
-class RawClient:
-    """A kafka-python connection pool that sends protocol requests we build ourselves.
+@contextmanager
+def open_wire(config: Any, *, timeout_ms: int = 10_000) -> Iterator[Any]:
+    """A :class:`~airflow_provider_kafka_eos.kafka.wire.Wire` (part A's raw-request layer), closed after use.
 
     Capabilities and ACL checks need requests kafka-python's admin client does not offer
-    (ApiVersions v3 with finalized features, DescribeAcls with TWO_PHASE_COMMIT = 15), so
-    they go through its connection manager directly.
+    (ApiVersions v3 with finalized features, DescribeAcls with TWO_PHASE_COMMIT = 15).
+    An unreachable cluster raises ``BrokerUnreachableError`` from ``Wire``.
     """
+    from airflow_provider_kafka_eos.kafka.wire import Wire
 
-    def __init__(self, config: Any, *, timeout_ms: int = 10_000) -> None:
-        self._config = config
-        self._timeout_ms = timeout_ms
-        self._admin: Any = None
-
-    def __enter__(self) -> RawClient:
-        from kafka.admin import KafkaAdminClient
-
-        from airflow_provider_kafka_eos.kafka.errors import BrokerUnreachableError
-
-        kwargs = dict(self._config.kafka_python())
-        kwargs.setdefault("bootstrap_timeout_ms", self._timeout_ms)
-        kwargs.setdefault("request_timeout_ms", self._timeout_ms)
-        try:
-            self._admin = KafkaAdminClient(**kwargs)
-        except Exception as exc:
-            raise BrokerUnreachableError(
-                f"cannot reach the Kafka cluster at {self._config.bootstrap_servers}"
-                f" ({type(exc).__name__}: {exc})",
-                runbook="broker-unreachable",
-            ) from None
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._admin is not None:
-            self._admin.close()
-            self._admin = None
-
-    def any_broker_id(self) -> int:
-        brokers = sorted(b.node_id for b in self._admin._manager.cluster.brokers())
-        return brokers[0] if brokers else self._admin._manager.least_loaded_node()
-
-    def send(self, request: Any, node_id: int | None = None) -> Any:
-        """Send one request and wait for its response (kafka-python picks the version if unset)."""
-        manager = self._admin._manager
-        return manager.run(manager.send, request, node_id)
-
-    @property
-    def admin(self) -> Any:
-        """The underlying ``KafkaAdminClient`` (FindCoordinator, Metadata helpers)."""
-        return self._admin
+    wire = Wire(
+        config, connect_timeout_ms=timeout_ms, request_timeout_ms=timeout_ms, client_id="kafka-eos-preflight"
+    )
+    try:
+        yield wire
+    finally:
+        wire.close()

@@ -29,7 +29,7 @@ from airflow_provider_kafka_eos.kafka.acl_check import (
     pipeline_requirements,
     principal_of,
 )
-from airflow_provider_kafka_eos.kafka.capabilities import ClusterCapabilities, RawClient
+from airflow_provider_kafka_eos.kafka.capabilities import ClusterCapabilities, open_wire
 from airflow_provider_kafka_eos.kafka.errors import PreflightError
 
 PASS, WARN, FAIL = "ok", "warn", "fail"
@@ -421,7 +421,7 @@ def run_preflight(
     two_phase_commit: bool = False,
     raise_on_failure: bool = True,
     timeout_ms: int = 10_000,
-    client_factory: Callable[..., Any] = RawClient,
+    client_factory: Callable[..., Any] = open_wire,
 ) -> PreflightReport:
     """Probe the cluster with ``config``'s principal and judge the pipeline's settings.
 
