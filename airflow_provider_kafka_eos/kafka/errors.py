@@ -1,0 +1,150 @@
+"""The errors every part of the provider raises.
+
+Each error answers the three questions an on-call engineer has when a task fails: *which
+transaction*, *what went wrong*, and *what do I do now*. ``str(err)`` reads::
+
+    <transactional id>: <cause>. Next step: docs/runbook/<page>.md
+
+(without the id part when no single transaction is concerned). Airflow code re-raises these
+unchanged, so this text is exactly what the user sees in the task log; keep causes short,
+factual and free of secrets and tracebacks.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AuthorizationError",
+    "BrokerUnreachableError",
+    "ConfigError",
+    "DataLossError",
+    "KafkaEosError",
+    "ManifestError",
+    "PreflightError",
+    "ProducerFencedError",
+    "SpeculativeExecutionError",
+    "TransactionTimeoutRiskError",
+    "UnknownTransactionError",
+    "UnsupportedCapabilityError",
+    "UsageError",
+]
+
+
+class KafkaEosError(Exception):
+    """Base class: a cause, optionally the transaction it concerns, and the runbook page to read.
+
+    ``runbook`` is the page name without folder or extension (``"data-loss"``); each subclass
+    has a default so call sites only override it when a more specific page helps.
+    """
+
+    default_runbook: str = "troubleshooting"
+
+    def __init__(self, message: str, *, transactional_id: str | None = None, runbook: str | None = None):
+        self.cause = message.rstrip().rstrip(".")
+        self.transactional_id = transactional_id
+        self.runbook = runbook or self.default_runbook
+        super().__init__(str(self))
+
+    @property
+    def runbook_path(self) -> str:
+        return f"docs/runbook/{self.runbook}.md"
+
+    def __str__(self) -> str:
+        prefix = f"{self.transactional_id}: " if self.transactional_id else ""
+        return f"{prefix}{self.cause}. Next step: {self.runbook_path}"
+
+    def __reduce__(self):
+        # Keep keyword-only arguments across pickling (Spark ships executor errors to the driver).
+        return (_rebuild, (type(self), self.cause, self.transactional_id, self.runbook, self.__dict__))
+
+
+def _rebuild(cls, cause, transactional_id, runbook, state):
+    err = cls.__new__(cls)
+    KafkaEosError.__init__(err, cause, transactional_id=transactional_id, runbook=runbook)
+    err.__dict__.update(state)
+    return err
+
+
+class UsageError(KafkaEosError):
+    """The request itself is wrong (missing or contradictory arguments); nothing was sent."""
+
+    default_runbook = "resolve-manually"
+
+
+class ConfigError(KafkaEosError):
+    """A client configuration key is unknown, malformed or cannot be translated for a client library."""
+
+    default_runbook = "configuration"
+
+
+class BrokerUnreachableError(KafkaEosError):
+    """No broker answered within the bounded connect/request timeout."""
+
+    default_runbook = "broker-unreachable"
+
+
+class AuthorizationError(KafkaEosError):
+    """The principal lacks an ACL (the message names the operation and resource needed)."""
+
+    default_runbook = "acls"
+
+
+class UnknownTransactionError(KafkaEosError):
+    """The coordinator does not know the transactional id (never used, or expired)."""
+
+    default_runbook = "unknown-transaction"
+
+
+class ProducerFencedError(KafkaEosError):
+    """The producer id / epoch given does not match the coordinator's: another producer owns the id."""
+
+    default_runbook = "producer-fenced"
+
+
+class DataLossError(KafkaEosError):
+    """A prepared transaction was aborted (or timed out) and can no longer be committed.
+
+    ``outcomes`` (when set) lists what was committed before the loss was detected.
+    """
+
+    default_runbook = "data-loss"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        transactional_id: str | None = None,
+        runbook: str | None = None,
+        outcomes: list | None = None,
+    ):
+        self.outcomes = list(outcomes or [])
+        super().__init__(message, transactional_id=transactional_id, runbook=runbook)
+
+
+class TransactionTimeoutRiskError(KafkaEosError):
+    """A prepared transaction is so close to its timeout that committing it is a race with the broker."""
+
+    default_runbook = "data-loss"
+
+
+class ManifestError(KafkaEosError):
+    """A checkpoint manifest is missing, unreadable or fails validation (the message names uri and field)."""
+
+    default_runbook = "malformed-manifest"
+
+
+class PreflightError(KafkaEosError):
+    """A preflight check failed: the pipeline would not be exactly-once as configured."""
+
+    default_runbook = "preflight"
+
+
+class UnsupportedCapabilityError(KafkaEosError):
+    """The cluster lacks an API or feature the requested operation needs."""
+
+    default_runbook = "capabilities"
+
+
+class SpeculativeExecutionError(KafkaEosError):
+    """Spark speculative execution is on for the write stage (two attempts would share one transaction)."""
+
+    default_runbook = "speculative-execution"

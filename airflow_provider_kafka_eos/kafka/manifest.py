@@ -1,0 +1,306 @@
+"""Checkpoint manifests: the durable vote of the two-phase commit.
+
+Once a PREPARED manifest exists, the batch it lists must commit; so a manifest is written
+only whole (local: temp file in the same directory + fsync + ``os.replace``; any other fsspec
+URL: one ``pipe`` of the whole object, which object stores apply atomically) and read back
+strictly: anything malformed is a :class:`ManifestError` naming the uri and the field, never
+a half-understood manifest. The JSON schema and its versioning rules are in
+``docs/manifest-format.md``. Manifests hold no secrets (ids, offsets and counts only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+from urllib.parse import urlparse
+
+from airflow_provider_kafka_eos.kafka.committable import Committable, _reject_unknown, _require
+from airflow_provider_kafka_eos.kafka.errors import ManifestError
+
+__all__ = [
+    "SUPPORTED_SCHEMA_VERSIONS",
+    "Manifest",
+    "ManifestStatus",
+    "find_manifests",
+    "manifest_uri",
+    "read_manifest",
+    "write_manifest",
+]
+
+SCHEMA_VERSION = 1
+SUPPORTED_SCHEMA_VERSIONS = frozenset({1})
+NAMING_STRATEGIES = ("INCREMENTING", "POOLING")
+_CHECKPOINT_FILE = re.compile(r"^checkpoint-(\d{12,})\.json$")
+
+
+class ManifestStatus(str, Enum):
+    PREPARED = "PREPARED"
+    COMMITTED = "COMMITTED"
+    ABORTED = "ABORTED"
+
+
+_FIELDS: dict[str, Any] = {
+    "schema_version": int,
+    "pipeline_id": str,
+    "checkpoint_id": int,
+    "transactional_id_prefix": str,
+    "naming_strategy": str,
+    "topic": str,
+    "status": str,
+    "committables": list,
+    "created_at_ms": int,
+    "updated_at_ms": int,
+    "commit_report": (dict, type(None)),
+}
+_OPTIONAL = {"commit_report"}
+
+
+@dataclass
+class Manifest:
+    """What one checkpoint of one pipeline prepared, and how far its commit got."""
+
+    pipeline_id: str
+    checkpoint_id: int
+    transactional_id_prefix: str
+    naming_strategy: str  # "INCREMENTING" | "POOLING"
+    topic: str
+    status: ManifestStatus
+    committables: list[Committable]
+    created_at_ms: int
+    updated_at_ms: int
+    schema_version: int = SCHEMA_VERSION
+    commit_report: dict | None = None
+
+    def __post_init__(self) -> None:
+        self.status = ManifestStatus(self.status)
+
+    @property
+    def transactional_ids(self) -> set[str]:
+        return {c.transactional_id for c in self.committables}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "pipeline_id": self.pipeline_id,
+            "checkpoint_id": self.checkpoint_id,
+            "transactional_id_prefix": self.transactional_id_prefix,
+            "naming_strategy": self.naming_strategy,
+            "topic": self.topic,
+            "status": self.status.value,
+            "committables": [c.to_dict() for c in self.committables],
+            "created_at_ms": self.created_at_ms,
+            "updated_at_ms": self.updated_at_ms,
+            "commit_report": self.commit_report,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "manifest") -> Manifest:
+        """Strict parse; ``source`` (the uri) is named in every error."""
+        if not isinstance(data, dict):
+            raise ManifestError(f"{source}: a manifest must be a JSON object, got {type(data).__name__}")
+        if "schema_version" not in data:
+            raise ManifestError(f"{source}: required field 'schema_version' is missing")
+        version = data["schema_version"]
+        if (
+            isinstance(version, bool)
+            or not isinstance(version, int)
+            or version not in SUPPORTED_SCHEMA_VERSIONS
+        ):
+            raise ManifestError(
+                f"{source}: field 'schema_version' is {version!r}; this release reads schema version(s) "
+                f"{', '.join(map(str, sorted(SUPPORTED_SCHEMA_VERSIONS)))} (written by a newer release? "
+                "upgrade the provider before touching this checkpoint)"
+            )
+        _reject_unknown(data, set(_FIELDS), source, "")
+        values: dict[str, Any] = {}
+        for name, kind in _FIELDS.items():
+            if name in _OPTIONAL and name not in data:
+                continue
+            values[name] = _require(data, name, kind, source, name)
+        for name in ("pipeline_id", "transactional_id_prefix", "topic"):
+            if not values[name]:
+                raise ManifestError(f"{source}: field {name!r} must not be empty")
+        if values["checkpoint_id"] < 0:
+            raise ManifestError(
+                f"{source}: field 'checkpoint_id' must be >= 0, got {values['checkpoint_id']}"
+            )
+        if values["naming_strategy"] not in NAMING_STRATEGIES:
+            raise ManifestError(
+                f"{source}: field 'naming_strategy' must be one of {', '.join(NAMING_STRATEGIES)}, "
+                f"got {values['naming_strategy']!r}"
+            )
+        try:
+            values["status"] = ManifestStatus(values["status"])
+        except ValueError:
+            raise ManifestError(
+                f"{source}: field 'status' must be one of {', '.join(s.value for s in ManifestStatus)}, "
+                f"got {values['status']!r}"
+            ) from None
+        values["committables"] = [
+            Committable.from_dict(c, source=f"{source} committables[{i}]")
+            for i, c in enumerate(values["committables"])
+        ]
+        seen: set[str] = set()
+        for c in values["committables"]:
+            if c.transactional_id in seen:
+                raise ManifestError(f"{source}: transactional id {c.transactional_id!r} is listed twice")
+            seen.add(c.transactional_id)
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, text: str, *, source: str = "manifest") -> Manifest:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ManifestError(
+                f"{source}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            ) from None
+        return cls.from_dict(data, source=source)
+
+
+def manifest_uri(base_uri: str, pipeline_id: str, checkpoint_id: int) -> str:
+    """``<base>/<pipeline_id>/checkpoint-<id:012d>.json`` (zero-padded so names sort by checkpoint)."""
+    if not pipeline_id or "/" in pipeline_id:
+        raise ManifestError(f"pipeline id {pipeline_id!r} must be non-empty and contain no '/'")
+    return f"{base_uri.rstrip('/')}/{pipeline_id}/checkpoint-{checkpoint_id:012d}.json"
+
+
+def read_manifest(uri: str) -> Manifest:
+    """Read and validate one manifest; ManifestError naming the uri on any defect (missing included)."""
+    try:
+        if _is_local(uri):
+            with open(_local_path(uri), encoding="utf-8") as fh:
+                text = fh.read()
+        else:
+            fs, path = _fsspec(uri)
+            text = fs.cat_file(path).decode("utf-8")
+    except FileNotFoundError:
+        raise ManifestError(f"{uri}: manifest does not exist") from None
+    except UnicodeDecodeError:
+        raise ManifestError(f"{uri}: manifest is not UTF-8 text") from None
+    except OSError as exc:
+        raise ManifestError(f"{uri}: manifest cannot be read ({exc.strerror or exc})") from None
+    return Manifest.from_json(text, source=uri)
+
+
+def write_manifest(uri: str, manifest: Manifest) -> None:
+    """Write atomically: readers see the previous manifest or this one, never a partial file.
+
+    The manifest is validated by a round trip before anything is written, so an invalid
+    manifest never reaches storage.
+    """
+    text = manifest.to_json()
+    Manifest.from_json(text, source=uri)  # refuse to persist what we could not read back
+    data = text.encode("utf-8")
+    if _is_local(uri):
+        _write_local_atomic(_local_path(uri), data)
+    else:
+        fs, path = _fsspec(uri)
+        parent = path.rsplit("/", 1)[0]
+        with contextlib.suppress(Exception):  # object stores have no directories
+            fs.makedirs(parent, exist_ok=True)
+        fs.pipe_file(path, data)
+
+
+def find_manifests(
+    base_uri: str, pipeline_id: str | None = None, status: ManifestStatus | str | None = None
+) -> list[tuple[str, Manifest]]:
+    """All manifests under ``base_uri`` (one pipeline, or all), sorted by pipeline then checkpoint.
+
+    A malformed manifest raises (naming its uri) rather than being skipped: skipping a
+    PREPARED one would let cleanup abort transactions that must be committed.
+    """
+    wanted = ManifestStatus(status) if status is not None else None
+    base = base_uri.rstrip("/")
+    pipelines = [pipeline_id] if pipeline_id else _list_dirs(base)
+    found: list[tuple[str, Manifest]] = []
+    for pipeline in sorted(pipelines):
+        for name in sorted(_list_files(f"{base}/{pipeline}")):
+            if not _CHECKPOINT_FILE.match(name):
+                continue
+            uri = f"{base}/{pipeline}/{name}"
+            manifest = read_manifest(uri)
+            if wanted is None or manifest.status is wanted:
+                found.append((uri, manifest))
+    return found
+
+
+# -- storage plumbing -------------------------------------------------------------------------
+
+
+def _is_local(uri: str) -> bool:
+    scheme = urlparse(uri).scheme
+    return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
+
+
+def _local_path(uri: str) -> str:
+    return urlparse(uri).path if uri.startswith("file://") else uri
+
+
+def _fsspec(uri: str):
+    try:
+        import fsspec
+    except ImportError:  # pragma: no cover - fsspec is a declared dependency
+        raise ManifestError(f"{uri}: non-local manifest storage needs the fsspec package") from None
+    try:
+        fs, path = fsspec.core.url_to_fs(uri)
+    except (ImportError, ValueError) as exc:
+        raise ManifestError(f"{uri}: no filesystem for this URL ({exc})") from None
+    return fs, path
+
+
+def _write_local_atomic(path: str, data: bytes) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    # Persist the rename itself (the directory entry), or a crash could resurrect the old manifest.
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _list_dirs(base: str) -> list[str]:
+    if _is_local(base):
+        root = _local_path(base)
+        if not os.path.isdir(root):
+            return []
+        return [n for n in os.listdir(root) if os.path.isdir(os.path.join(root, n))]
+    fs, path = _fsspec(base)
+    if not fs.exists(path):
+        return []
+    return [
+        e["name"].rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(path, detail=True) if e["type"] == "directory"
+    ]
+
+
+def _list_files(folder: str) -> list[str]:
+    if _is_local(folder):
+        root = _local_path(folder)
+        return os.listdir(root) if os.path.isdir(root) else []
+    fs, path = _fsspec(folder)
+    if not fs.exists(path):
+        return []
+    return [
+        e["name"].rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(path, detail=True) if e["type"] != "directory"
+    ]

@@ -1,0 +1,860 @@
+"""TransactionAdmin: the transaction-coordinator operations the whole provider is built on.
+
+- *describe / list / find_lingering*: what the coordinators know (KIP-664 APIs).
+- *commit* ("commit by resume"): EndTxn(commit) with the committable's producer id / epoch,
+  sent by a process that never produced a record. Every committable of a batch is verified
+  first and nothing is committed unless all pass, so a batch is never half-visible because
+  of a defect we could have seen.
+- *abort* ("abort by fencing"): InitProducerId for the transactional id; the coordinator bumps
+  the epoch and aborts the open transaction. Describe comes first because InitProducerId on an
+  unknown id would create it.
+- *abort_in_place*: EndTxn(abort) with a known producer id / epoch.
+
+Every failure is a :mod:`~airflow_provider_kafka_eos.kafka.errors` class naming the
+transaction, the cause and the runbook page; every error path is detected before the
+request that would change broker state, or is the broker refusing that request.
+No Airflow imports: Spark executors and the CLI use this module directly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from kafka.protocol.admin.transactions import DescribeTransactionsRequest, ListTransactionsRequest
+from kafka.protocol.producer.transaction import EndTxnRequest, InitProducerIdRequest
+
+from airflow_provider_kafka_eos.kafka.committable import Committable, TopicPartition
+from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+from airflow_provider_kafka_eos.kafka.errors import (
+    AuthorizationError,
+    BrokerUnreachableError,
+    DataLossError,
+    KafkaEosError,
+    ProducerFencedError,
+    TransactionTimeoutRiskError,
+    UnknownTransactionError,
+    UnsupportedCapabilityError,
+)
+from airflow_provider_kafka_eos.kafka.wire import Wire, error_name
+
+__all__ = [
+    "TransactionAdmin",
+    "TransactionDescription",
+    "TransactionListing",
+    "TxnOutcome",
+    "TxnState",
+]
+
+# Kafka error codes we act on (names as in the protocol guide).
+NONE = 0
+NOT_COORDINATOR = 16
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+REQUEST_TIMED_OUT = 7
+INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+PRODUCER_FENCED = 90
+TRANSACTIONAL_ID_NOT_FOUND = 105
+RETRIABLE = frozenset(
+    {
+        NOT_COORDINATOR,
+        COORDINATOR_LOAD_IN_PROGRESS,
+        COORDINATOR_NOT_AVAILABLE,
+        CONCURRENT_TRANSACTIONS,
+        REQUEST_TIMED_OUT,
+    }
+)
+_DESCRIBE_BATCH = 1000
+
+
+class TxnState(str, Enum):
+    """Coordinator transaction states as DescribeTransactions / ListTransactions spell them."""
+
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+    DEAD = "Dead"
+    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
+
+    @classmethod
+    def parse(cls, value: str) -> TxnState | str:
+        try:
+            return cls(value)
+        except ValueError:
+            return value  # a state a newer broker invented: keep its name, match nothing
+
+
+@dataclass(frozen=True)
+class TransactionDescription:
+    """One transactional id as its coordinator describes it."""
+
+    transactional_id: str
+    state: TxnState | str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int  # -1 when no transaction is open
+    partitions: tuple[TopicPartition, ...]
+    coordinator_id: int | None = None
+
+    @property
+    def deadline_ms(self) -> int | None:
+        """When the coordinator times the open transaction out (its clock), None if none is open."""
+        return None if self.start_time_ms < 0 else self.start_time_ms + self.timeout_ms
+
+    def age_ms(self, now_ms: int | None = None) -> int | None:
+        if self.start_time_ms < 0:
+            return None
+        return (now_ms if now_ms is not None else _now_ms()) - self.start_time_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "transactional_id": self.transactional_id,
+            "state": str(getattr(self.state, "value", self.state)),
+            "producer_id": self.producer_id,
+            "producer_epoch": self.producer_epoch,
+            "timeout_ms": self.timeout_ms,
+            "start_time_ms": self.start_time_ms,
+            "partitions": [str(p) for p in self.partitions],
+        }
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: TxnState | str
+
+
+@dataclass(frozen=True)
+class TxnOutcome:
+    """What commit/abort did to one transaction.
+
+    ``outcome``: ``committed`` / ``already_committed`` (commit); ``aborted`` / ``already_aborted`` /
+    ``already_committed`` / ``already_completed`` (abort: the transaction ended on its own between
+    our describe and our fence, so there was nothing left to abort).
+    """
+
+    transactional_id: str
+    outcome: str
+    producer_id: int | None = None
+    producer_epoch: int | None = None
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "transactional_id": self.transactional_id,
+            "outcome": self.outcome,
+            "producer_id": self.producer_id,
+            "producer_epoch": self.producer_epoch,
+            "detail": self.detail,
+        }
+
+
+@dataclass
+class _Retry:
+    """Deadline + exponential backoff for retriable coordinator answers."""
+
+    deadline: float
+    backoff_s: float = 0.02
+    max_backoff_s: float = 0.5
+    attempts: int = field(default=0)
+
+    def wait(self) -> bool:
+        """Back off before the next attempt; False when the deadline would pass."""
+        self.attempts += 1
+        delay = min(self.max_backoff_s, self.backoff_s * (2 ** min(self.attempts - 1, 10)))
+        if time.monotonic() + delay > self.deadline:
+            return False
+        time.sleep(delay)  # a backoff between protocol retries, not a synchronisation wait
+        return True
+
+
+class TransactionAdmin:
+    """Transaction-coordinator operations over one kafka-python connection pool.
+
+    Use as a context manager. ``connect_timeout_ms`` bounds how long an unreachable cluster can
+    stall a call before :class:`BrokerUnreachableError`; ``retry_timeout_ms`` bounds how long
+    retriable answers (CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, ...) are retried;
+    ``safety_margin_ms`` is how close to its timeout a prepared transaction may be and still be
+    committed (the commit must land before the coordinator's abort scan).
+    """
+
+    def __init__(
+        self,
+        config: KafkaClientConfig,
+        *,
+        connect_timeout_ms: int = 5000,
+        request_timeout_ms: int = 15000,
+        retry_timeout_ms: int = 30000,
+        safety_margin_ms: int = 5000,
+        clock_ms: Callable[[], int] | None = None,
+    ):
+        self.config = config
+        self.retry_timeout_ms = retry_timeout_ms
+        self.safety_margin_ms = safety_margin_ms
+        self._clock_ms = clock_ms or _now_ms
+        self.wire = Wire(config, connect_timeout_ms=connect_timeout_ms, request_timeout_ms=request_timeout_ms)
+
+    def __enter__(self) -> TransactionAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.wire.close()
+
+    @property
+    def requests_sent(self) -> dict[str, int]:
+        """Requests sent so far, per API (for benchmarks and request-budget tests)."""
+        return dict(self.wire.requests)
+
+    def transaction_version(self) -> int:
+        """The cluster's finalized ``transaction.version`` (0/1 = TV1 semantics, 2 = TV2)."""
+        return int(self.wire.finalized_features().get("transaction.version", 0))
+
+    def end_txn_version(self) -> int:
+        """The EndTxn version a commit must use for transactions prepared now (v5 only under TV2)."""
+        version = self.wire.api_version(EndTxnRequest)
+        if version is None:
+            raise UnsupportedCapabilityError("the cluster does not support EndTxn (transactions)")
+        return version if self.transaction_version() >= 2 else min(version, 4)
+
+    # -- describe / list ---------------------------------------------------------------------
+
+    def describe(self, ids: Iterable[str], *, missing_ok: bool = False) -> dict[str, TransactionDescription]:
+        """DescribeTransactions for each id, batched per coordinator.
+
+        An id the coordinator does not know raises UnknownTransactionError (or is left out of
+        the result with ``missing_ok=True``).
+        """
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return {}
+        result: dict[str, TransactionDescription] = {}
+        pending = ids
+        retry = self._retry()
+        while pending:
+            coordinators = self.wire.coordinators(pending)
+            by_node: dict[int, list[str]] = defaultdict(list)
+            for tid in pending:
+                node = coordinators[tid]
+                if isinstance(node, Exception):
+                    self._raise_for_code(tid, getattr(node, "errno", -1), "FindCoordinator")
+                by_node[node].append(tid)
+            batch = [
+                (DescribeTransactionsRequest(transactional_ids=chunk), node)
+                for node, tids in by_node.items()
+                for chunk in _chunks(tids, _DESCRIBE_BATCH)
+            ]
+            again: list[str] = []
+            for (_, node), response in zip(batch, self.wire.send_all(batch), strict=True):
+                for row in response.transaction_states:
+                    tid = row.transactional_id
+                    if row.error_code == TRANSACTIONAL_ID_NOT_FOUND:
+                        if not missing_ok:
+                            raise UnknownTransactionError(
+                                "the transaction coordinator does not know this transactional id (never "
+                                "used, or expired after transactional.id.expiration.ms)",
+                                transactional_id=tid,
+                            )
+                        continue
+                    if row.error_code in RETRIABLE:
+                        if row.error_code == NOT_COORDINATOR:
+                            self.wire.forget_coordinator(tid)
+                        again.append(tid)
+                        continue
+                    if row.error_code:
+                        self._raise_for_code(tid, row.error_code, "DescribeTransactions")
+                    result[tid] = _description(row, node)
+            pending = again
+            if pending and not retry.wait():
+                raise BrokerUnreachableError(
+                    f"coordinators kept answering retriable errors for {len(pending)} transaction(s) for "
+                    f"{self.retry_timeout_ms} ms",
+                    transactional_id=pending[0],
+                )
+        return result
+
+    def list(
+        self,
+        prefixes: Sequence[str] | None = None,
+        states: Sequence[str] | None = None,
+        min_age_ms: int | None = None,
+    ) -> list[TransactionListing]:
+        """ListTransactions on every broker, filtered by id prefix, state and age.
+
+        Uses the broker's filters when it has them (states: v0; age: v1 DurationFilter;
+        prefixes: v2 TransactionalIdPattern) and always re-applies them client-side, so the
+        answer is the same on every cluster version. Without DurationFilter the age filter
+        needs DescribeTransactions (start times are not listed).
+        """
+        version = self.wire.api_version(ListTransactionsRequest)
+        if version is None:
+            raise UnsupportedCapabilityError(
+                "the cluster does not support ListTransactions (Kafka 3.0+); use the PROBING abort strategy"
+            )
+        prefixes = [p for p in (prefixes or []) if p]
+        wanted_states = {str(getattr(s, "value", s)) for s in (states or [])}
+        kwargs: dict[str, Any] = {"state_filters": sorted(wanted_states), "producer_id_filters": []}
+        if min_age_ms is not None and version >= 1:
+            kwargs["duration_filter"] = max(0, int(min_age_ms) - 1)  # broker: now - start > d
+        if prefixes and version >= 2:
+            kwargs["transactional_id_pattern"] = _prefix_pattern(prefixes)
+        batch = [(ListTransactionsRequest(**kwargs, version=version), node) for node in self.wire.brokers()]
+        listings: dict[str, TransactionListing] = {}
+        for response in self.wire.send_all(batch):
+            if response.error_code:
+                self._raise_for_code(None, response.error_code, "ListTransactions")
+            for row in response.transaction_states:
+                if prefixes and not row.transactional_id.startswith(tuple(prefixes)):
+                    continue
+                if wanted_states and row.transaction_state not in wanted_states:
+                    continue
+                listings[row.transactional_id] = TransactionListing(
+                    row.transactional_id, row.producer_id, TxnState.parse(row.transaction_state)
+                )
+        if min_age_ms is not None and listings:
+            # Client-side age check (also guards against clock skew in the server-side filter).
+            now = self._clock_ms()
+            described = self.describe(listings, missing_ok=True)
+            listings = {
+                t: entry
+                for t, entry in listings.items()
+                if t in described and (described[t].age_ms(now) or -1) >= min_age_ms
+            }
+        return sorted(listings.values(), key=lambda entry: entry.transactional_id)
+
+    def find_lingering(
+        self, prefixes: Sequence[str] | None = None, min_age_ms: int = 0
+    ) -> list[TransactionDescription]:
+        """Ongoing transactions (of these prefixes) open for at least ``min_age_ms``."""
+        listed = self.list(prefixes=prefixes, states=[TxnState.ONGOING.value], min_age_ms=None)
+        described = self.describe([entry.transactional_id for entry in listed], missing_ok=True)
+        now = self._clock_ms()
+        found = [
+            d
+            for d in described.values()
+            if d.state == TxnState.ONGOING and (d.age_ms(now) or -1) >= min_age_ms
+        ]
+        return sorted(found, key=lambda d: d.transactional_id)
+
+    # -- commit --------------------------------------------------------------------------------
+
+    def verify_committable(
+        self, committable: Committable, description: TransactionDescription, now_ms: int | None = None
+    ) -> str:
+        """Check one committable against its coordinator state: ``"commit"`` (send EndTxn) or
+        ``"already_committed"``; raise the error that explains why it cannot be committed."""
+        c, d = committable, description
+        tid = c.transactional_id
+        now = self._clock_ms() if now_ms is None else now_ms
+        state = d.state
+        same_producer = d.producer_id == c.producer_id
+        completed_epochs = (
+            {c.producer_epoch, c.producer_epoch + 1} if c.transaction_version >= 2 else {c.producer_epoch}
+        )
+        if state == TxnState.COMPLETE_COMMIT and same_producer and d.producer_epoch in completed_epochs:
+            return "already_committed"
+        if state == TxnState.PREPARE_COMMIT and same_producer and d.producer_epoch in completed_epochs:
+            return "commit"  # a commit is under way; EndTxn retries until it completes
+        if (
+            state
+            in (TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE, TxnState.EMPTY)
+            and same_producer
+            and d.producer_epoch <= c.producer_epoch + 2
+        ):
+            raise DataLossError(
+                f"the prepared transaction (producer id {c.producer_id}, epoch {c.producer_epoch}, "
+                f"{c.record_count} record(s)) was aborted by the coordinator (state {_state(state)}, epoch "
+                f"{d.producer_epoch}){_timeout_hint(c, now)}; its records can no longer be committed",
+                transactional_id=tid,
+            )
+        if state == TxnState.ONGOING and same_producer and d.producer_epoch == c.producer_epoch:
+            missing = sorted(set(c.partitions) - set(d.partitions))
+            if missing:
+                raise ProducerFencedError(
+                    f"the open transaction (producer id {c.producer_id}, epoch {c.producer_epoch}) does not "
+                    f"cover partition(s) {', '.join(map(str, missing))} listed in the committable; it is not "
+                    "the transaction that was prepared",
+                    transactional_id=tid,
+                )
+            deadline = d.deadline_ms if d.deadline_ms is not None else c.deadline_ms
+            if now >= deadline:
+                raise DataLossError(
+                    f"the prepared transaction timed out at {_iso(deadline)} (started "
+                    f"{_iso(d.start_time_ms)}, timeout {d.timeout_ms} ms); the coordinator aborts it, so it "
+                    "can no longer be committed",
+                    transactional_id=tid,
+                )
+            if now + self.safety_margin_ms >= deadline:
+                raise TransactionTimeoutRiskError(
+                    f"the prepared transaction times out at {_iso(deadline)}, within the "
+                    f"{self.safety_margin_ms} ms safety margin; committing now would race the coordinator's "
+                    "abort, so nothing was committed",
+                    transactional_id=tid,
+                )
+            return "commit"
+        if not same_producer or state == TxnState.ONGOING or d.producer_epoch > c.producer_epoch:
+            raise ProducerFencedError(
+                f"the coordinator holds producer id {d.producer_id}, epoch {d.producer_epoch} (state "
+                f"{_state(state)}), not the committable's producer id {c.producer_id}, epoch "
+                f"{c.producer_epoch}: "
+                "another producer has used this transactional id since it was prepared",
+                transactional_id=tid,
+            )
+        raise ProducerFencedError(
+            f"unexpected coordinator state {_state(state)} (producer id {d.producer_id}, epoch "
+            f"{d.producer_epoch}) for committable producer id {c.producer_id}, epoch {c.producer_epoch}",
+            transactional_id=tid,
+        )
+
+    def commit(self, committables: Sequence[Committable], *, max_workers: int = 16) -> list[TxnOutcome]:
+        """Commit every committable, or none if any fails verification.
+
+        Phase 1 describes all of them and verifies each (Ongoing with the same producer id / epoch
+        covering its partitions, or already CompleteCommit by that producer; deadline not within
+        the safety margin). Any failure raises before a single EndTxn is sent. Phase 2 sends
+        EndTxn(commit) with each committable's producer id, epoch and EndTxn version, in parallel
+        per coordinator, retrying retriable answers until ``retry_timeout_ms``. A failure in
+        phase 2 (e.g. the broker timed one out in between) raises DataLossError carrying the
+        outcomes that did commit.
+        """
+        committables = list(committables)
+        if not committables:
+            return []
+        ids = [c.transactional_id for c in committables]
+        duplicates = {t for t in ids if ids.count(t) > 1} if len(set(ids)) != len(ids) else set()
+        if duplicates:
+            raise KafkaEosError(
+                f"the batch lists transactional id(s) {', '.join(sorted(duplicates))} twice",
+                transactional_id=sorted(duplicates)[0],
+                runbook="malformed-manifest",
+            )
+        self._check_end_txn_versions(committables)
+        descriptions = self.describe(ids)
+        now = self._clock_ms()
+        plan: dict[str, str] = {}
+        for c in committables:
+            plan[c.transactional_id] = self.verify_committable(c, descriptions[c.transactional_id], now)
+        to_commit = [c for c in committables if plan[c.transactional_id] == "commit"]
+        outcomes: dict[str, TxnOutcome] = {
+            c.transactional_id: TxnOutcome(
+                c.transactional_id,
+                "already_committed",
+                c.producer_id,
+                descriptions[c.transactional_id].producer_epoch,
+            )
+            for c in committables
+            if plan[c.transactional_id] == "already_committed"
+        }
+        errors = self._end_txns(to_commit, commit=True, outcomes=outcomes, max_workers=max_workers)
+        ordered = [outcomes[t] for t in ids if t in outcomes]
+        if errors:
+            first = errors[0]
+            if ordered:
+                raise DataLossError(
+                    f"{first.cause}; {len(ordered)} other transaction(s) of this batch were committed and "
+                    f"{len(errors)} failed, so the batch is only partly visible",
+                    transactional_id=first.transactional_id,
+                    runbook=first.runbook,
+                    outcomes=ordered,
+                )
+            raise first
+        return ordered
+
+    def _check_end_txn_versions(self, committables: Sequence[Committable]) -> None:
+        supported = self.wire.broker_api_range(EndTxnRequest.API_KEY)
+        for c in committables:
+            if supported is None or not supported[0] <= c.end_txn_version <= min(
+                supported[1], EndTxnRequest.max_version
+            ):
+                raise UnsupportedCapabilityError(
+                    f"the committable needs EndTxn v{c.end_txn_version} (transaction version "
+                    f"{c.transaction_version}) but the cluster supports {supported or 'no EndTxn'}; was it "
+                    "prepared on another cluster, or was the cluster downgraded?",
+                    transactional_id=c.transactional_id,
+                )
+
+    def _end_txns(
+        self,
+        committables: Sequence[Committable],
+        *,
+        commit: bool,
+        outcomes: dict[str, TxnOutcome],
+        max_workers: int,
+    ) -> list[KafkaEosError]:
+        """EndTxn for each committable, grouped per coordinator, pipelined, retried; returns errors."""
+        if not committables:
+            return []
+        coordinators = self.wire.coordinators(c.transactional_id for c in committables)
+        groups: dict[Any, list[Committable]] = defaultdict(list)
+        for c in committables:
+            node = coordinators[c.transactional_id]
+            groups[node if isinstance(node, int) else None].append(c)
+        errors: list[KafkaEosError] = []
+        with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(groups)))) as pool:
+            futures = [pool.submit(self._end_txn_group, group, commit) for group in groups.values()]
+            for future in futures:
+                done, failed = future.result()
+                outcomes.update({o.transactional_id: o for o in done})
+                errors.extend(failed)
+        return errors
+
+    def _end_txn_group(
+        self, group: Sequence[Committable], commit: bool
+    ) -> tuple[list[TxnOutcome], list[KafkaEosError]]:
+        pending = list(group)
+        done: list[TxnOutcome] = []
+        failed: list[KafkaEosError] = []
+        retry = self._retry()
+        verb = "commit" if commit else "abort"
+        while pending:
+            coordinators = self.wire.coordinators(c.transactional_id for c in pending)
+            batch = []
+            for c in pending:
+                request = EndTxnRequest(
+                    transactional_id=c.transactional_id,
+                    producer_id=c.producer_id,
+                    producer_epoch=c.producer_epoch,
+                    committed=commit,
+                    version=c.end_txn_version,
+                )
+                node = coordinators[c.transactional_id]
+                batch.append((request, node if isinstance(node, int) else None))
+            again: list[Committable] = []
+            for c, response in zip(pending, self.wire.send_all(batch, raise_errors=False), strict=True):
+                if isinstance(response, BrokerUnreachableError):
+                    again.append(c)
+                    continue
+                code = response.error_code
+                if code == NONE:
+                    done.append(
+                        TxnOutcome(
+                            c.transactional_id,
+                            "committed" if commit else "aborted",
+                            getattr(response, "producer_id", c.producer_id),
+                            _response_epoch(response, c),
+                        )
+                    )
+                elif code in RETRIABLE:
+                    if code == NOT_COORDINATOR:
+                        self.wire.forget_coordinator(c.transactional_id)
+                    again.append(c)
+                else:
+                    failed.append(self._end_txn_error(c, code, verb))
+            pending = again
+            if pending and not retry.wait():
+                for c in pending:
+                    failed.append(
+                        BrokerUnreachableError(
+                            f"EndTxn({verb}) did not complete within {self.retry_timeout_ms} ms (the "
+                            "coordinator kept answering retriable errors or did not answer); nothing is "
+                            "known to have changed, "
+                            "retry the operation",
+                            transactional_id=c.transactional_id,
+                        )
+                    )
+                break
+        return done, failed
+
+    def _end_txn_error(self, c: Committable, code: int, verb: str) -> KafkaEosError:
+        """Explain a non-retriable EndTxn answer, describing the transaction to tell loss from fencing."""
+        tid = c.transactional_id
+        if code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            return _authorization(tid, "WRITE", f"EndTxn({verb})")
+        try:
+            described = self.describe([tid], missing_ok=True).get(tid)
+        except KafkaEosError:
+            described = None
+        if described is not None and verb == "commit":
+            try:
+                self.verify_committable(c, described)
+            except (DataLossError, ProducerFencedError) as err:
+                return err
+            except TransactionTimeoutRiskError:
+                pass
+        if code == INVALID_TXN_STATE and verb == "commit":
+            return DataLossError(
+                f"EndTxn(commit) was refused with {error_name(code)}: the transaction is no longer open "
+                f"(coordinator state {_state(described.state) if described else 'unknown'}); its records "
+                "can no "
+                "longer be committed",
+                transactional_id=tid,
+            )
+        if code in (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING):
+            return ProducerFencedError(
+                f"EndTxn({verb}) with producer id {c.producer_id}, epoch {c.producer_epoch} was refused with "
+                f"{error_name(code)}: the coordinator holds "
+                f"{_holder(described)}",
+                transactional_id=tid,
+            )
+        return KafkaEosError(
+            f"EndTxn({verb}) failed with {error_name(code)}", transactional_id=tid, runbook="troubleshooting"
+        )
+
+    # -- abort ---------------------------------------------------------------------------------
+
+    def abort(self, ids: Iterable[str], *, max_workers: int = 16) -> list[TxnOutcome]:
+        """Abort the open transaction of each id by fencing (InitProducerId).
+
+        Every id is described first: an unknown id raises UnknownTransactionError before
+        anything is sent (InitProducerId would create it). Completed transactions are left
+        alone (``already_committed`` / ``already_aborted``); only Ongoing ones are fenced, which
+        bumps the epoch and aborts them. Other ids are still aborted when one fails; the first
+        failure is raised afterwards.
+        """
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return []
+        descriptions = self.describe(ids)
+        outcomes: dict[str, TxnOutcome] = {}
+        to_fence: list[TransactionDescription] = []
+        for tid in ids:
+            d = descriptions[tid]
+            if d.state == TxnState.COMPLETE_COMMIT:
+                outcomes[tid] = TxnOutcome(tid, "already_committed", d.producer_id, d.producer_epoch)
+            elif d.state in (TxnState.COMPLETE_ABORT, TxnState.EMPTY):
+                outcomes[tid] = TxnOutcome(
+                    tid,
+                    "already_aborted",
+                    d.producer_id,
+                    d.producer_epoch,
+                    "no open transaction" if d.state == TxnState.EMPTY else "",
+                )
+            else:
+                to_fence.append(d)
+        errors: list[KafkaEosError] = []
+        if to_fence:
+            with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(to_fence)))) as pool:
+                for d, result in zip(to_fence, pool.map(self._abort_one_safely, to_fence), strict=True):
+                    if isinstance(result, KafkaEosError):
+                        errors.append(result)
+                    else:
+                        outcomes[d.transactional_id] = result
+        if errors:
+            raise errors[0]
+        return [outcomes[t] for t in ids]
+
+    def _abort_one_safely(self, d: TransactionDescription) -> TxnOutcome | KafkaEosError:
+        try:
+            return self._abort_one(d)
+        except KafkaEosError as err:
+            return err
+
+    def _abort_one(self, d: TransactionDescription) -> TxnOutcome:
+        tid = d.transactional_id
+        if d.state == TxnState.PREPARE_COMMIT:
+            final = self._wait_until_complete(tid)
+            return TxnOutcome(
+                tid,
+                "already_committed" if final.state == TxnState.COMPLETE_COMMIT else "already_aborted",
+                final.producer_id,
+                final.producer_epoch,
+                "a commit was already under way",
+            )
+        pid, epoch, fenced = self._init_producer_id(tid, d.timeout_ms)
+        if fenced:
+            return TxnOutcome(tid, "aborted", pid, epoch, f"fenced epoch {d.producer_epoch} -> {epoch}")
+        return TxnOutcome(
+            tid,
+            "already_completed",
+            pid,
+            epoch,
+            "the transaction ended before the fence reached it; nothing was aborted",
+        )
+
+    def _wait_until_complete(self, tid: str) -> TransactionDescription:
+        retry = self._retry()
+        while True:
+            d = self.describe([tid])[tid]
+            if d.state not in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                return d
+            if not retry.wait():
+                raise BrokerUnreachableError(
+                    f"the transaction stayed in {_state(d.state)} for {self.retry_timeout_ms} ms",
+                    transactional_id=tid,
+                )
+
+    def init_producer_id(self, transactional_id: str, transaction_timeout_ms: int) -> tuple[int, int]:
+        """Raw InitProducerId (retrying CONCURRENT_TRANSACTIONS until done): ``(producer_id, epoch)``.
+
+        Side effects (this *is* the fencing primitive): creates the id if the coordinator does
+        not know it, bumps its epoch, aborts an open transaction. :meth:`abort` wraps it safely;
+        the PROBING abort strategy relies on epoch 0 meaning "never used before".
+        """
+        pid, epoch, _ = self._init_producer_id(transactional_id, transaction_timeout_ms)
+        return pid, epoch
+
+    def _init_producer_id(self, tid: str, timeout_ms: int) -> tuple[int, int, bool]:
+        retry = self._retry()
+        fenced = False
+        timeout_ms = timeout_ms if timeout_ms and timeout_ms > 0 else 60000
+        while True:
+            node = self.wire.coordinators([tid])[tid]
+            if isinstance(node, Exception):
+                code = getattr(node, "errno", -1)
+                if code not in RETRIABLE:
+                    self._raise_for_code(tid, code, "FindCoordinator")
+                response = None
+            else:
+                request = InitProducerIdRequest(
+                    transactional_id=tid, transaction_timeout_ms=timeout_ms, producer_id=-1, producer_epoch=-1
+                )
+                response = self.wire.send(request, node)
+                code = response.error_code
+            if response is not None and code == NONE:
+                return response.producer_id, response.producer_epoch, fenced
+            if code == CONCURRENT_TRANSACTIONS:
+                fenced = True  # the coordinator is aborting the open transaction for us
+            elif code == NOT_COORDINATOR:
+                self.wire.forget_coordinator(tid)
+            elif code not in RETRIABLE:
+                if code == INVALID_TRANSACTION_TIMEOUT:
+                    raise KafkaEosError(
+                        f"InitProducerId was refused with {error_name(code)} for timeout {timeout_ms} ms "
+                        "(above transaction.max.timeout.ms?)",
+                        transactional_id=tid,
+                        runbook="troubleshooting",
+                    )
+                self._raise_for_code(tid, code, "InitProducerId")
+            if not retry.wait():
+                raise BrokerUnreachableError(
+                    f"InitProducerId (fencing) did not complete within {self.retry_timeout_ms} ms; the last "
+                    "answer "
+                    f"was {error_name(code)}",
+                    transactional_id=tid,
+                )
+
+    def abort_in_place(self, committable: Committable) -> TxnOutcome:
+        """EndTxn(abort) with the committable's producer id / epoch (no epoch bump beyond Kafka's own)."""
+        tid = committable.transactional_id
+        d = self.describe([tid])[tid]
+        same = d.producer_id == committable.producer_id
+        if same and d.state == TxnState.COMPLETE_ABORT:
+            return TxnOutcome(tid, "already_aborted", d.producer_id, d.producer_epoch)
+        if same and d.state == TxnState.COMPLETE_COMMIT:
+            return TxnOutcome(tid, "already_committed", d.producer_id, d.producer_epoch)
+        if not same or (d.state == TxnState.ONGOING and d.producer_epoch != committable.producer_epoch):
+            raise ProducerFencedError(
+                f"cannot abort in place: the coordinator holds {_holder(d)}, not producer id "
+                f"{committable.producer_id}, epoch {committable.producer_epoch}",
+                transactional_id=tid,
+            )
+        self._check_end_txn_versions([committable])
+        outcomes: dict[str, TxnOutcome] = {}
+        errors = self._end_txns([committable], commit=False, outcomes=outcomes, max_workers=1)
+        if errors:
+            raise errors[0]
+        return outcomes[tid]
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _retry(self) -> _Retry:
+        return _Retry(deadline=time.monotonic() + self.retry_timeout_ms / 1000)
+
+    @staticmethod
+    def _raise_for_code(tid: str | None, code: int, api: str) -> None:
+        if code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            raise _authorization(
+                tid,
+                "DESCRIBE"
+                if api in ("DescribeTransactions", "FindCoordinator", "ListTransactions")
+                else "WRITE",
+                api,
+            )
+        if code == 31:  # CLUSTER_AUTHORIZATION_FAILED
+            raise AuthorizationError(f"{api} was refused with {error_name(code)}", transactional_id=tid)
+        if code == 35:
+            raise UnsupportedCapabilityError(
+                f"{api} is not supported by the cluster ({error_name(code)})", transactional_id=tid
+            )
+        raise KafkaEosError(
+            f"{api} failed with {error_name(code)}", transactional_id=tid, runbook="troubleshooting"
+        )
+
+
+# -- module helpers ------------------------------------------------------------------------------
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _chunks(items: Sequence[str], size: int) -> Iterable[list[str]]:
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
+
+
+def _description(row: Any, node: int | None) -> TransactionDescription:
+    partitions = tuple(sorted(TopicPartition(t.topic, p) for t in row.topics for p in t.partitions))
+    return TransactionDescription(
+        transactional_id=row.transactional_id,
+        state=TxnState.parse(row.transaction_state),
+        producer_id=row.producer_id,
+        producer_epoch=row.producer_epoch,
+        timeout_ms=row.transaction_timeout_ms,
+        start_time_ms=row.transaction_start_time_ms,
+        partitions=partitions,
+        coordinator_id=node,
+    )
+
+
+def _prefix_pattern(prefixes: Sequence[str]) -> str:
+    """A regex valid in both Java and Python: alternatives of escaped prefixes, then anything."""
+
+    def escape(text: str) -> str:
+        return "".join(ch if ch.isalnum() or ch == "_" else "\\" + ch for ch in text)
+
+    return "(?:" + "|".join(escape(p) for p in prefixes) + ").*"
+
+
+def _response_epoch(response: Any, c: Committable) -> int:
+    epoch = getattr(response, "producer_epoch", -1)
+    return epoch if isinstance(epoch, int) and epoch >= 0 else c.producer_epoch
+
+
+def _state(state: Any) -> str:
+    return str(getattr(state, "value", state))
+
+
+def _holder(d: TransactionDescription | None) -> str:
+    if d is None:
+        return "an unknown producer"
+    return f"producer id {d.producer_id}, epoch {d.producer_epoch} (state {_state(d.state)})"
+
+
+def _iso(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
+
+
+def _timeout_hint(c: Committable, now: int) -> str:
+    if now >= c.deadline_ms:
+        return (
+            f", after its transaction timeout of {c.transaction_timeout_ms} ms passed at "
+            f"{_iso(c.deadline_ms)}"
+        )
+    return ""
+
+
+def _authorization(tid: str | None, operation: str, api: str) -> AuthorizationError:
+    resource = f"TransactionalId:{tid}" if tid else "the TransactionalId resource"
+    return AuthorizationError(
+        f"{api} was refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the principal needs {operation} on "
+        f"{resource} (e.g. a prefixed ACL on the pipeline's transactional-id prefix)",
+        transactional_id=tid,
+    )

@@ -1,0 +1,260 @@
+"""Private: raw Kafka requests over kafka-python's connection layer.
+
+librdkafka does not expose InitProducerId / EndTxn for a transactional id it does not own,
+and kafka-python's admin client has no call for them either, so we send the schema-driven
+request classes (``kafka.protocol.*``) ourselves through the connection manager that
+``KafkaAdminClient`` owns (``admin._manager``: ``send(request, node_id)`` returns a future the
+manager's IO thread resolves; ``run(coro)`` blocks the calling thread on it). Every use of
+kafka-python internals lives in this module, so a kafka-python upgrade that moves them breaks
+exactly one file (``tests/unit/test_core_wire.py`` pins the calls we rely on).
+
+Request versions are negotiated from the broker's ApiVersions answer (kafka-python does it
+per connection when a request has no explicit version); EndTxn is the exception, it is sent
+with the version recorded in the committable. Every request sent is counted per API in
+:attr:`Wire.requests`, which the benchmarks report.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import kafka.errors as kerr
+from kafka.admin import KafkaAdminClient
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest
+
+from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+from airflow_provider_kafka_eos.kafka.errors import AuthorizationError, BrokerUnreachableError
+
+__all__ = ["COORDINATOR_TRANSACTION", "Wire", "error_name"]
+
+COORDINATOR_TRANSACTION = 1
+_FIND_COORDINATOR_BATCH = 1000
+_CONNECTION_ERRORS = (
+    kerr.KafkaConnectionError,
+    kerr.NodeNotReadyError,
+    kerr.KafkaTimeoutError,
+    kerr.RequestTimedOutError,
+    kerr.MetadataEmptyBrokerList,
+    kerr.UnknownBrokerIdError,
+    ConnectionError,
+    OSError,
+)
+
+
+def error_name(code: int) -> str:
+    """Kafka's name for an error code (``CONCURRENT_TRANSACTIONS``), for messages users can search."""
+    cls = kerr.for_code(code)
+    return f"{getattr(cls, 'message', cls.__name__)} ({code})"
+
+
+class Wire:
+    """One kafka-python connection pool plus request counting and coordinator lookup.
+
+    Thread-safe: several threads may call :meth:`send` / :meth:`send_all` at once (the IO runs
+    on kafka-python's single network thread).
+    """
+
+    def __init__(
+        self,
+        config: KafkaClientConfig,
+        *,
+        connect_timeout_ms: int = 5000,
+        request_timeout_ms: int = 15000,
+        max_in_flight: int = 128,
+        client_id: str = "kafka-eos-txn-admin",
+    ):
+        kwargs = config.kafka_python()
+        kwargs.setdefault("client_id", client_id)
+        kwargs["request_timeout_ms"] = request_timeout_ms
+        kwargs["bootstrap_timeout_ms"] = connect_timeout_ms
+        kwargs["max_in_flight_requests_per_connection"] = max_in_flight
+        kwargs["reconnect_backoff_max_ms"] = min(1000, connect_timeout_ms)
+        self.bootstrap_servers = config.bootstrap_servers
+        self.request_timeout_ms = request_timeout_ms
+        self.window = max(1, max_in_flight - 8)  # leave room for metadata refreshes on the same connection
+        self.requests: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._coordinators: dict[str, int] = {}
+        started = time.monotonic()
+        try:
+            self._admin = KafkaAdminClient(**kwargs)
+        except (kerr.SaslAuthenticationFailedError, kerr.AuthorizationError) as exc:
+            raise AuthorizationError(
+                f"authentication to {self.bootstrap_servers} failed ({_short(exc)}); check the SASL/SSL "
+                "settings of the connection",
+                runbook="acls",
+            ) from None
+        except _CONNECTION_ERRORS:
+            raise BrokerUnreachableError(
+                f"no Kafka broker at {self.bootstrap_servers} answered within "
+                f"{(time.monotonic() - started):.1f} s (connect timeout {connect_timeout_ms} ms)"
+            ) from None
+        self._manager = self._admin._manager
+        self._net = self._admin._net
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._admin.close()
+
+    @property
+    def admin(self) -> KafkaAdminClient:
+        """The kafka-python admin client (KIP-664 calls we use unchanged)."""
+        return self._admin
+
+    # -- versions ---------------------------------------------------------------------------
+
+    def api_version(self, request_cls: type) -> int | None:
+        """Highest version of ``request_cls`` both sides support, or None when the broker lacks the API."""
+        data = self._manager.broker_version_data
+        if data is None or data.api_versions is None or request_cls.API_KEY not in data.api_versions:
+            return None
+        lo, hi = data.api_versions[request_cls.API_KEY]
+        top = min(hi, request_cls.max_version)
+        return top if top >= max(lo, request_cls.min_version) else None
+
+    def broker_api_range(self, api_key: int) -> tuple[int, int] | None:
+        data = self._manager.broker_version_data
+        if data is None or data.api_versions is None:
+            return None
+        return data.api_versions.get(api_key)
+
+    def finalized_features(self) -> dict[str, int]:
+        """Finalized feature levels (``transaction.version``...) from a fresh ApiVersions (v3+)."""
+        version = self.api_version(ApiVersionsRequest)
+        if version is None or version < 3:
+            return {}
+        request = ApiVersionsRequest(
+            client_software_name="kafka-eos", client_software_version="1", version=version
+        )
+        response = self.send(request)
+        return {f.name: f.max_version_level for f in (getattr(response, "finalized_features", None) or [])}
+
+    # -- sending ----------------------------------------------------------------------------
+
+    def _count(self, request: Any, n: int = 1) -> None:
+        with self._lock:
+            self.requests[type(request).__name__.removesuffix("Request")] += n
+
+    def send(self, request: Any, node_id: int | None = None) -> Any:
+        """Send one request (to ``node_id`` or the least loaded broker) and return its response."""
+        return self.send_all([(request, node_id)], raise_errors=True)[0]
+
+    def send_all(self, batch: Sequence[tuple[Any, int | None]], *, raise_errors: bool = True) -> list[Any]:
+        """Pipeline many requests: up to :attr:`window` in flight per call, responses in order.
+
+        With ``raise_errors=False`` a connection-level failure is returned in place of its
+        response (as a BrokerUnreachableError) instead of raised.
+        """
+
+        async def run() -> list[Any]:
+            results: list[Any] = []
+            for start in range(0, len(batch), self.window):
+                chunk = batch[start : start + self.window]
+                futures = []
+                for request, node in chunk:
+                    self._count(request)
+                    futures.append(
+                        self._manager.send(request, node_id=node, request_timeout_ms=self.request_timeout_ms)
+                    )
+                for future in futures:
+                    try:
+                        results.append(await future)
+                    except _CONNECTION_ERRORS as exc:
+                        results.append(self._unreachable(exc))
+            return results
+
+        try:
+            results = self._manager.run(run)
+        except _CONNECTION_ERRORS as exc:
+            raise self._unreachable(exc) from None
+        if raise_errors:
+            for item in results:
+                if isinstance(item, BrokerUnreachableError):
+                    raise item
+        return results
+
+    def _unreachable(self, exc: BaseException) -> BrokerUnreachableError:
+        return BrokerUnreachableError(
+            f"the Kafka cluster at {self.bootstrap_servers} stopped answering ({_short(exc)}, "
+            "request timeout "
+            f"{self.request_timeout_ms} ms)"
+        )
+
+    # -- topology ---------------------------------------------------------------------------
+
+    def brokers(self) -> list[int]:
+        return sorted(b.node_id for b in self._manager.cluster.brokers())
+
+    def coordinators(self, transactional_ids: Iterable[str]) -> dict[str, Any]:
+        """Transaction coordinator per id (FindCoordinator key type 1), cached; batched on v4+.
+
+        The value is the node id, or a kafka-python error class instance when the lookup
+        failed for that id (the caller maps it).
+        """
+        ids = list(dict.fromkeys(transactional_ids))
+        with self._lock:
+            known = {t: self._coordinators[t] for t in ids if t in self._coordinators}
+        unknown = [t for t in ids if t not in known]
+        if not unknown:
+            return known
+        version = self.api_version(FindCoordinatorRequest)
+        found: dict[str, Any] = {}
+        if version is not None and version >= 4:
+            batch = [
+                (
+                    FindCoordinatorRequest(
+                        key_type=COORDINATOR_TRANSACTION,
+                        coordinator_keys=unknown[i : i + _FIND_COORDINATOR_BATCH],
+                        min_version=4,
+                    ),
+                    None,
+                )
+                for i in range(0, len(unknown), _FIND_COORDINATOR_BATCH)
+            ]
+            for response in self.send_all(batch):
+                for row in response.coordinators:
+                    found[row.key] = self._register(row, row.key)
+        else:
+            batch = [
+                (FindCoordinatorRequest(key=t, key_type=COORDINATOR_TRANSACTION, max_version=3), None)
+                for t in unknown
+            ]
+            for t, response in zip(unknown, self.send_all(batch), strict=True):
+                found[t] = self._register(response, t)
+        with self._lock:
+            self._coordinators.update({t: n for t, n in found.items() if isinstance(n, int)})
+        return {**known, **found}
+
+    def _register(self, row: Any, key: str) -> Any:
+        if row.error_code:
+            return kerr.for_code(row.error_code)(getattr(row, "error_message", None) or "")
+        cluster = self._manager.cluster
+        if cluster.broker_metadata(row.node_id) is None:
+            # A coordinator we have no metadata for yet: let kafka-python record its address.
+            return cluster.add_coordinator(row, COORDINATOR_TRANSACTION, key, synthesize_node_id=False)
+        return row.node_id
+
+    def forget_coordinator(self, transactional_id: str) -> None:
+        """Drop a cached coordinator after NOT_COORDINATOR so the next lookup asks again."""
+        with self._lock:
+            self._coordinators.pop(transactional_id, None)
+
+    def leaders(self, partitions: Iterable[Any]) -> dict[Any, int]:
+        """Leader node per kafka ``TopicPartition`` (metadata request via the admin client)."""
+        parts = list(partitions)
+        self.requests["Metadata"] += 1
+        try:
+            by_leader = self._manager.run(self._admin._async_get_leader_for_partitions, parts)
+        except _CONNECTION_ERRORS as exc:
+            raise self._unreachable(exc) from None
+        return {tp: leader for leader, tps in by_leader.items() for tp in tps}
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:200]
