@@ -1,0 +1,306 @@
+"""``kafka-eos-txn``: the operator's tool for transactions a pipeline left behind.
+
+The interface of the seed tool (``--action abort|commit``, ``--bootstrap-servers``,
+``--transactional-id``, ``--producer-id``, ``--epoch``, ``--command-config``) plus list,
+describe, find-hanging, commit-from-manifest and preflight. Validation and execution live in
+:mod:`airflow_provider_kafka_eos.kafka.resolution`, shared with the manual-resolution DAG, so
+both say the same thing. This module only parses arguments, builds the client configuration
+(secrets come from the ``--command-config`` file or the environment, never from the command
+line, where ``ps`` would show them) and renders results.
+
+Exit codes: 0 done, 1 failed, 2 usage. Errors are one line on stderr naming the cause and
+the runbook page; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+PROG = "kafka-eos-txn"
+ENV_COMMAND_CONFIG = "KAFKA_EOS_COMMAND_CONFIG"
+ENV_SASL_USERNAME = "KAFKA_EOS_SASL_USERNAME"
+ENV_SASL_PASSWORD = "KAFKA_EOS_SASL_PASSWORD"
+ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
+
+EPILOG = f"""\
+examples:
+  {PROG} --action list --bootstrap-servers b1:9092 --prefix etl-orders- --state Ongoing --min-age 15m
+  {PROG} --action describe --bootstrap-servers b1:9092 --transactional-id etl-orders-3-17
+  {PROG} --action abort --bootstrap-servers b1:9092 --transactional-id etl-orders-3-17
+  {PROG} --action abort --bootstrap-servers b1:9092 --prefix etl-orders- --min-age 1h \\
+      --manifest s3://bucket/manifests/orders/checkpoint-000000000017.json --dry-run
+  {PROG} --action commit --bootstrap-servers b1:9092 --transactional-id etl-orders-3-17 \\
+      --producer-id 4001 --epoch 0
+  {PROG} --action commit --bootstrap-servers b1:9092 --manifest file:///data/manifests/orders/checkpoint-000000000017.json
+  {PROG} --action find-hanging --bootstrap-servers b1:9092 --prefix etl-orders-
+  {PROG} --action preflight --bootstrap-servers b1:9092 --prefix etl-orders- --topic orders
+
+secrets: put SASL/SSL settings in a client.properties file (--command-config, or ${ENV_COMMAND_CONFIG});
+${ENV_SASL_USERNAME} / ${ENV_SASL_PASSWORD} override the SASL credentials. Never pass them as arguments.
+exit codes: 0 done, 1 failed, 2 usage. Reference: docs/cli.md
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with our one-line error format (exit 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"{PROG}: error: {message}\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from airflow_provider_kafka_eos.kafka.resolution import ACTIONS
+
+    parser = _Parser(
+        prog=PROG,
+        description="Inspect, abort and commit the Kafka transactions of exactly-once pipelines.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--action", required=True, choices=ACTIONS, help="what to do")
+    parser.add_argument(
+        "--bootstrap-servers",
+        metavar="HOST:PORT[,...]",
+        help=f"brokers to contact (default: bootstrap.servers from --command-config, or ${ENV_BOOTSTRAP})",
+    )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help=f"client.properties with SSL/SASL settings (default: ${ENV_COMMAND_CONFIG})",
+    )
+    parser.add_argument("--transactional-id", metavar="ID", help="one transaction (describe, abort, commit)")
+    parser.add_argument("--producer-id", type=int, metavar="N", help="commit: the prepared producer id")
+    parser.add_argument("--epoch", type=int, metavar="N", help="commit: the prepared producer epoch")
+    parser.add_argument(
+        "--prefix",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="transactional-id prefix (repeatable): list, describe, bulk abort, find-hanging",
+    )
+    parser.add_argument(
+        "--state",
+        action="append",
+        default=[],
+        metavar="STATE",
+        help="only transactions in this state (repeatable), e.g. Ongoing",
+    )
+    parser.add_argument(
+        "--min-age", metavar="DURATION", help="only transactions open at least this long (15m)"
+    )
+    parser.add_argument(
+        "--manifest",
+        action="append",
+        default=[],
+        metavar="URI",
+        help="commit: commit every committable of this checkpoint manifest; abort/find-hanging: "
+        "protect the transactions it lists as PREPARED (repeatable)",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="show what abort/commit would do; change nothing"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="TOPIC",
+        help="preflight: output topic whose ACLs to check (repeatable)",
+    )
+    parser.add_argument(
+        "--transaction-timeout-ms",
+        type=int,
+        metavar="MS",
+        help="preflight: the pipeline's transaction.timeout.ms, checked against the broker max",
+    )
+    parser.add_argument(
+        "--timeout",
+        default="10s",
+        metavar="DURATION",
+        help="how long to wait for the cluster to answer (default 10s)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log the Kafka client's debug output")
+    return parser
+
+
+def _client_config(args: argparse.Namespace, env: Any) -> Any:
+    """Properties file (or env) + --bootstrap-servers + credentials from the environment."""
+    from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+
+    path = args.command_config or env.get(ENV_COMMAND_CONFIG)
+    overrides: dict[str, Any] = {}
+    servers = args.bootstrap_servers or None
+    if servers:
+        overrides["bootstrap.servers"] = servers
+    if env.get(ENV_SASL_USERNAME):
+        overrides["sasl.username"] = env[ENV_SASL_USERNAME]
+    if env.get(ENV_SASL_PASSWORD):
+        overrides["sasl.password"] = env[ENV_SASL_PASSWORD]
+    if path:
+        base = KafkaClientConfig.from_properties_file(path)
+        return base.with_overrides(overrides) if overrides else base
+    if "bootstrap.servers" not in overrides:
+        if env.get(ENV_BOOTSTRAP):
+            overrides["bootstrap.servers"] = env[ENV_BOOTSTRAP]
+        else:
+            raise UsageError("--bootstrap-servers is required (or bootstrap.servers in --command-config)")
+    return KafkaClientConfig.from_mapping(overrides, source="command line")
+
+
+def _request(args: argparse.Namespace) -> Any:
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+    from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest, parse_duration_ms
+
+    manifests = list(args.manifest)
+    manifest_uri = None
+    protect: tuple[str, ...] = ()
+    if args.action in ("commit", "commit-from-manifest"):
+        if len(manifests) > 1:
+            raise UsageError("commit takes one --manifest at a time")
+        manifest_uri = manifests[0] if manifests else None
+    elif args.action in ("abort", "find-hanging"):
+        protect = tuple(manifests)
+    elif manifests:
+        raise UsageError(f"--manifest does not apply to --action {args.action}")
+    preflight_only = bool(args.topic) or args.transaction_timeout_ms is not None
+    if preflight_only and args.action != "preflight":
+        raise UsageError("--topic and --transaction-timeout-ms apply to --action preflight only")
+    return ResolutionRequest(
+        action=args.action,
+        transactional_id=args.transactional_id,
+        producer_id=args.producer_id,
+        epoch=args.epoch,
+        prefixes=tuple(args.prefix),
+        states=tuple(args.state),
+        min_age_ms=parse_duration_ms(args.min_age),
+        manifest_uri=manifest_uri,
+        dry_run=args.dry_run,
+        protect_manifests=protect,
+        topics=tuple(args.topic),
+        transaction_timeout_ms=args.transaction_timeout_ms,
+    ).validate()
+
+
+def render_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    """Plain aligned columns (stable for scripts that grep, readable for people)."""
+    columns = list(columns) or (list(rows[0]) if rows else [])
+    if not rows:
+        return "(none)"
+    cells = [[("" if row.get(c) is None else str(row.get(c))) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(line[i]) for line in cells)) for i, c in enumerate(columns)]
+    header = "  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))
+    lines = [header.rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in cells]
+    return "\n".join(lines)
+
+
+class _ProgressBar:
+    """A rich progress bar on a terminal; nothing otherwise (pipes and CI logs stay clean)."""
+
+    def __init__(self, enabled: bool, stream: TextIO):
+        self._progress = None
+        self._task = None
+        if enabled:
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self._progress = Progress(console=Console(file=stream), transient=True)
+
+    def __enter__(self) -> _ProgressBar:
+        if self._progress is not None:
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        if self._progress is None:
+            return
+        if self._task is None:
+            self._task = self._progress.add_task(label, total=total)
+        self._progress.update(self._task, completed=done, total=total, description=label)
+
+
+def _quiet_client_logs(verbose: bool) -> None:
+    # kafka-python logs connection retries at WARNING; with no handler configured Python's
+    # last-resort handler would print them to stderr, burying our one-line error.
+    if verbose:
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
+    else:
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
+
+
+def run(
+    argv: Sequence[str] | None = None,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    env: Any = None,
+) -> int:
+    """The CLI without ``sys.exit`` (tests and wrappers call this)."""
+    from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, UsageError
+    from airflow_provider_kafka_eos.kafka.resolution import run_resolution
+    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    env = os.environ if env is None else env
+    args = build_parser().parse_args(argv)
+    _quiet_client_logs(args.verbose)
+    try:
+        from airflow_provider_kafka_eos.kafka.resolution import parse_duration_ms
+
+        request = _request(args)
+        config = _client_config(args, env)
+        timeout_ms = parse_duration_ms(args.timeout, what="--timeout") or 10_000
+        interactive = stdout.isatty() and not args.json
+        with (
+            TransactionAdmin(
+                config, connect_timeout_ms=timeout_ms, request_timeout_ms=max(timeout_ms, 5000)
+            ) as admin,
+            _ProgressBar(interactive, stderr) as bar,
+        ):
+            result = run_resolution(admin, request, progress=bar, config=config)
+    except (UsageError, ConfigError) as err:
+        stderr.write(f"{PROG}: error: {err}\n")
+        return EXIT_USAGE
+    except KafkaEosError as err:
+        stderr.write(f"{PROG}: error: {err}\n")
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        stderr.write(f"{PROG}: interrupted\n")
+        return 130
+    except Exception as err:  # one line, never a traceback; the runbook page says how to dig deeper
+        first = (str(err).strip().splitlines() or [""])[0][:300]
+        stderr.write(
+            f"{PROG}: error: unexpected {type(err).__name__}: {first}. "
+            "Next step: docs/runbook/troubleshooting.md (rerun with --verbose)\n"
+        )
+        return EXIT_FAILED
+    if args.json:
+        stdout.write(json.dumps(result.to_dict(), sort_keys=True, default=str) + "\n")
+    else:
+        stdout.write(render_table(result.rows, result.columns) + "\n")
+        stdout.write(result.summary + "\n")
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point (``kafka-eos-txn``)."""
+    raise SystemExit(run(argv))
+
+
+if __name__ == "__main__":
+    main()

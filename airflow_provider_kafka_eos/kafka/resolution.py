@@ -1,0 +1,571 @@
+"""One operator action on transactions: validation and execution shared by the CLI and the UI.
+
+``kafka-eos-txn`` and the manual-resolution DAG (Params form) both build a
+:class:`ResolutionRequest`, call :meth:`ResolutionRequest.validate` and
+:func:`run_resolution`, so a user sees the same words and the same safety rules whichever
+door they came in by: a commit needs the producer id and epoch from the manifest or
+``describe``; a bulk abort can be previewed with ``dry_run`` and never touches a transaction
+that a given manifest lists as PREPARED (that would be data loss, invariant 4).
+
+Failures the user must act on raise :class:`~airflow_provider_kafka_eos.kafka.errors.KafkaEosError`
+subclasses (their text names the transaction, the cause and the runbook page);
+:class:`UsageError` means the request itself is wrong and nothing was sent.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
+
+ACTIONS = ("list", "describe", "abort", "commit", "commit-from-manifest", "find-hanging", "preflight")
+TRANSACTION_STATES = (
+    "Empty",
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "CompleteCommit",
+    "CompleteAbort",
+    "PrepareEpochFence",
+)
+DEFAULT_HANGING_MIN_AGE_MS = 15 * 60 * 1000
+BULK_CHUNK = 50
+MAX_EPOCH = 32767
+RUNBOOK = "resolve-manually"
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$", re.IGNORECASE)
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+Progress = Callable[[int, int, str], None]
+
+
+def parse_duration_ms(text: str | int | None, *, what: str = "--min-age") -> int | None:
+    """``15m`` -> 900000. Units ms/s/m/h/d are required (a bare number is ambiguous)."""
+    if text is None or text == "":
+        return None
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise UsageError(f"{what} must not be negative, got {text}")
+        return text
+    match = _DURATION.match(str(text))
+    if not match:
+        raise UsageError(f"{what} must be a duration like 90s, 15m, 2h or 1d (got {text!r})")
+    return int(float(match.group(1)) * _UNIT_MS[match.group(2).lower()])
+
+
+def _normalise_state(state: str) -> str:
+    for known in TRANSACTION_STATES:
+        if known.lower() == state.strip().lower():
+            return known
+    raise UsageError(
+        f"--state {state!r} is not a Kafka transaction state (one of {', '.join(TRANSACTION_STATES)})"
+    )
+
+
+@dataclass(frozen=True)
+class ResolutionRequest:
+    """What the user asked for. No secrets: connection settings travel separately."""
+
+    action: str
+    transactional_id: str | None = None
+    producer_id: int | None = None
+    epoch: int | None = None
+    prefixes: tuple[str, ...] = ()
+    states: tuple[str, ...] = ()
+    min_age_ms: int | None = None
+    manifest_uri: str | None = None
+    dry_run: bool = False
+    protect_manifests: tuple[str, ...] = ()
+    # preflight only (optional): the pipeline's output topics and transaction timeout.
+    topics: tuple[str, ...] = ()
+    transaction_timeout_ms: int | None = None
+
+    def validate(self) -> ResolutionRequest:
+        """The request, normalised; raises UsageError with the text the user sees."""
+        action = (self.action or "").strip().lower()
+        if action not in ACTIONS:
+            raise UsageError(f"unknown action {self.action!r}; choose one of {', '.join(ACTIONS)}")
+        txn_id = (self.transactional_id or "").strip() or None
+        prefixes = tuple(p for p in (s.strip() for s in self.prefixes) if p)
+        states = tuple(_normalise_state(s) for s in self.states)
+        manifest = (self.manifest_uri or "").strip() or None
+        if action == "commit" and manifest and not txn_id:
+            action = "commit-from-manifest"
+        if self.min_age_ms is not None and self.min_age_ms < 0:
+            raise UsageError(f"--min-age must not be negative, got {self.min_age_ms} ms")
+        if action != "commit" and (self.producer_id is not None or self.epoch is not None):
+            raise UsageError("--producer-id and --epoch only apply to --action commit (one transaction)")
+        if action == "commit":
+            if not txn_id:
+                raise UsageError(
+                    "commit needs --transactional-id (or --manifest to commit a whole checkpoint)"
+                )
+            if self.producer_id is None or self.epoch is None:
+                raise UsageError(
+                    "commit needs --producer-id and --epoch (from the checkpoint manifest or `describe`)",
+                    transactional_id=txn_id,
+                )
+            if self.producer_id < 0:
+                raise UsageError(
+                    f"--producer-id must be >= 0, got {self.producer_id}", transactional_id=txn_id
+                )
+            if not 0 <= self.epoch <= MAX_EPOCH:
+                raise UsageError(
+                    f"--epoch must be in 0..{MAX_EPOCH}, got {self.epoch}", transactional_id=txn_id
+                )
+            if manifest:
+                raise UsageError(
+                    "commit takes either --transactional-id with --producer-id/--epoch, or "
+                    "--manifest, not both",
+                    transactional_id=txn_id,
+                )
+        if action == "commit-from-manifest" and not manifest:
+            raise UsageError("commit-from-manifest needs --manifest URI (the checkpoint manifest to commit)")
+        if action in ("describe", "abort"):
+            if txn_id and prefixes:
+                raise UsageError(
+                    f"{action} takes either --transactional-id or --prefix, not both", transactional_id=txn_id
+                )
+            if not txn_id and not prefixes:
+                raise UsageError(
+                    f"{action} needs --transactional-id, or --prefix for every transaction under a prefix"
+                )
+        if action in ("list", "find-hanging", "preflight", "commit-from-manifest") and txn_id:
+            raise UsageError(f"{action} does not take --transactional-id; use --prefix to narrow it down")
+        if action == "preflight" and not prefixes:
+            raise UsageError("preflight needs --prefix (the pipeline's transactional-id prefix)")
+        if self.dry_run and action not in ("abort", "commit", "commit-from-manifest"):
+            raise UsageError(f"--dry-run applies to abort and commit, not {action}")
+        protect = tuple(self.protect_manifests)
+        if action == "abort" and manifest:
+            protect = (*protect, manifest)
+            manifest = None
+        return replace(
+            self,
+            action=action,
+            transactional_id=txn_id,
+            prefixes=prefixes,
+            states=states,
+            manifest_uri=manifest,
+            protect_manifests=tuple(dict.fromkeys(protect)),
+        )
+
+
+@dataclass
+class ResolutionResult:
+    """Rows for a table (or JSON / XCom), a one-line summary, and whether everything went well."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    summary: str = ""
+    ok: bool = True
+    columns: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "summary": self.summary, "rows": self.rows}
+
+
+def run_resolution(
+    admin: Any, request: ResolutionRequest, progress: Progress | None = None, *, config: Any = None
+) -> ResolutionResult:
+    """Execute a validated request with an open ``TransactionAdmin``.
+
+    ``progress(done, total, label)`` is called during bulk work. ``config`` (the
+    ``KafkaClientConfig``, default: the admin's) is used only by ``preflight``, to name the
+    principal whose ACLs are checked.
+    """
+    request = request.validate()
+    handler = {
+        "list": _list,
+        "describe": _describe,
+        "abort": _abort,
+        "commit": _commit,
+        "commit-from-manifest": _commit_from_manifest,
+        "find-hanging": _find_hanging,
+        "preflight": _preflight,
+    }[request.action]
+    if request.action == "preflight":
+        return _preflight(
+            admin, request, progress, config if config is not None else getattr(admin, "config", None)
+        )
+    return handler(admin, request, progress)
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _value(obj: Any) -> Any:
+    """Enum members (kafka-python's TransactionState) as their wire value."""
+    return getattr(obj, "value", obj)
+
+
+def _partitions_text(partitions: Iterable[Any]) -> str:
+    return ",".join(sorted(f"{p.topic}-{p.partition}" for p in partitions))
+
+
+def _description_row(desc: Any) -> dict[str, Any]:
+    start = getattr(desc, "start_time_ms", -1)
+    age = round((_now_ms() - start) / 1000, 1) if start is not None and start >= 0 else None
+    return {
+        "transactional_id": desc.transactional_id,
+        "state": _value(desc.state),
+        "producer_id": desc.producer_id,
+        "producer_epoch": desc.producer_epoch,
+        "timeout_ms": desc.timeout_ms,
+        "age_s": age,
+        "partitions": _partitions_text(desc.partitions),
+    }
+
+
+def _protected_ids(manifest_uris: Sequence[str]) -> dict[str, str]:
+    """Transactional id -> the PREPARED manifest that lists it (unreadable manifest: refuse)."""
+    from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest
+
+    protected: dict[str, str] = {}
+    for uri in manifest_uris:
+        manifest = read_manifest(uri)
+        if manifest.status == ManifestStatus.PREPARED:
+            for committable in manifest.committables:
+                protected.setdefault(committable.transactional_id, uri)
+    return protected
+
+
+def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+# -- actions ------------------------------------------------------------------------------
+
+
+def _list(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
+    listings = admin.list(
+        prefixes=list(request.prefixes) or None,
+        states=list(request.states) or None,
+        min_age_ms=request.min_age_ms,
+    )
+    rows = [
+        {"transactional_id": t.transactional_id, "producer_id": t.producer_id, "state": _value(t.state)}
+        for t in sorted(listings, key=lambda t: t.transactional_id)
+    ]
+    return ResolutionResult(
+        rows, f"{len(rows)} transaction(s)", True, ("transactional_id", "producer_id", "state")
+    )
+
+
+def _describe(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
+    if request.transactional_id:
+        ids = [request.transactional_id]
+    else:
+        ids = sorted({t.transactional_id for t in admin.list(prefixes=list(request.prefixes))})
+    descriptions = admin.describe(ids) if ids else {}
+    rows = [_description_row(descriptions[i]) for i in ids if i in descriptions]
+    return ResolutionResult(
+        rows,
+        f"{len(rows)} transaction(s) described",
+        True,
+        ("transactional_id", "state", "producer_id", "producer_epoch", "timeout_ms", "age_s", "partitions"),
+    )
+
+
+def _abort(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
+    protected = _protected_ids(request.protect_manifests)
+    columns = ("transactional_id", "state", "producer_id", "outcome")
+    if request.transactional_id:
+        txn_id = request.transactional_id
+        if txn_id in protected:
+            raise KafkaEosError(
+                f"refusing to abort: manifest {protected[txn_id]} lists this transaction as PREPARED (it "
+                f"must be committed); commit it with --action commit --manifest {protected[txn_id]}",
+                transactional_id=txn_id,
+                runbook=RUNBOOK,
+            )
+        desc = admin.describe([txn_id])[txn_id]  # UnknownTransactionError for an unknown id
+        if request.dry_run:
+            row = {
+                "transactional_id": txn_id,
+                "state": _value(desc.state),
+                "producer_id": desc.producer_id,
+                "outcome": "would abort" if _value(desc.state) == "Ongoing" else "nothing to abort",
+            }
+            return ResolutionResult([row], "dry run: nothing was aborted", True, columns)
+        outcomes = admin.abort([txn_id])
+        rows = [
+            {
+                "transactional_id": o.transactional_id,
+                "state": _value(desc.state),
+                "producer_id": desc.producer_id,
+                "outcome": o.outcome,
+            }
+            for o in outcomes
+        ]
+        return ResolutionResult(
+            rows, f"{txn_id}: {rows[0]['outcome'] if rows else 'no outcome'}", True, columns
+        )
+
+    states = list(request.states) or ["Ongoing"]
+    candidates = sorted(
+        admin.list(prefixes=list(request.prefixes), states=states, min_age_ms=request.min_age_ms),
+        key=lambda t: t.transactional_id,
+    )
+    rows: list[dict[str, Any]] = []
+    to_abort: list[str] = []
+    for listing in candidates:
+        row = {
+            "transactional_id": listing.transactional_id,
+            "state": _value(listing.state),
+            "producer_id": listing.producer_id,
+        }
+        if listing.transactional_id in protected:
+            row["outcome"] = f"protected (PREPARED in {protected[listing.transactional_id]})"
+        else:
+            row["outcome"] = "would abort"
+            to_abort.append(listing.transactional_id)
+        rows.append(row)
+    skipped = len(rows) - len(to_abort)
+    if request.dry_run:
+        return ResolutionResult(
+            rows,
+            f"dry run: would abort {len(to_abort)} transaction(s), {skipped} protected; nothing was aborted",
+            True,
+            columns,
+        )
+    by_id = {r["transactional_id"]: r for r in rows}
+    done = 0
+    for chunk in _chunks(to_abort, BULK_CHUNK):
+        for outcome in admin.abort(list(chunk)):
+            by_id[outcome.transactional_id]["outcome"] = outcome.outcome
+        done += len(chunk)
+        if progress:
+            progress(done, len(to_abort), "aborting")
+    aborted = sum(1 for r in rows if r["outcome"] == "aborted")
+    return ResolutionResult(
+        rows, f"aborted {aborted} of {len(to_abort)} transaction(s), {skipped} protected", True, columns
+    )
+
+
+def _capabilities(admin: Any) -> Any:
+    """The cluster's capabilities through the admin's own connection (no second connection)."""
+    from airflow_provider_kafka_eos.kafka.capabilities import ClusterCapabilities
+
+    return ClusterCapabilities.probe_with(admin.wire)
+
+
+def committable_for(admin: Any, transactional_id: str, producer_id: int, epoch: int) -> Any:
+    """A Committable for one id from DescribeTransactions plus the user's producer id / epoch.
+
+    The coordinator knows the partitions and start time; the user supplies (pid, epoch) from
+    the checkpoint manifest or an earlier ``describe``, which is what proves it is the
+    transaction they mean. The record count is unknown here: each partition in a transaction
+    holds at least one record, so the partition count is a true lower bound.
+    """
+    from airflow_provider_kafka_eos.kafka.committable import Committable, TopicPartition
+
+    desc = admin.describe([transactional_id])[transactional_id]
+    partitions = tuple(TopicPartition(p.topic, p.partition) for p in desc.partitions)
+    if not partitions:
+        # Completed (or empty) transactions list no partitions; the commit's verification decides
+        # whether that means "already committed" or "aborted". A placeholder keeps the type valid.
+        partitions = (TopicPartition("<completed>", 0),)
+    start = desc.start_time_ms if desc.start_time_ms is not None and desc.start_time_ms >= 0 else _now_ms()
+    tv = 2 if admin.transaction_version() >= 2 else 1
+    return Committable(
+        transactional_id=transactional_id,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        partitions=partitions,
+        record_count=len(partitions),
+        prepared_at_ms=_now_ms(),
+        transaction_start_ms=start,
+        transaction_timeout_ms=desc.timeout_ms if desc.timeout_ms and desc.timeout_ms > 0 else 1,
+        transaction_version=tv,
+        end_txn_version=admin.end_txn_version(),
+    )
+
+
+def _commit(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
+    assert (
+        request.transactional_id is not None and request.producer_id is not None and request.epoch is not None
+    )
+    committable = committable_for(admin, request.transactional_id, request.producer_id, request.epoch)
+    columns = ("transactional_id", "producer_id", "producer_epoch", "outcome")
+    if request.dry_run:
+        row = {
+            "transactional_id": committable.transactional_id,
+            "producer_id": committable.producer_id,
+            "producer_epoch": committable.producer_epoch,
+            "outcome": "would commit",
+        }
+        return ResolutionResult([row], "dry run: nothing was committed", True, columns)
+    outcomes = admin.commit([committable])
+    rows = [
+        {
+            "transactional_id": o.transactional_id,
+            "producer_id": request.producer_id,
+            "producer_epoch": request.epoch,
+            "outcome": o.outcome,
+        }
+        for o in outcomes
+    ]
+    return ResolutionResult(
+        rows, f"{request.transactional_id}: {rows[0]['outcome'] if rows else 'no outcome'}", True, columns
+    )
+
+
+def _commit_from_manifest(
+    admin: Any, request: ResolutionRequest, progress: Progress | None
+) -> ResolutionResult:
+    from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest, write_manifest
+
+    assert request.manifest_uri is not None
+    manifest = read_manifest(request.manifest_uri)
+    columns = ("transactional_id", "producer_id", "producer_epoch", "record_count", "outcome")
+    by_id = {
+        c.transactional_id: {
+            "transactional_id": c.transactional_id,
+            "producer_id": c.producer_id,
+            "producer_epoch": c.producer_epoch,
+            "record_count": c.record_count,
+            "outcome": "would commit" if request.dry_run else "pending",
+        }
+        for c in manifest.committables
+    }
+    rows = list(by_id.values())
+    if manifest.status == ManifestStatus.ABORTED:
+        raise KafkaEosError(
+            f"manifest {request.manifest_uri} is ABORTED; its transactions cannot be committed",
+            runbook="data-loss",
+        )
+    if request.dry_run:
+        return ResolutionResult(
+            rows,
+            f"dry run: would commit {len(rows)} transaction(s) of checkpoint {manifest.checkpoint_id}",
+            True,
+            columns,
+        )
+    outcomes = admin.commit(list(manifest.committables))
+    for outcome in outcomes:
+        by_id[outcome.transactional_id]["outcome"] = outcome.outcome
+    if progress:
+        progress(len(rows), len(rows), "committing")
+    if manifest.status != ManifestStatus.COMMITTED:
+        manifest.status = ManifestStatus.COMMITTED
+        manifest.updated_at_ms = _now_ms()
+        manifest.commit_report = {
+            "committed_by": "kafka-eos-txn resolution",
+            "committed_at_ms": manifest.updated_at_ms,
+            "outcomes": {o.transactional_id: o.outcome for o in outcomes},
+        }
+        write_manifest(request.manifest_uri, manifest)
+    return ResolutionResult(
+        rows,
+        f"committed {len(rows)} transaction(s) of checkpoint {manifest.checkpoint_id}; "
+        f"manifest marked COMMITTED",
+        True,
+        columns,
+    )
+
+
+def _find_hanging(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
+    min_age = DEFAULT_HANGING_MIN_AGE_MS if request.min_age_ms is None else request.min_age_ms
+    lingering = admin.find_lingering(prefixes=list(request.prefixes) or None, min_age_ms=min_age)
+    protected = _protected_ids(request.protect_manifests)
+    rows = []
+    for desc in sorted(lingering, key=lambda d: d.transactional_id):
+        row = _description_row(desc)
+        row["next_step"] = (
+            f"commit from manifest {protected[desc.transactional_id]}"
+            if desc.transactional_id in protected
+            else "abort (if no manifest lists it)"
+        )
+        rows.append(row)
+    stalled = _lso_stalls(admin, lingering)
+    for row in rows:
+        row["lso_stalled"] = ",".join(sorted(p for p in stalled if p in row["partitions"].split(",")))
+    return ResolutionResult(
+        rows,
+        f"{len(rows)} transaction(s) open longer than {min_age // 1000} s",
+        not rows,
+        (
+            "transactional_id",
+            "state",
+            "producer_id",
+            "producer_epoch",
+            "age_s",
+            "partitions",
+            "lso_stalled",
+            "next_step",
+        ),
+    )
+
+
+def _lso_stalls(admin: Any, lingering: Sequence[Any]) -> set[str]:
+    """Partitions ("topic-p") whose last stable offset is held back, when the admin can probe it."""
+    probe = getattr(admin, "lso_probe", None)
+    partitions = sorted({(p.topic, p.partition) for d in lingering for p in d.partitions})
+    if probe is None or not partitions:
+        return set()
+    from airflow_provider_kafka_eos.kafka.committable import TopicPartition
+
+    stalled = set()
+    for status in probe([TopicPartition(t, p) for t, p in partitions]):
+        if getattr(status, "stalled", False):
+            tp = (
+                status.partition
+                if hasattr(status, "partition") and not isinstance(status.partition, int)
+                else status
+            )
+            stalled.add(f"{tp.topic}-{tp.partition}")
+    return stalled
+
+
+def _preflight(
+    admin: Any, request: ResolutionRequest, progress: Progress | None, config: Any
+) -> ResolutionResult:
+    """Capabilities + the ACLs of ``config``'s principal (+ the timeout limit when one is given)."""
+    from airflow_provider_kafka_eos.kafka.acl_check import check_acls, pipeline_requirements, principal_of
+    from airflow_provider_kafka_eos.kafka.preflight import (
+        PreflightReport,
+        check_acl_findings,
+        check_transaction_timeout,
+        check_two_phase_commit,
+    )
+
+    caps = _capabilities(admin)
+    checks = []
+    acls_dict = []
+    for prefix in request.prefixes:
+        requirements = pipeline_requirements(prefix, request.topics)
+        acls = check_acls(admin.wire, requirements, principal_of(config) if config is not None else None)
+        acls_dict.append(acls.to_dict())
+        checks.extend(check_acl_findings(acls))
+    if request.transaction_timeout_ms is not None:
+        checks.append(check_transaction_timeout(request.transaction_timeout_ms, caps))
+    checks.extend(
+        check_two_phase_commit(
+            caps, None, request.prefixes[0], request.transaction_timeout_ms or 0, required=False
+        )
+    )
+    report = PreflightReport(checks, caps.to_dict(), {"checks": acls_dict})
+    rows = [
+        {
+            "check": c.name,
+            "status": c.status,
+            "message": c.message,
+            "runbook": f"docs/runbook/{c.runbook}.md" if c.runbook else "",
+        }
+        for c in report.checks
+    ]
+    return ResolutionResult(
+        rows,
+        ("preflight OK" if report.ok else "preflight FAILED") + "\n" + caps.render(),
+        report.ok,
+        ("check", "status", "message", "runbook"),
+    )
