@@ -44,6 +44,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
 from airflow_provider_kafka_eos.kafka.wire import Wire, error_name
 
 __all__ = [
+    "FenceResult",
     "TransactionAdmin",
     "TransactionDescription",
     "TransactionListing",
@@ -162,6 +163,17 @@ class TxnOutcome:
             "producer_epoch": self.producer_epoch,
             "detail": self.detail,
         }
+
+
+@dataclass(frozen=True)
+class FenceResult:
+    """What InitProducerId left behind: the id's producer id / epoch, and whether it aborted an
+    open transaction (the coordinator answered CONCURRENT_TRANSACTIONS while fencing it)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    aborted_open_transaction: bool
 
 
 @dataclass
@@ -690,15 +702,22 @@ class TransactionAdmin:
                     transactional_id=tid,
                 )
 
-    def init_producer_id(self, transactional_id: str, transaction_timeout_ms: int) -> tuple[int, int]:
-        """Raw InitProducerId (retrying CONCURRENT_TRANSACTIONS until done): ``(producer_id, epoch)``.
+    def fence(self, transactional_id: str, transaction_timeout_ms: int) -> FenceResult:
+        """Raw InitProducerId for ``transactional_id``, retrying CONCURRENT_TRANSACTIONS until done.
 
         Side effects (this *is* the fencing primitive): creates the id if the coordinator does
-        not know it, bumps its epoch, aborts an open transaction. :meth:`abort` wraps it safely;
-        the PROBING abort strategy relies on epoch 0 meaning "never used before".
+        not know it (answering epoch 0), bumps its epoch, aborts an open transaction. Prefer
+        :meth:`abort`, which describes first; the PROBING abort strategy uses this directly
+        because it must work on clusters without DescribeTransactions.
         """
-        pid, epoch, _ = self._init_producer_id(transactional_id, transaction_timeout_ms)
-        return pid, epoch
+        pid, epoch, fenced = self._init_producer_id(transactional_id, transaction_timeout_ms)
+        return FenceResult(transactional_id, pid, epoch, fenced)
+
+    def lso_probe(self, topic_partitions: Iterable[TopicPartition | tuple[str, int]]) -> list[Any]:
+        """:func:`airflow_provider_kafka_eos.kafka.lso.lso_probe` on this admin's connections."""
+        from airflow_provider_kafka_eos.kafka.lso import lso_probe
+
+        return lso_probe(self, topic_partitions)
 
     def _init_producer_id(self, tid: str, timeout_ms: int) -> tuple[int, int, bool]:
         retry = self._retry()

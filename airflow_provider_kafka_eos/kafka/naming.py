@@ -1,0 +1,143 @@
+"""Transactional-id naming strategies, as in Flink's exactly-once Kafka sink.
+
+An id is ``{prefix}-{partition}-{offset}`` and is parsed back from its *last two* dashes, so
+a prefix may itself contain dashes. The offset's meaning is the strategy:
+
+- ``INCREMENTING``: offset = checkpoint id. Every checkpoint uses fresh ids; simple and
+  probe-able (the PROBING abort strategy walks ids upward), but each id lives on the
+  coordinator for ``transactional.id.expiration.ms`` (7 days by default): one per partition per
+  checkpoint adds up.
+- ``POOLING``: offset = the smallest slot not held by an Ongoing transaction or listed in a
+  PREPARED manifest. Ids are reused, so the coordinator keeps a bounded set; finding lingering
+  ones needs ListTransactions (the LISTING abort strategy).
+
+Switching a pipeline that has state from POOLING to INCREMENTING is refused (as Flink does):
+pooled ids do not follow checkpoint numbers, so PROBING would never find lingering ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+
+from airflow_provider_kafka_eos.kafka.errors import ConfigError
+
+__all__ = [
+    "NamingStrategy",
+    "ParsedTransactionalId",
+    "check_strategy_switch",
+    "format_transactional_id",
+    "incrementing_id",
+    "owned_by",
+    "parse_transactional_id",
+    "pooling_id",
+    "pooling_ids",
+    "validate_prefix",
+]
+
+
+class NamingStrategy(str, Enum):
+    INCREMENTING = "INCREMENTING"
+    POOLING = "POOLING"
+
+    @classmethod
+    def parse(cls, value: str | NamingStrategy) -> NamingStrategy:
+        try:
+            return cls(str(getattr(value, "value", value)).upper())
+        except ValueError:
+            raise ConfigError(
+                f"naming strategy {value!r} is not one of {', '.join(s.value for s in cls)}"
+            ) from None
+
+
+@dataclass(frozen=True)
+class ParsedTransactionalId:
+    prefix: str
+    partition: int
+    offset: int  # checkpoint id (INCREMENTING) or pool slot (POOLING)
+
+
+def validate_prefix(prefix: str) -> str:
+    """A prefix must be non-empty and must not end in a dash (``a-`` + ``-0-1`` would parse ambiguously)."""
+    if not prefix or not prefix.strip():
+        raise ConfigError("the transactional-id prefix must not be empty (it is what makes ids unique)")
+    if prefix != prefix.strip() or prefix.endswith("-"):
+        raise ConfigError(
+            f"the transactional-id prefix {prefix!r} must not end in '-' or contain edge whitespace"
+        )
+    return prefix
+
+
+def format_transactional_id(prefix: str, partition: int, offset: int) -> str:
+    if partition < 0 or offset < 0:
+        raise ConfigError(f"partition ({partition}) and offset ({offset}) of a transactional id must be >= 0")
+    return f"{validate_prefix(prefix)}-{partition}-{offset}"
+
+
+def parse_transactional_id(transactional_id: str) -> ParsedTransactionalId | None:
+    """Split at the last two dashes; None when the id does not have our shape."""
+    parts = transactional_id.rsplit("-", 2)
+    if len(parts) != 3:
+        return None
+    prefix, partition, offset = parts
+    if not prefix or not partition.isdigit() or not offset.isdigit():
+        return None
+    return ParsedTransactionalId(prefix, int(partition), int(offset))
+
+
+def owned_by(prefix: str, transactional_id: str) -> bool:
+    """True only for ids this prefix generated (``p-0-1`` is owned by ``p``, ``p2-0-1`` is not)."""
+    parsed = parse_transactional_id(transactional_id)
+    return parsed is not None and parsed.prefix == prefix
+
+
+def incrementing_id(prefix: str, partition: int, checkpoint_id: int) -> str:
+    """INCREMENTING: ``{prefix}-{partition}-{checkpoint}``."""
+    return format_transactional_id(prefix, partition, checkpoint_id)
+
+
+def pooling_id(prefix: str, partition: int, in_use: Iterable[str]) -> str:
+    """POOLING: ``{prefix}-{partition}-{slot}`` with the smallest slot not in ``in_use``.
+
+    ``in_use`` = ids of Ongoing transactions (ListTransactions) plus ids listed in PREPARED
+    manifests: a prepared id must never be reused before its commit, or the new producer
+    would fence and abort the prepared transaction.
+    """
+    taken = {
+        parsed.offset
+        for parsed in (parse_transactional_id(t) for t in in_use)
+        if parsed is not None and parsed.prefix == prefix and parsed.partition == partition
+    }
+    slot = 0
+    while slot in taken:
+        slot += 1
+    return format_transactional_id(prefix, partition, slot)
+
+
+def pooling_ids(prefix: str, partitions: Iterable[int], in_use: Iterable[str]) -> dict[int, str]:
+    """:func:`pooling_id` for several partitions at once (``in_use`` read once)."""
+    taken = list(in_use)
+    return {p: pooling_id(prefix, p, taken) for p in partitions}
+
+
+def check_strategy_switch(
+    previous: str | NamingStrategy | None, requested: str | NamingStrategy, *, has_state: bool
+) -> NamingStrategy:
+    """Validate a pipeline's strategy against the one its existing manifests used.
+
+    POOLING -> INCREMENTING with state is refused; INCREMENTING -> POOLING is allowed (LISTING
+    finds ids of both shapes under the prefix).
+    """
+    new = NamingStrategy.parse(requested)
+    if previous is None or not has_state:
+        return new
+    old = NamingStrategy.parse(previous)
+    if old is NamingStrategy.POOLING and new is NamingStrategy.INCREMENTING:
+        raise ConfigError(
+            "the pipeline's existing checkpoints use the POOLING naming strategy; switching to INCREMENTING "
+            "is refused because pooled transactional ids do not follow checkpoint numbers and the PROBING "
+            "abort strategy would miss lingering ones. Keep POOLING, or start a new pipeline id / prefix",
+            runbook="configuration",
+        )
+    return new
