@@ -1,0 +1,202 @@
+"""The embedded single-node Kafka broker: configuration, lifecycle, shared state.
+
+See docs/embedded-broker.md for what it implements and what it deliberately does less than
+Kafka. Handler modules register themselves with ``api.handles`` when imported; this module
+imports them all (the coordinator developer's ones guarded, so the core runs without them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import logging
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from .api import HANDLERS
+from .groups import GroupCoordinator
+from .topics import TopicManager, _write_json_atomically
+
+log = logging.getLogger(__name__)
+
+# Ours first, theirs after: a later registration of the same API key wins, so the transaction
+# coordinator's InitProducerId replaces the idempotent-only fallback in ``produce_ids``.
+_CORE_HANDLER_MODULES = (
+    "api_versions",
+    "metadata",
+    "topic_admin",
+    "produce",
+    "fetch",
+    "offsets",
+    "group_handlers",
+    "produce_ids",
+    "sasl",
+    "configs",
+)
+_OPTIONAL_HANDLER_MODULES = ("coordinator", "txn_admin", "acl")
+
+_PRODUCER_ID_BLOCK = 1000
+
+
+def load_handler_modules() -> list[str]:
+    """Import every handler module so it registers; returns the optional ones that are missing."""
+    missing = []
+    for name in _CORE_HANDLER_MODULES:
+        importlib.import_module(f"{__package__}.{name}")
+    for name in _OPTIONAL_HANDLER_MODULES:
+        try:
+            importlib.import_module(f"{__package__}.{name}")
+        except ImportError as exc:
+            log.debug("optional broker module %s not available: %s", name, exc)
+            missing.append(name)
+    return missing
+
+
+@dataclass
+class BrokerConfig:
+    host: str = "127.0.0.1"
+    port: int = 0
+    node_id: int = 1
+    default_partitions: int = 1
+    data_dir: str | None = None
+    transaction_max_timeout_ms: int = 900000
+    abort_check_interval_ms: int = 10000
+    transaction_version: int = 2
+    two_phase_commit: bool = False
+    acl_file: str | None = None
+    transactional_id_expiration_ms: int = 604800000
+    auto_create_topics: bool = True
+    group_initial_rebalance_delay_ms: int = 0  # Kafka's default is 3000; tests want joins to be quick
+
+    def __post_init__(self) -> None:
+        if self.transaction_version not in (1, 2):
+            raise ValueError(f"transaction_version must be 1 or 2, not {self.transaction_version}")
+
+
+class Broker:
+    """One node: the listener, topics, groups, and (when present) transactions and ACLs."""
+
+    def __init__(self, config: BrokerConfig | None = None) -> None:
+        self.config = config or BrokerConfig()
+        self.node_id = self.config.node_id
+        self.host = self.config.host
+        self.port = self.config.port
+        self.connections: set[Any] = set()
+        self._server: asyncio.base_events.Server | None = None
+        self._api_max_versions: dict[int, int] | None = None
+        self.missing_modules = load_handler_modules()
+        if self.config.data_dir:
+            os.makedirs(self.config.data_dir, exist_ok=True)
+        self._meta = self._load_meta()
+        self.cluster_id: str = self._meta["cluster_id"]
+        self.topics = TopicManager(self.config.data_dir)
+        self.groups = GroupCoordinator(self)
+        self.users: dict[str, str] = {}
+        self.authorizer = None
+        if self.config.acl_file:
+            with open(self.config.acl_file) as fh:
+                self.users = dict(json.load(fh).get("users", {}))
+            try:
+                from .acl import Authorizer
+            except ImportError:
+                log.warning("acl_file given but the authorizer module is missing: no ACLs are enforced")
+            else:
+                self.authorizer = Authorizer.from_file(self.config.acl_file)
+        try:
+            from .coordinator import TransactionCoordinator
+        except ImportError:
+            self.coordinator = None
+        else:
+            self.coordinator = TransactionCoordinator(self)
+
+    # ------------------------------------------------------------------ identity and ids
+
+    @property
+    def sasl_enabled(self) -> bool:
+        """With an ACL file the listener is SASL_PLAINTEXT (PLAIN), as a secured Kafka would be."""
+        return bool(self.config.acl_file)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def _meta_path(self) -> str | None:
+        return os.path.join(self.config.data_dir, "broker.json") if self.config.data_dir else None
+
+    def _load_meta(self) -> dict:
+        path = self._meta_path()
+        if path and os.path.exists(path):
+            with open(path) as fh:
+                meta = json.load(fh)
+        else:
+            meta = {"cluster_id": uuid.uuid4().hex[:22], "producer_id_block_end": 0}
+        meta["next_producer_id"] = meta["producer_id_block_end"]  # never reuse ids from a past run
+        if path:
+            _write_json_atomically(path, meta)
+        return meta
+
+    def allocate_producer_id(self) -> int:
+        """A producer id never handed out before (also across restarts with a data directory)."""
+        meta = self._meta
+        pid = meta["next_producer_id"]
+        meta["next_producer_id"] = pid + 1
+        if pid >= meta["producer_id_block_end"]:
+            meta["producer_id_block_end"] = pid + _PRODUCER_ID_BLOCK
+            path = self._meta_path()
+            if path:
+                _write_json_atomically(path, {k: v for k, v in meta.items() if k != "next_producer_id"})
+        return pid
+
+    def api_max_versions(self) -> dict[int, int]:
+        if self._api_max_versions is None:
+            from .server import advertised_versions
+
+            self._api_max_versions = {key: top for key, _low, top in advertised_versions(self)}
+        return self._api_max_versions
+
+    def ensure_topic(self, name: str) -> bool:
+        """Auto-create ``name`` (Kafka's auto.create.topics.enable); True when it exists afterwards."""
+        if self.topics.exists(name):
+            return True
+        if not self.config.auto_create_topics:
+            return False
+        return self.topics.create(name, self.config.default_partitions) == 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        from .server import serve_connection
+
+        self._api_max_versions = None
+        self._server = await asyncio.start_server(
+            lambda r, w: serve_connection(self, r, w),
+            self.config.host,
+            self.config.port,
+            reuse_address=True,
+            limit=1 << 20,
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        if self.coordinator is not None:
+            await self.coordinator.start()
+        self.groups.start()
+        log.info("broker %d listening on %s (APIs: %s)", self.node_id, self.bootstrap, sorted(HANDLERS))
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            tasks = [h.task for h in list(self.connections) if h.task is not None]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), timeout=5)
+            except asyncio.TimeoutError:
+                log.warning("connections did not close within 5 s")
+            self._server = None
+        if self.coordinator is not None:
+            await self.coordinator.stop()
+        self.groups.stop()
+        self.topics.close()

@@ -1,0 +1,193 @@
+"""The network layer: one asyncio task per connection, Kafka framing, headers, dispatch.
+
+Requests on one connection are answered strictly in order (Kafka mutes a channel while a
+request is in flight, and clients rely on that ordering). Anything malformed closes only the
+offending connection: the broker and other clients carry on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import struct
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kafka.protocol.metadata import ApiVersionsResponse
+
+from . import codes
+from .api import ANONYMOUS, HANDLERS, RequestContext
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS_KEY = 18
+SASL_HANDSHAKE_KEY = 17
+SASL_AUTHENTICATE_KEY = 36
+MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
+_INT32 = struct.Struct(">i")
+_REQUEST_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
+
+
+class CloseConnection(Exception):
+    """Raised by a handler (or the SASL gate) to answer, if a response is given, then close."""
+
+    def __init__(self, reason: str, response=None) -> None:
+        super().__init__(reason)
+        self.response = response
+
+
+@dataclass
+class Connection:
+    """Per-connection state the handlers may look at (via ``RequestContext.connection``)."""
+
+    peer: str
+    sasl_required: bool
+    authenticated: bool = False
+    sasl_mechanism: str | None = None
+    sasl_raw: bool = False  # SaslHandshake v0: the next frame is a raw PLAIN token
+    principal: str = ANONYMOUS
+
+    @property
+    def open_for_requests(self) -> bool:
+        return not self.sasl_required or self.authenticated
+
+
+def advertised_versions(broker: Broker) -> list[tuple[int, int, int]]:
+    """(api key, min, max) for every registered API, with the broker's own caps applied."""
+    out = []
+    for key, reg in sorted(HANDLERS.items()):
+        top = reg.max_version
+        if key == 22 and not broker.config.two_phase_commit:  # InitProducerId v6 is "unstable" (KIP-939)
+            top = min(top, 5)
+        out.append((key, reg.min_version, top))
+    return out
+
+
+def response_header(correlation_id: int, api_key: int, flexible: bool) -> bytes:
+    # ApiVersions responses always use header v0 so that any client can read them.
+    if flexible and api_key != API_VERSIONS_KEY:
+        return _INT32.pack(correlation_id) + b"\x00"
+    return _INT32.pack(correlation_id)
+
+
+class ConnectionHandler:
+    """Reads frames from one client and answers them, one at a time, in order."""
+
+    def __init__(self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.broker = broker
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.task: asyncio.Task | None = None
+        self.conn = Connection(
+            peer=f"{peer[0]}:{peer[1]}" if peer else "?", sasl_required=broker.sasl_enabled
+        )
+
+    async def run(self) -> None:
+        try:
+            while True:
+                try:
+                    prefix = await self.reader.readexactly(4)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                (size,) = _INT32.unpack(prefix)
+                if size < 0 or size > MAX_REQUEST_BYTES:
+                    log.info("%s: frame size %d out of range; closing", self.conn.peer, size)
+                    return
+                try:
+                    frame = await self.reader.readexactly(size)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                try:
+                    await self.handle_frame(frame)
+                except CloseConnection as close:
+                    log.info("%s: closing connection: %s", self.conn.peer, close)
+                    return
+                if self.writer.transport.get_write_buffer_size() > 1 << 20:
+                    await self.writer.drain()
+        except Exception:
+            log.exception("%s: unexpected error; closing the connection", self.conn.peer)
+        finally:
+            self.writer.close()
+
+    def send(self, payload: bytes | bytearray, header: bytes) -> None:
+        self.writer.write(_INT32.pack(len(header) + len(payload)) + header)
+        self.writer.write(payload)
+
+    async def handle_frame(self, frame: bytes) -> None:
+        if self.conn.sasl_raw:
+            from .sasl import authenticate_raw_token
+
+            self.send(authenticate_raw_token(self.broker, self.conn, frame), b"")
+            return
+        if len(frame) < _REQUEST_PREFIX.size:
+            raise CloseConnection(f"request of {len(frame)} bytes is too short for a header")
+        api_key, api_version, correlation_id = _REQUEST_PREFIX.unpack_from(frame, 0)
+        reg = HANDLERS.get(api_key)
+        top = self.broker.api_max_versions().get(api_key)
+        if api_key == API_VERSIONS_KEY and (reg is None or top is None or api_version > top):
+            self.send(self.unsupported_api_versions_body(), response_header(correlation_id, api_key, False))
+            return
+        if reg is None or top is None or not reg.min_version <= api_version <= top:
+            raise CloseConnection(f"unsupported API key {api_key} version {api_version}")
+        if not self.conn.open_for_requests and api_key not in (
+            API_VERSIONS_KEY,
+            SASL_HANDSHAKE_KEY,
+            SASL_AUTHENTICATE_KEY,
+        ):
+            raise CloseConnection(f"API key {api_key} before SASL authentication")
+        try:
+            request = reg.request_class.decode(frame, version=api_version, header=True)
+        except Exception as exc:
+            raise CloseConnection(f"cannot decode API key {api_key} v{api_version}: {exc}") from exc
+        ctx = RequestContext(
+            broker=self.broker,
+            api_key=api_key,
+            api_version=api_version,
+            correlation_id=correlation_id,
+            client_id=getattr(request.header, "client_id", None),
+            principal=self.conn.principal,
+            connection=self.conn,
+        )
+        try:
+            response = reg.handler(ctx, request)
+            if inspect.isawaitable(response):
+                response = await response
+        except CloseConnection as close:
+            if close.response is not None:
+                self._send_response(close.response, api_key, api_version, correlation_id, reg)
+                await self.writer.drain()
+            raise
+        if response is None:
+            return
+        self._send_response(response, api_key, api_version, correlation_id, reg)
+
+    def _send_response(self, response, api_key: int, api_version: int, correlation_id: int, reg) -> None:
+        body = response.encode(version=api_version)
+        flexible = reg.response_class.flexible_version_q(api_version)
+        self.send(body, response_header(correlation_id, api_key, flexible))
+
+    def unsupported_api_versions_body(self) -> bytes:
+        keys = [
+            ApiVersionsResponse.ApiVersion(api_key=k, min_version=mn, max_version=mx)
+            for k, mn, mx in advertised_versions(self.broker)
+        ]
+        return ApiVersionsResponse(error_code=codes.UNSUPPORTED_VERSION, api_keys=keys).encode(version=0)
+
+
+async def serve_connection(
+    broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    handler = ConnectionHandler(broker, reader, writer)
+    handler.task = asyncio.current_task()
+    broker.connections.add(handler)
+    try:
+        await handler.run()
+    except asyncio.CancelledError:
+        pass  # the broker is stopping
+    finally:
+        broker.connections.discard(handler)
