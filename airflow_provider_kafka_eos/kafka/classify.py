@@ -514,3 +514,148 @@ def format_table(rows: Sequence[Sequence[str]]) -> str:
         cells = [str(cell).ljust(width) for cell, width in zip(row, widths, strict=False)]
         lines.append("  ".join([*cells, str(row[-1])]).rstrip())
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# One poll: gather from Kafka and the manifest store, then classify
+
+
+@dataclass(frozen=True)
+class ScanSpec:
+    """What one poll looks at. JSON-able (``to_dict``) so the trigger can carry it.
+
+    ``prefixes`` selects what to list (``None``: the whole cluster); ``owned_prefixes`` says
+    which of those are ours to abort (defaults to ``prefixes``); ``lso_partitions`` are
+    ``"topic"`` (every partition) or ``"topic:N"`` entries to watch for LSO stalls.
+    """
+
+    min_age_ms: int
+    prefixes: tuple[str, ...] | None = None
+    owned_prefixes: tuple[str, ...] | None = None
+    manifest_base_uri: str | None = None
+    lso_partitions: tuple[str, ...] = ()
+    min_lso_stall_ms: int | None = None
+
+    @property
+    def owned(self) -> tuple[str, ...]:
+        if self.owned_prefixes is not None:
+            return tuple(self.owned_prefixes)
+        return tuple(self.prefixes or ())
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for key in ("prefixes", "owned_prefixes", "lso_partitions"):
+            if data[key] is not None:
+                data[key] = list(data[key])
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScanSpec:
+        def tup(value: Any) -> tuple[str, ...] | None:
+            return None if value is None else tuple(value)
+
+        return cls(
+            min_age_ms=int(data["min_age_ms"]),
+            prefixes=tup(data.get("prefixes")),
+            owned_prefixes=tup(data.get("owned_prefixes")),
+            manifest_base_uri=data.get("manifest_base_uri"),
+            lso_partitions=tuple(data.get("lso_partitions") or ()),
+            min_lso_stall_ms=data.get("min_lso_stall_ms"),
+        )
+
+
+def load_prepared(manifest_base_uri: str | None) -> dict[str, PreparedRef]:
+    """The PREPARED manifests' transactions; a malformed manifest raises rather than being skipped."""
+    if not manifest_base_uri:
+        return {}
+    from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, find_manifests
+
+    return prepared_index(find_manifests(manifest_base_uri, status=ManifestStatus.PREPARED))
+
+
+def scan(admin: Any, spec: ScanSpec, *, tracker: LsoStallTracker | None = None) -> Findings:
+    """One poll: lingering transactions (and LSO stalls, if asked) classified against the manifests.
+
+    ``admin`` is an open ``TransactionAdmin``. Blocking: async callers use ``asyncio.to_thread``.
+    """
+    prepared = load_prepared(spec.manifest_base_uri)
+    lingering = admin.find_lingering(
+        prefixes=list(spec.prefixes) if spec.prefixes else None, min_age_ms=spec.min_age_ms
+    )
+    at_ms = now_ms()
+    findings = Findings(
+        checked_at_ms=at_ms,
+        min_age_ms=spec.min_age_ms,
+        prefixes=spec.prefixes,
+        transactions=classify(lingering, owned_prefixes=spec.owned, prepared=prepared, at_ms=at_ms),
+    )
+    if spec.lso_partitions:
+        polls, names = poll_partitions(admin, spec.lso_partitions)
+        findings.lso_stalls = find_lso_stalls(
+            polls,
+            min_stall_ms=spec.min_lso_stall_ms if spec.min_lso_stall_ms is not None else spec.min_age_ms,
+            tracker=tracker if tracker is not None else LsoStallTracker(),
+            producer_transactions=names,
+            owned_prefixes=spec.owned,
+            prepared=prepared,
+            at_ms=now_ms(),
+        )
+    return findings
+
+
+def expand_partitions(admin: Any, entries: Sequence[str]) -> list[tuple[str, int]]:
+    """``"topic"`` -> every partition of the topic (metadata); ``"topic:N"`` -> that partition."""
+    wanted: list[tuple[str, int]] = []
+    whole_topics: list[str] = []
+    for entry in entries:
+        topic, sep, number = str(entry).strip().rpartition(":")
+        if sep and number.isdigit() and topic:
+            wanted.append((topic, int(number)))
+        else:
+            whole_topics.append(str(entry).strip())
+    if whole_topics:
+        from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
+
+        for topic in admin.wire.admin.describe_topics(whole_topics):
+            if topic.get("error_code"):
+                raise KafkaEosError(
+                    f"lso_partitions names topic {topic.get('name')!r}, which the cluster does not have "
+                    f"(error {topic['error_code']})",
+                    runbook=RUNBOOK_LSO,
+                )
+            wanted.extend((topic["name"], p["partition_index"]) for p in topic["partitions"])
+    return sorted(set(wanted))
+
+
+def poll_partitions(admin: Any, entries: Sequence[str]) -> tuple[list[PartitionOffsets], dict[int, str]]:
+    """One LSO probe (``kafka/lso.py``) of the watched partitions, in this module's terms.
+
+    Returns the polls and producer id -> transactional id for the open transactions the probe
+    could name (ListTransactions).
+    """
+    statuses = admin.lso_probe(expand_partitions(admin, entries))
+    polls = []
+    names: dict[int, str] = {}
+    for status in statuses:
+        producers = []
+        for txn in status.open_transactions:
+            producers.append(
+                ProducerState(
+                    producer_id=txn.producer_id,
+                    producer_epoch=txn.producer_epoch,
+                    last_timestamp_ms=txn.last_timestamp_ms,
+                    current_txn_start_offset=txn.txn_start_offset,
+                )
+            )
+            if txn.transactional_id:
+                names[txn.producer_id] = txn.transactional_id
+        polls.append(
+            PartitionOffsets(
+                topic=status.topic,
+                partition=status.partition,
+                last_stable_offset=status.last_stable_offset,
+                high_watermark=status.high_watermark,
+                producers=tuple(producers),
+            )
+        )
+    return polls, names

@@ -1,0 +1,150 @@
+"""KafkaTransactionResolutionOperator: one ``kafka-eos-txn`` action, run from Airflow.
+
+The manual resolution DAG is the UI twin of the CLI, so both go through
+``kafka/resolution.py``: the same validation (commit needs producer id *and* epoch), the same
+messages, the same rows. This operator only translates the DAG run's form (``params``) into a
+``ResolutionRequest``, logs the rows as a table and pushes them to XCom.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_provider_kafka_eos.kafka.classify import format_table
+
+# The form fields of the manual DAG, in the order the UI shows them (see dags/eos_manual_resolution.py).
+FORM_FIELDS = (
+    "action",
+    "transactional_id",
+    "producer_id",
+    "epoch",
+    "prefix",
+    "manifest_uri",
+    "protect_manifests_under",
+    "dry_run",
+)
+
+
+def _blank_to_none(value: Any) -> Any:
+    if isinstance(value, str) and not value.strip():
+        return None
+    return value
+
+
+def _split(value: Any) -> tuple[str, ...]:
+    """A form's text field ("a-, b-") or a list -> a tuple of non-empty strings."""
+    value = _blank_to_none(value)
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = value.split(",")
+    return tuple(str(v).strip() for v in value if str(v).strip())
+
+
+def _int_or_none(value: Any, name: str) -> int | None:
+    value = _blank_to_none(value)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        from airflow_provider_kafka_eos.kafka.errors import UsageError
+
+        raise UsageError(f"{name} must be a whole number, got {value!r}") from None
+
+
+def prepared_manifest_uris(base_uris: Sequence[str]) -> tuple[str, ...]:
+    """Every PREPARED manifest under these base URIs: what an abort from the form must not touch."""
+    from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, find_manifests
+
+    return tuple(uri for base in base_uris for uri, _ in find_manifests(base, status=ManifestStatus.PREPARED))
+
+
+def request_from_form(form: Mapping[str, Any]) -> Any:
+    """``ResolutionRequest`` from the manual DAG's params (blank text fields mean "not given").
+
+    ``protect_manifests_under`` holds manifest *base* URIs (what a user knows); they become the
+    PREPARED manifests under them, which ``kafka/resolution.py`` refuses to abort.
+    """
+    from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest
+
+    action = str(form.get("action") or "").strip()
+    protect_bases = _split(form.get("protect_manifests_under"))
+
+    return ResolutionRequest(
+        action=action,
+        transactional_id=_blank_to_none(form.get("transactional_id")),
+        producer_id=_int_or_none(form.get("producer_id"), "producer_id"),
+        epoch=_int_or_none(form.get("epoch"), "epoch"),
+        prefixes=_split(form.get("prefix")),
+        manifest_uri=_blank_to_none(form.get("manifest_uri")),
+        dry_run=bool(form.get("dry_run")),
+        protect_manifests=prepared_manifest_uris(protect_bases) if action == "abort" else (),
+    )
+
+
+class KafkaTransactionResolutionOperator(BaseOperator):
+    """Run one resolution action (list, describe, abort, commit, commit-from-manifest, ...).
+
+    :param request: the form as a mapping (keys of ``FORM_FIELDS``); ``None`` reads the DAG
+        run's ``params``, which is what the manual resolution DAG's form fills in.
+
+    A request that fails validation raises ``UsageError`` before anything is sent to Kafka.
+    XCom ``return_value``: ``{"action", "rows", "summary", "ok"}``.
+    """
+
+    template_fields: Sequence[str] = ("request",)
+    ui_color = "#d9ead3"
+
+    def __init__(
+        self,
+        *,
+        kafka_eos_conn_id: str = "kafka_eos_default",
+        request: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.kafka_eos_conn_id = kafka_eos_conn_id
+        self.request = request
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+        from airflow_provider_kafka_eos.kafka.resolution import run_resolution
+
+        form = dict(self.request if self.request is not None else context["params"])
+        request = request_from_form(form)
+        request.validate()  # the CLI's validation and message, before any connection is opened
+        self.log.info("resolution request: %s", {k: form.get(k) for k in FORM_FIELDS if k in form})
+        with KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).transaction_admin() as admin:
+            result = run_resolution(admin, request, progress=self._progress)
+        rows = [dict(row) for row in result.rows]
+        self.log.info("%s\n%s", result.summary, self.table(rows))
+        outcome = {"action": request.action, "rows": rows, "summary": result.summary, "ok": bool(result.ok)}
+        if not result.ok:
+            from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
+
+            raise KafkaEosError(result.summary, transactional_id=request.transactional_id)
+        return outcome
+
+    def _progress(self, done: int, total: int, label: str = "") -> None:
+        self.log.info("%s %d/%d", label or "progress", done, total)
+
+    @staticmethod
+    def table(rows: Sequence[Mapping[str, Any]]) -> str:
+        if not rows:
+            return "(no rows)"
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+        return format_table(
+            [[c.upper() for c in columns], *[[_cell(row.get(c)) for c in columns] for row in rows]]
+        )
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return str(value)

@@ -1,0 +1,114 @@
+"""The async half of the deferrable lingering-transaction sensor.
+
+A deferred sensor frees its worker slot; the triggerer runs this loop instead. Everything the
+trigger carries is JSON (the connection *id*, never its secrets) because the triggerer stores
+and re-creates it from ``serialize()``. The Kafka clients are blocking, so each poll runs in a
+thread (``asyncio.to_thread``) and the triggerer's event loop never blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_provider_kafka_eos.kafka import errors as eos_errors
+from airflow_provider_kafka_eos.kafka.classify import Findings, LsoStallTracker, ScanSpec, scan
+
+STATUS_FOUND = "found"
+STATUS_ERROR = "error"
+
+
+def scan_with_connection(conn_id: str, spec: ScanSpec, tracker: LsoStallTracker | None = None) -> Findings:
+    """One blocking poll through the connection ``conn_id`` (shared by the sensor and the trigger)."""
+    from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+
+    with KafkaEosHook(kafka_eos_conn_id=conn_id).transaction_admin() as admin:
+        return scan(admin, spec, tracker=tracker)
+
+
+def error_event(err: BaseException) -> dict[str, Any]:
+    """An error as event payload: enough to re-raise the same ``KafkaEosError`` in the worker."""
+    if isinstance(err, eos_errors.KafkaEosError):
+        return {
+            "status": STATUS_ERROR,
+            "error_type": type(err).__name__,
+            "cause": err.cause,
+            "transactional_id": err.transactional_id,
+            "runbook": err.runbook,
+            "message": str(err),
+        }
+    return {
+        "status": STATUS_ERROR,
+        "error_type": type(err).__name__,
+        "cause": f"lingering-transaction poll failed: {type(err).__name__}: {err}",
+        "transactional_id": None,
+        "runbook": "troubleshooting",
+        "message": f"{type(err).__name__}: {err}",
+    }
+
+
+def error_from_event(event: dict[str, Any]) -> eos_errors.KafkaEosError:
+    """Rebuild the error a trigger reported, as the same class when it is one of ours."""
+    cls = getattr(eos_errors, str(event.get("error_type")), None)
+    if not (isinstance(cls, type) and issubclass(cls, eos_errors.KafkaEosError)):
+        cls = eos_errors.KafkaEosError
+    return cls(
+        str(event.get("cause") or event.get("message") or "the lingering-transaction trigger failed"),
+        transactional_id=event.get("transactional_id"),
+        runbook=event.get("runbook"),
+    )
+
+
+class LingeringTransactionTrigger(BaseTrigger):
+    """Polls until a lingering transaction (or LSO stall) is found; yields the findings once.
+
+    Yields ``{"status": "found", "findings": {...}}`` or ``{"status": "error", ...}`` and stops.
+    """
+
+    def __init__(
+        self,
+        *,
+        kafka_eos_conn_id: str,
+        spec: dict[str, Any],
+        poll_interval: float = 60.0,
+        tracker: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.kafka_eos_conn_id = kafka_eos_conn_id
+        self.spec = ScanSpec.from_dict(spec).to_dict()  # validate now, in the worker, not in the triggerer
+        self.poll_interval = float(poll_interval)
+        self.tracker = LsoStallTracker.from_dict(tracker).to_dict()
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "kafka_eos_conn_id": self.kafka_eos_conn_id,
+                "spec": self.spec,
+                "poll_interval": self.poll_interval,
+                "tracker": self.tracker,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        spec = ScanSpec.from_dict(self.spec)
+        tracker = LsoStallTracker.from_dict(self.tracker)
+        while True:
+            try:
+                findings = await asyncio.to_thread(
+                    scan_with_connection, self.kafka_eos_conn_id, spec, tracker
+                )
+            except Exception as err:  # reported to the task, which fails with the same error
+                self.log.error("lingering-transaction poll failed: %s", err)
+                yield TriggerEvent(error_event(err))
+                return
+            if findings:
+                yield TriggerEvent({"status": STATUS_FOUND, "findings": findings.to_dict()})
+                return
+            self.log.info(
+                "no lingering transactions (%s); next poll in %.0f s", findings.summary(), self.poll_interval
+            )
+            await asyncio.sleep(self.poll_interval)

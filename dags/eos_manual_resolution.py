@@ -1,0 +1,86 @@
+"""Manual resolution of one Kafka transaction: the Airflow UI twin of ``kafka-eos-txn`` (copy as is).
+
+Trigger it with the form ("Trigger DAG w/ config"): pick an action and fill in what it needs.
+
+- ``list``: transactions, optionally under a prefix (comma-separate several).
+- ``describe``: one transactional id.
+- ``abort``: fence one transactional id (or every Ongoing one under a prefix). Transactions in a
+  PREPARED manifest under ``protect_manifests_under`` are refused: commit those instead.
+- ``commit``: finish a prepared transaction with its producer id *and* epoch (from the manifest
+  or the failed commit task's log).
+- ``commit-from-manifest``: commit everything a PREPARED manifest lists and mark it COMMITTED.
+
+``dry_run`` checks and reports without changing anything. Validation and messages are the CLI's
+(``kafka/resolution.py``): e.g. ``commit`` without an epoch fails before anything is sent. The
+rows are logged as a table and pushed to XCom. Runbook: docs/runbook/ (each page has the DAG way
+and the CLI way).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pendulum
+from airflow.sdk import DAG, Param
+
+from airflow_provider_kafka_eos.operators.resolve import KafkaTransactionResolutionOperator
+
+KAFKA_EOS_CONN_ID = os.environ.get("KAFKA_EOS_RESOLUTION_CONN_ID", "kafka_eos_default")
+DEFAULT_PROTECTED_MANIFESTS = os.environ.get("KAFKA_EOS_MANIFEST_BASE_URI", "")
+
+ACTIONS = ["list", "describe", "abort", "commit", "commit-from-manifest"]
+
+with DAG(
+    dag_id="eos_manual_resolution",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["kafka-eos", "operations"],
+    doc_md=__doc__,
+    params={
+        "action": Param(
+            "list", enum=ACTIONS, title="Action", description="What to do (kafka-eos-txn <action>)."
+        ),
+        "transactional_id": Param(
+            None,
+            type=["null", "string"],
+            title="Transactional id",
+            description="describe / abort / commit: the transaction.",
+        ),
+        "producer_id": Param(
+            None,
+            type=["null", "integer"],
+            minimum=0,
+            title="Producer id",
+            description="commit: the producer id of the prepared transaction.",
+        ),
+        "epoch": Param(
+            None,
+            type=["null", "integer"],
+            minimum=0,
+            maximum=32767,
+            title="Producer epoch",
+            description="commit: the producer epoch of the prepared transaction.",
+        ),
+        "prefix": Param(
+            None,
+            type=["null", "string"],
+            title="Transactional-id prefix(es)",
+            description="list / abort: only ids under these prefixes (comma-separated).",
+        ),
+        "manifest_uri": Param(
+            None,
+            type=["null", "string"],
+            title="Manifest URI",
+            description="commit-from-manifest: the checkpoint manifest to commit.",
+        ),
+        "protect_manifests_under": Param(
+            DEFAULT_PROTECTED_MANIFESTS or None,
+            type=["null", "string"],
+            title="Protect PREPARED manifests under",
+            description="abort: refuse ids listed in PREPARED manifests under these base URIs.",
+        ),
+        "dry_run": Param(False, type="boolean", title="Dry run", description="Check and report only."),
+    },
+) as dag:
+    KafkaTransactionResolutionOperator(task_id="resolve", kafka_eos_conn_id=KAFKA_EOS_CONN_ID, retries=0)
