@@ -1,0 +1,370 @@
+"""Prepare one partition's Kafka transaction: the pre-commit half of the two-phase commit.
+
+A Spark task opens a transactional confluent-kafka producer, writes its rows, flushes, and
+then *leaves the transaction open*: a later Airflow task commits it by resuming the
+producer id and epoch recorded in the :class:`Committable` this module returns.
+
+Two facts shape the code:
+
+* ``init_transactions()`` fences every earlier holder of the same transactional id (a
+  retried or zombie task attempt): the coordinator bumps the epoch and aborts whatever that
+  attempt left open. So a retry never duplicates data, and the committable must carry the
+  producer id/epoch of *this* attempt, which librdkafka only exposes in its statistics JSON
+  (``eos.producer_id`` / ``eos.producer_epoch``).
+* confluent-kafka 2.16's ``Producer.close()`` aborts an open transaction. A prepared producer
+  is therefore released by dropping the last reference (``rd_kafka_destroy``), never closed.
+  ``tests/unit/test_producer_release.py`` proves the transaction survives that.
+
+No Airflow imports: this runs inside Spark executors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from itertools import repeat
+from typing import Any
+
+from airflow_provider_kafka_eos.kafka.committable import Committable, TopicPartition
+from airflow_provider_kafka_eos.kafka.errors import (
+    BrokerUnreachableError,
+    KafkaEosError,
+    ProducerFencedError,
+)
+
+__all__ = ["PartitionTransaction", "TransactionProtocol", "producer_settings"]
+
+log = logging.getLogger(__name__)
+
+# Statistics are the only place librdkafka reports the producer id/epoch it holds. A short
+# interval keeps the wait after init_transactions() small; the JSON is tiny for one topic.
+STATISTICS_INTERVAL_MS = 100
+# How many produce() calls between poll(0) calls that serve delivery reports.
+_POLL_EVERY = 5_000
+
+
+@dataclass(frozen=True)
+class TransactionProtocol:
+    """Which commit protocol the cluster speaks; recorded in every committable.
+
+    Determined once on the driver (``ClusterCapabilities``) and shipped to the tasks, so a
+    Spark task does not send its own ApiVersions round trip.
+    """
+
+    transaction_version: int  # 1 or 2 (finalized transaction.version; 0 on old clusters counts as 1)
+    end_txn_version: int
+
+    @classmethod
+    def from_admin(cls, admin: Any) -> TransactionProtocol:
+        """Ask the cluster through a ``TransactionAdmin`` (finalized feature + EndTxn versions)."""
+        return cls(transaction_version=2 if admin.transaction_version() >= 2 else 1,
+                   end_txn_version=admin.end_txn_version())
+
+
+def producer_settings(
+    confluent_config: Mapping[str, Any], transactional_id: str, transaction_timeout_ms: int
+) -> dict[str, Any]:
+    """The confluent-kafka config of a prepare-and-leave-open producer.
+
+    The user's connection config comes first; the transactional settings are ours and win,
+    because an at-least-once setting here (``enable.idempotence=false``, ``acks=1``) would
+    silently break the guarantee.
+    """
+    settings = dict(confluent_config)
+    settings.update(
+        {
+            "transactional.id": transactional_id,
+            "transaction.timeout.ms": int(transaction_timeout_ms),
+            "enable.idempotence": True,
+            "acks": "all",
+            "statistics.interval.ms": STATISTICS_INTERVAL_MS,
+        }
+    )
+    settings.setdefault("linger.ms", 20)
+    settings.setdefault("compression.type", "none")
+    return settings
+
+
+class PartitionTransaction:
+    """One Spark partition's transaction: begin, write Arrow batches, flush, verify, hand over.
+
+    ``describe`` is ``TransactionAdmin.describe`` (or anything with its signature): the
+    verification asks the coordinator, not the client, whether the transaction is really
+    open under this producer's id and epoch.
+    """
+
+    def __init__(
+        self,
+        *,
+        confluent_config: Mapping[str, Any],
+        transactional_id: str,
+        topic: str,
+        transaction_timeout_ms: int,
+        protocol: TransactionProtocol,
+        describe: Callable[[list[str]], Mapping[str, Any]],
+        init_timeout_s: float = 60.0,
+        producer_factory: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.topic = topic
+        self.transaction_timeout_ms = int(transaction_timeout_ms)
+        self.protocol = protocol
+        self._describe = describe
+        self._init_timeout_s = init_timeout_s
+        self._stats: dict[str, Any] = {}
+        self._delivery_errors: list[str] = []
+        self._partitions: set[int] = set()
+        self._produced = 0
+        self._since_poll = 0
+        self.producer_id = -1
+        self.producer_epoch = -1
+        settings = producer_settings(confluent_config, transactional_id, transaction_timeout_ms)
+        settings["stats_cb"] = self._on_stats
+        if producer_factory is None:
+            from confluent_kafka import Producer
+
+            producer_factory = Producer
+        self._producer: Any = producer_factory(settings)
+
+    # -- librdkafka callbacks ----------------------------------------------------------------
+
+    def _on_stats(self, stats_json: str) -> None:
+        try:
+            self._stats = json.loads(stats_json)
+        except ValueError:  # a malformed statistics blob must not kill the task
+            return
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            if len(self._delivery_errors) < 5:
+                self._delivery_errors.append(str(err))
+            else:
+                self._delivery_errors[-1] = f"{err} (and more)"
+        else:
+            self._partitions.add(msg.partition())
+
+    # -- the transaction ---------------------------------------------------------------------
+
+    def begin(self) -> None:
+        """Fence earlier attempts of this id, learn our producer id/epoch, open the transaction."""
+        producer = self._require_producer()
+        try:
+            producer.init_transactions(self._init_timeout_s)
+        except Exception as exc:
+            raise _translate(exc, self.transactional_id, "init_transactions") from None
+        self.producer_id, self.producer_epoch = self._wait_for_producer_identity()
+        producer.begin_transaction()
+        log.info("%s: transaction begun (producer id %d, epoch %d)",
+                 self.transactional_id, self.producer_id, self.producer_epoch)
+
+    def write_rows(
+        self,
+        keys: Iterable[Any],
+        values: Iterable[Any],
+        headers: Iterable[Any] | None = None,
+        partitions: Iterable[Any] | None = None,
+    ) -> int:
+        """Produce one batch of rows (parallel sequences); returns how many were produced."""
+        producer = self._require_producer()
+        produce = producer.produce
+        topic = self.topic
+        callback = self._on_delivery
+        count = 0
+        if headers is None and partitions is None:
+            for key, value in zip(keys, values, strict=True):
+                try:
+                    produce(topic, value, key, on_delivery=callback)
+                except BufferError:
+                    self._wait_for_room(lambda k=key, v=value: produce(topic, v, k, on_delivery=callback))
+                count += 1
+                self._since_poll += 1
+                if self._since_poll >= _POLL_EVERY:
+                    producer.poll(0)
+                    self._since_poll = 0
+        else:
+            rows = zip(
+                keys,
+                values,
+                headers if headers is not None else repeat(None),
+                partitions if partitions is not None else repeat(None),
+                strict=False,  # repeat() is endless; keys/values bound the rows
+            )
+            for key, value, row_headers, partition in rows:
+                kwargs: dict[str, Any] = {"on_delivery": callback}
+                if row_headers:
+                    kwargs["headers"] = _normalise_headers(row_headers)
+                if partition is not None:
+                    kwargs["partition"] = int(partition)
+                try:
+                    produce(topic, value, key, **kwargs)
+                except BufferError:
+                    self._wait_for_room(lambda k=key, v=value, kw=kwargs: produce(topic, v, k, **kw))
+                count += 1
+                self._since_poll += 1
+                if self._since_poll >= _POLL_EVERY:
+                    producer.poll(0)
+                    self._since_poll = 0
+        self._produced += count
+        return count
+
+    def flush(self, timeout_s: float = 120.0) -> None:
+        """Wait for every produced record to be acknowledged; raise on any delivery failure."""
+        producer = self._require_producer()
+        remaining = producer.flush(timeout_s)
+        if remaining:
+            raise BrokerUnreachableError(
+                f"{remaining} record(s) were not acknowledged within {timeout_s:.0f}s of flush",
+                transactional_id=self.transactional_id,
+                runbook="broker-unreachable",
+            )
+        if self._delivery_errors:
+            cause = "; ".join(self._delivery_errors)
+            if "FENCED" in cause.upper() or "EPOCH" in cause.upper():
+                raise ProducerFencedError(
+                    f"records were rejected because a newer attempt owns this transactional id ({cause})",
+                    transactional_id=self.transactional_id,
+                    runbook="speculative-execution",
+                )
+            raise KafkaEosError(f"records were not delivered ({cause})",
+                                transactional_id=self.transactional_id, runbook="troubleshooting")
+
+    def prepare(self) -> Committable | None:
+        """Flush, verify on the coordinator, release the producer; ``None`` for an empty partition.
+
+        Invariant 5: an empty transaction yields no committable (EndTxn on a resumed empty
+        transaction fails on Kafka). The coordinator never saw a partition for it, so there is
+        nothing to abort either.
+        """
+        self.flush()
+        if self._produced == 0:
+            self.release()
+            return None
+        committable = self._verify()
+        self.release()
+        return committable
+
+    def release(self) -> None:
+        """Drop the producer without ``close()`` (close() would abort the prepared transaction)."""
+        self._producer = None
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _verify(self) -> Committable:
+        """The coordinator must show our transaction Ongoing, with our id/epoch, on our partitions."""
+        try:
+            description = self._describe([self.transactional_id])[self.transactional_id]
+        except KafkaEosError:
+            raise
+        except Exception as exc:
+            raise _translate(exc, self.transactional_id, "DescribeTransactions") from None
+        raw_state = _field(description, "state")
+        state = str(getattr(raw_state, "value", raw_state))
+        pid = int(_field(description, "producer_id"))
+        epoch = int(_field(description, "producer_epoch"))
+        if state.lower() != "ongoing" or pid != self.producer_id or epoch != self.producer_epoch:
+            raise ProducerFencedError(
+                f"after flush the coordinator shows state {state} with producer id {pid} epoch {epoch}, "
+                f"but this task holds producer id {self.producer_id} epoch {self.producer_epoch}: another "
+                "attempt took over the transactional id or the transaction was aborted",
+                transactional_id=self.transactional_id,
+                runbook="speculative-execution",
+            )
+        coordinator_partitions = {
+            (tp.topic, tp.partition) if isinstance(tp, TopicPartition) else (tp[0], tp[1])
+            for tp in _field(description, "partitions")
+        }
+        written = {(self.topic, p) for p in self._partitions}
+        missing = written - coordinator_partitions
+        if missing:
+            raise ProducerFencedError(
+                f"the coordinator's transaction does not cover partition(s) "
+                f"{', '.join(f'{t}-{p}' for t, p in sorted(missing))} that this task wrote",
+                transactional_id=self.transactional_id,
+                runbook="speculative-execution",
+            )
+        start_ms = int(_field(description, "start_time_ms"))
+        timeout_ms = int(_field(description, "timeout_ms"))
+        return Committable(
+            transactional_id=self.transactional_id,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            partitions=tuple(TopicPartition(t, p) for t, p in sorted(written)),
+            record_count=self._produced,
+            prepared_at_ms=int(time.time() * 1000),
+            transaction_start_ms=start_ms,
+            transaction_timeout_ms=timeout_ms,
+            transaction_version=self.protocol.transaction_version,
+            end_txn_version=self.protocol.end_txn_version,
+        )
+
+    def _wait_for_producer_identity(self) -> tuple[int, int]:
+        """Poll until librdkafka's statistics report the id/epoch init_transactions obtained."""
+        producer = self._require_producer()
+        deadline = time.monotonic() + max(5.0, 50 * STATISTICS_INTERVAL_MS / 1000)
+        self._stats = {}
+        while time.monotonic() < deadline:
+            producer.poll(STATISTICS_INTERVAL_MS / 1000)
+            eos = self._stats.get("eos") or {}
+            pid = int(eos.get("producer_id", -1))
+            if pid >= 0 and eos.get("idemp_state") == "Assigned":
+                return pid, int(eos.get("producer_epoch", -1))
+        raise KafkaEosError(
+            "librdkafka did not report a producer id/epoch in its statistics after init_transactions",
+            transactional_id=self.transactional_id,
+            runbook="troubleshooting",
+        )
+
+    def _wait_for_room(self, retry: Callable[[], None]) -> None:
+        producer = self._require_producer()
+        while True:
+            producer.poll(0.05)
+            try:
+                retry()
+                return
+            except BufferError:
+                continue
+
+    def _require_producer(self) -> Any:
+        if self._producer is None:
+            raise KafkaEosError("the producer was already released", transactional_id=self.transactional_id,
+                                runbook="troubleshooting")
+        return self._producer
+
+
+def _normalise_headers(row_headers: Any) -> list[tuple[str, bytes | None]]:
+    """Arrow gives headers as a list of {key, value} structs or (key, value) map items."""
+    items = row_headers.items() if isinstance(row_headers, Mapping) else row_headers
+    result = []
+    for item in items:
+        if isinstance(item, Mapping):
+            key, value = item.get("key"), item.get("value")
+        else:
+            key, value = item
+        result.append((str(key), value))
+    return result
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj[name] if isinstance(obj, Mapping) else getattr(obj, name)
+
+
+def _translate(exc: Exception, transactional_id: str, step: str) -> KafkaEosError:
+    """confluent-kafka's KafkaException -> our error classes (cause text, runbook page)."""
+    text = str(exc)
+    upper = text.upper()
+    if "AUTHORIZ" in upper:
+        from airflow_provider_kafka_eos.kafka.errors import AuthorizationError
+
+        return AuthorizationError(f"{step} was refused: WRITE on TransactionalId (and the topic) is needed "
+                                  f"({text})", transactional_id=transactional_id)
+    if "FENCED" in upper:
+        return ProducerFencedError(f"{step}: a newer producer owns this transactional id ({text})",
+                                   transactional_id=transactional_id, runbook="speculative-execution")
+    if "TIMED OUT" in upper or "TIMEOUT" in upper or "TRANSPORT" in upper:
+        return BrokerUnreachableError(f"{step} did not complete: the transaction coordinator did not answer "
+                                      f"({text})", transactional_id=transactional_id)
+    return KafkaEosError(f"{step} failed ({text})", transactional_id=transactional_id,
+                         runbook="troubleshooting")

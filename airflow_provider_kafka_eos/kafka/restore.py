@@ -1,0 +1,224 @@
+"""Restore before a checkpoint is written: finish what earlier attempts of the pipeline left.
+
+The manifest is the vote of the two-phase commit. Before a Spark job prepares checkpoint
+``c`` of a pipeline, the state the pipeline's earlier runs left behind is settled:
+
+1. every PREPARED manifest of another checkpoint is committed (it was voted; its commit task
+   may have died) and marked COMMITTED;
+2. a manifest for checkpoint ``c`` itself that is PREPARED and still committable, or
+   COMMITTED, is returned as is: the job must not produce again. This is what makes a
+   retried submit task, or a cleared and rerun DAG run, idempotent;
+3. a PREPARED manifest that can no longer be committed (the broker aborted or timed out one
+   of its transactions) is marked ABORTED and logged as data loss; for checkpoint ``c`` the
+   job then produces the checkpoint again (nothing of it was visible);
+4. every other open transaction under the pipeline's transactional-id prefix (left by a
+   crashed job, a killed task, a job with more partitions than today's) is aborted by
+   fencing, never one listed in a PREPARED manifest and never one outside the prefix.
+
+No Airflow imports: the Spark driver runs this.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_kafka_eos.kafka.committable import Committable
+from airflow_provider_kafka_eos.kafka.errors import (
+    DataLossError,
+    KafkaEosError,
+    ProducerFencedError,
+    TransactionTimeoutRiskError,
+)
+from airflow_provider_kafka_eos.kafka.manifest import (
+    Manifest,
+    ManifestStatus,
+    find_manifests,
+    manifest_uri,
+    write_manifest,
+)
+
+__all__ = ["RestoreReport", "check_committable", "restore_pipeline"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RestoreReport:
+    """What restore did; ``existing`` is set when this checkpoint must not be produced again."""
+
+    checkpoint_id: int
+    existing_uri: str | None = None
+    existing: Manifest | None = None
+    recommitted: list[str] = field(default_factory=list)  # manifest uris committed by restore
+    marked_aborted: list[str] = field(default_factory=list)  # manifest uris that lost their data
+    aborted_transactions: list[str] = field(default_factory=list)
+    protected_transactions: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        text = (f"restore before checkpoint {self.checkpoint_id}: {len(self.recommitted)} prepared "
+                f"manifest(s) committed, {len(self.marked_aborted)} marked ABORTED, "
+                f"{len(self.aborted_transactions)} open transaction(s) aborted")
+        if self.existing is not None:
+            text += (f"; checkpoint already {self.existing.status.value} at {self.existing_uri}: "
+                     "not producing again")
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "checkpoint_id": self.checkpoint_id,
+            "existing_uri": self.existing_uri,
+            "existing_status": self.existing.status.value if self.existing else None,
+            "recommitted": list(self.recommitted),
+            "marked_aborted": list(self.marked_aborted),
+            "aborted_transactions": list(self.aborted_transactions),
+        }
+
+
+def check_committable(admin: Any, committables: Iterable[Committable]) -> list[str]:
+    """Reasons why these committables can no longer all be committed (empty list: they can).
+
+    Read-only: one DescribeTransactions, then ``TransactionAdmin.verify_committable`` (the same
+    rule the commit applies: Ongoing under the same producer id/epoch before its deadline, or
+    already committed by it).
+    """
+    committables = list(committables)
+    if not committables:
+        return []
+    descriptions = admin.describe([c.transactional_id for c in committables], missing_ok=True)
+    problems = []
+    for c in committables:
+        d = descriptions.get(c.transactional_id)
+        if d is None:
+            problems.append(f"{c.transactional_id}: unknown to the coordinator (expired?)")
+            continue
+        try:
+            admin.verify_committable(c, d)
+        except (DataLossError, ProducerFencedError, TransactionTimeoutRiskError) as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def restore_pipeline(
+    admin: Any,
+    *,
+    manifest_base_uri: str,
+    pipeline_id: str,
+    transactional_id_prefix: str,
+    checkpoint_id: int,
+    find_open_transactions: Callable[[Any, str, set[str]], list[str]],
+    now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+) -> RestoreReport:
+    """Settle the pipeline's earlier checkpoints; see the module docstring for the rules.
+
+    ``find_open_transactions(admin, prefix, protected)`` returns the open transactional ids
+    owned by the prefix (the abort strategy: LISTING or PROBING); ids in ``protected`` are
+    never aborted, whatever it returns.
+    """
+    report = RestoreReport(checkpoint_id=checkpoint_id)
+    this_uri = manifest_uri(manifest_base_uri, pipeline_id, checkpoint_id)
+    for uri, manifest in find_manifests(manifest_base_uri, pipeline_id):
+        if manifest.transactional_id_prefix != transactional_id_prefix:
+            log.warning("%s was written with transactional id prefix %r, this run uses %r; it is settled all "
+                        "the same", uri, manifest.transactional_id_prefix, transactional_id_prefix)
+        if manifest.checkpoint_id == checkpoint_id:
+            _settle_this_checkpoint(admin, uri, manifest, report, now_ms)
+        elif manifest.status is ManifestStatus.PREPARED:
+            _recommit(admin, uri, manifest, report, now_ms)
+
+    protected: set[str] = set()
+    if report.existing is not None and report.existing.status is ManifestStatus.PREPARED:
+        protected |= report.existing.transactional_ids
+    # Re-read: a manifest may have been written by someone else since (never abort what it lists).
+    for _uri, manifest in find_manifests(manifest_base_uri, pipeline_id, status=ManifestStatus.PREPARED):
+        protected |= manifest.transactional_ids
+    report.protected_transactions = sorted(protected)
+
+    candidates = [t for t in find_open_transactions(admin, transactional_id_prefix, protected)
+                  if t not in protected]
+    if candidates:
+        outcomes = admin.abort(sorted(candidates))
+        report.aborted_transactions = sorted(o.transactional_id for o in outcomes
+                                             if getattr(o, "outcome", "aborted") == "aborted")
+        log.warning("aborted %d open transaction(s) of prefix %r left by earlier attempts: %s",
+                    len(report.aborted_transactions), transactional_id_prefix,
+                    ", ".join(report.aborted_transactions) or "none were still open")
+    log.info(report.summary())
+    if report.existing is None and this_uri in report.marked_aborted:
+        log.warning("checkpoint %d will be produced again: its previous manifest %s was aborted",
+                    checkpoint_id, this_uri)
+    return report
+
+
+def _settle_this_checkpoint(admin: Any, uri: str, manifest: Manifest, report: RestoreReport,
+                            now_ms: Callable[[], int]) -> None:
+    if manifest.status is ManifestStatus.COMMITTED:
+        report.existing, report.existing_uri = manifest, uri
+        return
+    if manifest.status is ManifestStatus.ABORTED:
+        log.warning("%s is ABORTED: checkpoint %d is produced again", uri, manifest.checkpoint_id)
+        return
+    problems = check_committable(admin, manifest.committables)
+    if not problems:
+        report.existing, report.existing_uri = manifest, uri
+        return
+    committed = [c.transactional_id for c in manifest.committables
+                 if _is_committed(admin, c)]
+    if committed:
+        # Part of the checkpoint is visible already: producing it again would duplicate that part.
+        raise DataLossError(
+            f"checkpoint {manifest.checkpoint_id} ({uri}) is partly committed ({', '.join(committed)}) "
+            f"and partly lost ({'; '.join(problems)}); it cannot be produced again without duplicates",
+            transactional_id=problems[0].split(":", 1)[0],
+            runbook="rerun-a-checkpoint",
+        )
+    _mark_aborted(uri, manifest, problems, report, now_ms)
+
+
+def _recommit(admin: Any, uri: str, manifest: Manifest, report: RestoreReport,
+              now_ms: Callable[[], int]) -> None:
+    started = now_ms()
+    try:
+        outcomes = admin.commit(manifest.committables)
+    except DataLossError as exc:
+        _mark_aborted(uri, manifest, [str(exc)], report, now_ms)
+        return
+    manifest.status = ManifestStatus.COMMITTED
+    manifest.updated_at_ms = now_ms()
+    manifest.commit_report = {
+        "committed_by": "restore",
+        "transactions": len(manifest.committables),
+        "records": sum(c.record_count for c in manifest.committables),
+        "outcomes": {o.transactional_id: o.outcome for o in outcomes},
+        "latency_ms": manifest.updated_at_ms - started,
+    }
+    write_manifest(uri, manifest)
+    report.recommitted.append(uri)
+    log.warning("restore committed checkpoint %d (%s): its commit task had not finished",
+                manifest.checkpoint_id, uri)
+
+
+def _mark_aborted(uri: str, manifest: Manifest, problems: list[str], report: RestoreReport,
+                  now_ms: Callable[[], int]) -> None:
+    manifest.status = ManifestStatus.ABORTED
+    manifest.updated_at_ms = now_ms()
+    manifest.commit_report = {"aborted_by": "restore", "reasons": problems}
+    write_manifest(uri, manifest)
+    report.marked_aborted.append(uri)
+    log.error(
+        "DATA LOSS: checkpoint %d of pipeline %s (%s) was prepared but can no longer be committed: %s. "
+        "The manifest is now ABORTED; rerun that checkpoint to produce it again. Next step: "
+        "docs/runbook/rerun-a-checkpoint.md",
+        manifest.checkpoint_id, manifest.pipeline_id, uri, "; ".join(problems),
+    )
+
+
+def _is_committed(admin: Any, c: Committable) -> bool:
+    try:
+        d = admin.describe([c.transactional_id], missing_ok=True).get(c.transactional_id)
+        return d is not None and admin.verify_committable(c, d) == "already_committed"
+    except KafkaEosError:
+        return False

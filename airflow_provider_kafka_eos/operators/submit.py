@@ -1,0 +1,287 @@
+"""SparkEosSubmitOperator: spark-submit the exactly-once write job for this run's checkpoint.
+
+It is the Spark provider's ``SparkSubmitOperator`` with the parts an exactly-once pipeline
+must get right done for you:
+
+* the checkpoint id is derived from the DAG run (its data interval end, else ``run_after``),
+  so task retries and cleared reruns of one run prepare the *same* checkpoint (the job then
+  finds its manifest and does not produce again) and later runs get larger ids;
+* the Kafka client configuration, secrets included, reaches the job through a private (0600)
+  temp file named by an environment variable, never the command line, and the file is
+  deleted when the task ends;
+* a missing Spark connection is an error, not the parent's silent fallback to YARN;
+* ``PYSPARK_PYTHON`` is set so Spark's Python workers run this interpreter;
+* the manifest URI the job printed is checked (the manifest must exist and be PREPARED or
+  COMMITTED) and returned, i.e. pushed to XCom for the commit task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from airflow_provider_kafka_eos.kafka.errors import ConfigError, ManifestError, UsageError
+from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, manifest_uri, read_manifest
+from airflow_provider_kafka_eos.spark import job as eos_job
+
+__all__ = ["SparkEosSubmitOperator", "checkpoint_id_for_run"]
+
+JOB_FILE = str(Path(eos_job.__file__).resolve())
+_MISSING_CONNECTION_ERRORS = ("AirflowNotFoundException", "AirflowException", "ConnectionNotFound")
+_RESULT_LINE = re.compile(rf"^{re.escape(eos_job.RESULT_PREFIX)}(?P<uri>\S+)\s*$")
+
+
+def checkpoint_id_for_run(context: Mapping[str, Any]) -> int:
+    """Seconds since the epoch of the run's data interval end (else its ``run_after``).
+
+    Stable for every try and every clear of one DAG run; increasing from run to run of a
+    scheduled DAG (``max_active_runs=1`` keeps them in order).
+    """
+    dag_run = context.get("dag_run")
+    candidates = [
+        context.get("data_interval_end"),
+        getattr(dag_run, "data_interval_end", None),
+        getattr(dag_run, "run_after", None),
+        context.get("logical_date"),
+        getattr(dag_run, "logical_date", None),
+    ]
+    for value in candidates:
+        if isinstance(value, datetime):
+            return int(value.timestamp())
+    raise UsageError("cannot derive a checkpoint id: the run has no data interval, run_after or logical "
+                     "date; pass checkpoint_id explicitly", runbook="rerun-a-checkpoint")
+
+
+class _ManifestCapturingHook(SparkSubmitHook):
+    """SparkSubmitHook that also remembers the job's ``KAFKA_EOS_MANIFEST_URI=`` line."""
+
+    reported_manifest_uri: str | None = None
+
+    def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
+        def tee() -> Iterator[Any]:
+            for raw in itr:
+                match = _RESULT_LINE.match(str(raw).strip())
+                if match:
+                    self.reported_manifest_uri = match.group("uri")
+                yield raw
+
+        super()._process_spark_submit_log(tee())
+
+
+class SparkEosSubmitOperator(SparkSubmitOperator):
+    """Run the exactly-once write job (``spark/job.py``) for one checkpoint of a pipeline.
+
+    :param pipeline_id: names the pipeline's manifests folder (``<base>/<pipeline_id>/``).
+    :param topic: the Kafka topic to write.
+    :param transactional_id_prefix: the prefix of every transactional id the job uses; unique per
+        pipeline (restore aborts open transactions under it). Defaults to ``pipeline_id``.
+    :param manifest_base_uri: where manifests live (local path, ``file://``, ``s3://``...).
+    :param application_callable: the user's code, ``module:function`` or ``path/file.py[:function]``,
+        called as ``function(spark, params) -> DataFrame`` inside the job.
+    :param application_params: JSON-serialisable dict passed to that function (templated).
+    :param naming_strategy: ``INCREMENTING`` (an id per partition and checkpoint) or ``POOLING``.
+    :param abort_strategy: ``LISTING`` or ``PROBING``; default chosen from the cluster's abilities.
+    :param kafka_eos_conn_id: the ``kafka_eos`` connection with the librdkafka client config.
+    :param conn_id: the Spark connection (must exist; no fallback to YARN).
+    :param checkpoint_id: override the run-derived checkpoint id (templated).
+    :param transaction_timeout_ms: producer ``transaction.timeout.ms``; the commit must happen within it.
+    :param key_col, value_col, headers_col, partition_col: DataFrame columns the writer reads.
+    :param python_executable: the Python the driver and workers run (``PYSPARK_PYTHON``).
+    Any other keyword goes to ``SparkSubmitOperator`` (``conf``, ``py_files``, ``driver_memory``...).
+    """
+
+    template_fields: Sequence[str] = (
+        *SparkSubmitOperator.template_fields,
+        "pipeline_id",
+        "topic",
+        "transactional_id_prefix",
+        "manifest_base_uri",
+        "application_callable",
+        "application_params",
+        "checkpoint_id",
+        "kafka_eos_conn_id",
+    )
+    template_fields_renderers = {"application_params": "json"}
+    ui_color = "#e8d5b7"
+
+    def __init__(
+        self,
+        *,
+        pipeline_id: str,
+        topic: str,
+        manifest_base_uri: str,
+        application_callable: str,
+        application_params: dict[str, Any] | None = None,
+        transactional_id_prefix: str | None = None,
+        naming_strategy: str = "INCREMENTING",
+        abort_strategy: str | None = None,
+        kafka_eos_conn_id: str = "kafka_eos_default",
+        conn_id: str = "spark_default",
+        checkpoint_id: int | str | None = None,
+        transaction_timeout_ms: int | None = None,
+        key_col: str = "key",
+        value_col: str = "value",
+        headers_col: str | None = None,
+        partition_col: str | None = None,
+        python_executable: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if naming_strategy not in ("INCREMENTING", "POOLING"):
+            raise UsageError(f"naming_strategy must be INCREMENTING or POOLING, got {naming_strategy!r}")
+        if abort_strategy not in (None, "LISTING", "PROBING"):
+            raise UsageError(f"abort_strategy must be LISTING or PROBING, got {abort_strategy!r}")
+        kwargs.setdefault("name", f"kafka-eos-{pipeline_id}")
+        super().__init__(application=JOB_FILE, conn_id=conn_id, **kwargs)
+        self.pipeline_id = pipeline_id
+        self.topic = topic
+        self.transactional_id_prefix = transactional_id_prefix or pipeline_id
+        self.manifest_base_uri = manifest_base_uri
+        self.application_callable = application_callable
+        self.application_params = application_params or {}
+        self.naming_strategy = naming_strategy
+        self.abort_strategy = abort_strategy
+        self.kafka_eos_conn_id = kafka_eos_conn_id
+        self.checkpoint_id = checkpoint_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.key_col = key_col
+        self.value_col = value_col
+        self.headers_col = headers_col
+        self.partition_col = partition_col
+        self.python_executable = python_executable
+        self._config_file: str | None = None
+
+    # -- Airflow entry points ----------------------------------------------------------------
+
+    def execute(self, context: Any) -> str:
+        self._require_spark_connection()
+        checkpoint = self._checkpoint_id(context)
+        expected_uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, checkpoint)
+        self.application_args = self._job_args(checkpoint)
+        self._config_file = self._write_client_config()
+        python = self.python_executable or sys.executable
+        self.env_vars = {
+            **(self.env_vars or {}),
+            eos_job.CONFIG_FILE_ENV: self._config_file,
+            "PYSPARK_PYTHON": python,
+            "PYSPARK_DRIVER_PYTHON": python,
+        }
+        self.conf = {**(self.conf or {}), "spark.pyspark.python": python, "spark.speculation": "false"}
+        self.log.info("pipeline %s: preparing checkpoint %d -> %s",
+                      self.pipeline_id, checkpoint, expected_uri)
+        try:
+            super().execute(context)
+        finally:
+            self._remove_config_file()
+        reported = getattr(self._hook, "reported_manifest_uri", None)
+        if reported and reported != expected_uri:
+            raise ManifestError(f"the job reported manifest {reported}, expected {expected_uri}",
+                                runbook="commit-task-failed")
+        manifest = read_manifest(expected_uri)
+        if manifest.status not in (ManifestStatus.PREPARED, ManifestStatus.COMMITTED):
+            raise ManifestError(
+                f"{expected_uri}: the job finished but the manifest is {manifest.status.value}",
+                runbook="rerun-a-checkpoint",
+            )
+        self.log.info("checkpoint %d is %s: %d transaction(s), %d record(s)", checkpoint,
+                      manifest.status.value, len(manifest.committables),
+                      sum(c.record_count for c in manifest.committables))
+        return expected_uri
+
+    def on_kill(self) -> None:
+        try:
+            if self._hook is not None:
+                super().on_kill()
+        finally:
+            self._remove_config_file()
+
+    def _get_hook(self) -> SparkSubmitHook:
+        """The parent's hook, built the parent's way, but one that captures our result line."""
+        hook = super()._get_hook()
+        hook.__class__ = _ManifestCapturingHook
+        return hook
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _checkpoint_id(self, context: Any) -> int:
+        if self.checkpoint_id not in (None, ""):
+            try:
+                value = int(self.checkpoint_id)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                raise UsageError(f"checkpoint_id must be an integer, got {self.checkpoint_id!r}") from None
+            if value < 0:
+                raise UsageError(f"checkpoint_id must be >= 0, got {value}")
+            return value
+        return checkpoint_id_for_run(context)
+
+    def _job_args(self, checkpoint: int) -> list[str]:
+        args = [
+            "--pipeline-id", self.pipeline_id,
+            "--topic", self.topic,
+            "--transactional-id-prefix", self.transactional_id_prefix,
+            "--checkpoint-id", str(checkpoint),
+            "--manifest-base-uri", self.manifest_base_uri,
+            "--naming-strategy", self.naming_strategy,
+            "--application", self.application_callable,
+            "--params", json.dumps(self.application_params, sort_keys=True, default=str),
+            "--key-col", self.key_col,
+            "--value-col", self.value_col,
+        ]
+        if self.abort_strategy:
+            args += ["--abort-strategy", self.abort_strategy]
+        if self.transaction_timeout_ms:
+            args += ["--transaction-timeout-ms", str(int(self.transaction_timeout_ms))]
+        if self.headers_col:
+            args += ["--headers-col", self.headers_col]
+        if self.partition_col:
+            args += ["--partition-col", self.partition_col]
+        return args
+
+    def _require_spark_connection(self) -> None:
+        from airflow.sdk import BaseHook
+
+        try:
+            BaseHook.get_connection(self._conn_id)
+        except Exception as exc:
+            if type(exc).__name__ not in _MISSING_CONNECTION_ERRORS:
+                raise
+            raise ConfigError(
+                f"Spark connection {self._conn_id!r} does not exist; refusing to fall back to master 'yarn'. "
+                "Create it (e.g. AIRFLOW_CONN_SPARK_LOCAL="
+                "'{\"conn_type\": \"spark\", \"host\": \"local[2]\"}') or pass conn_id",
+                runbook="configuration",
+            ) from None
+
+    def _write_client_config(self) -> str:
+        """The Kafka config, secrets included, in a 0600 file only this task's job reads."""
+        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+
+        config = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).client_config()
+        fd, path = tempfile.mkstemp(prefix="kafka-eos-client-", suffix=".json")
+        try:
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(config.confluent(), fh)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise
+        self.log.info("Kafka client config for the job: %s (secrets redacted; file is mode 0600)",
+                      config.redacted())
+        return path
+
+    def _remove_config_file(self) -> None:
+        path, self._config_file = self._config_file, None
+        if path:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)

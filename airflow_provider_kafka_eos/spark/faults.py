@@ -1,0 +1,112 @@
+"""Fault-injection points of the exactly-once write, for tests only.
+
+Set ``KAFKA_EOS_FAULT`` in the environment of the driver (spark-submit) to a comma-separated
+list of ``name[=value]``; unset (the normal case) means no fault. The plan is read on the
+driver and shipped to the tasks inside the task closure, so executors need no environment.
+
+``kill_task_after_records=N``
+    the task of partition ``kill_task_partition`` (default 0) flushes its first N records
+    and then its Python worker dies (``os._exit``), on attempt 0 only: Spark retries the
+    task, and the retry must fence the dead attempt's open transaction.
+``fail_task_partition=P``
+    the task of partition P raises on every attempt, after the other partitions prepared:
+    the job fails with prepared transactions and no manifest.
+``exit_before_manifest``
+    the driver exits (code 86) after every partition prepared, before the manifest is written.
+``exit_after_manifest``
+    the driver exits (code 87) after the manifest is written, before the job prints its
+    result line (spark-submit fails although the checkpoint is prepared).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from airflow_provider_kafka_eos.kafka.errors import UsageError
+
+__all__ = ["ENV_VAR", "EXIT_AFTER_MANIFEST", "EXIT_BEFORE_MANIFEST", "FaultPlan", "InjectedFault"]
+
+ENV_VAR = "KAFKA_EOS_FAULT"
+EXIT_BEFORE_MANIFEST = 86
+EXIT_AFTER_MANIFEST = 87
+WORKER_KILLED = 85
+
+
+class InjectedFault(RuntimeError):
+    """Raised by ``fail_task_partition`` (an ordinary task failure Spark reports and retries)."""
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    kill_task_after_records: int | None = None
+    kill_task_partition: int = 0
+    fail_task_partition: int | None = None
+    exit_before_manifest: bool = False
+    exit_after_manifest: bool = False
+
+    @classmethod
+    def parse(cls, text: str | None) -> FaultPlan:
+        values: dict[str, object] = {}
+        for item in (text or "").split(","):
+            item = item.strip()
+            if not item:
+                continue
+            name, _, raw = item.partition("=")
+            name = name.strip()
+            if name in ("exit_before_manifest", "exit_after_manifest"):
+                values[name] = True
+            elif name in ("kill_task_after_records", "kill_task_partition", "fail_task_partition"):
+                try:
+                    values[name] = int(raw)
+                except ValueError:
+                    raise UsageError(f"{ENV_VAR}: {name} needs an integer value, got {raw!r}",
+                                     runbook="troubleshooting") from None
+            else:
+                raise UsageError(f"{ENV_VAR}: unknown fault {name!r}", runbook="troubleshooting")
+        return cls(**values)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls) -> FaultPlan:
+        return cls.parse(os.environ.get(ENV_VAR))
+
+    @property
+    def active(self) -> bool:
+        return self != FaultPlan()
+
+    # -- task side -------------------------------------------------------------------------
+
+    def should_kill_task(self, partition: int, attempt: int, records: int) -> bool:
+        return (
+            self.kill_task_after_records is not None
+            and attempt == 0
+            and partition == self.kill_task_partition
+            and records >= self.kill_task_after_records
+        )
+
+    def check_task_failure(self, partition: int) -> None:
+        if self.fail_task_partition is not None and partition == self.fail_task_partition:
+            raise InjectedFault(f"{ENV_VAR}: injected failure of partition {partition}")
+
+    # -- driver side -----------------------------------------------------------------------
+
+    def before_manifest(self) -> None:
+        if self.exit_before_manifest:
+            _hard_exit(EXIT_BEFORE_MANIFEST)
+
+    def after_manifest(self) -> None:
+        if self.exit_after_manifest:
+            _hard_exit(EXIT_AFTER_MANIFEST)
+
+
+def kill_worker() -> None:
+    """Die like a crashed executor: no cleanup, no EndTxn, no exception to catch."""
+    _hard_exit(WORKER_KILLED)
+
+
+def _hard_exit(code: int) -> None:
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

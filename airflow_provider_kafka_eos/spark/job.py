@@ -1,0 +1,204 @@
+"""The program ``spark-submit`` runs: build the user's DataFrame, prepare it exactly once.
+
+    spark-submit .../airflow_provider_kafka_eos/spark/job.py \\
+        --pipeline-id orders --topic orders-enriched --transactional-id-prefix orders \\
+        --checkpoint-id 1767225600 --manifest-base-uri /data/manifests \\
+        --application my_pipeline.jobs:build_orders --params '{"input": "/data/in"}'
+
+The Kafka client configuration (with its secrets) never travels on the command line, where
+``ps`` and the Spark UI would show it: it is read from the file named by
+``KAFKA_EOS_CLIENT_CONFIG_FILE`` (JSON object of librdkafka keys, or a Java
+``client.properties``) or from the JSON in ``KAFKA_EOS_CLIENT_CONFIG``.
+
+The user's application is ``package.module:function`` or ``/path/to/file.py[:function]``
+(default function name ``build_dataframe``); the function is called as
+``function(spark, params) -> DataFrame`` with the ``--params`` JSON object.
+
+On success the last line on stdout is ``KAFKA_EOS_MANIFEST_URI=<uri>``, which
+``SparkEosSubmitOperator`` parses. Exit codes: 0 prepared (or already prepared/committed),
+2 usage or configuration error, 3 any other Kafka-side error, 86/87 injected faults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CONFIG_ENV", "CONFIG_FILE_ENV", "RESULT_PREFIX", "build_arg_parser", "load_application", "main"]
+
+CONFIG_FILE_ENV = "KAFKA_EOS_CLIENT_CONFIG_FILE"
+CONFIG_ENV = "KAFKA_EOS_CLIENT_CONFIG"
+RESULT_PREFIX = "KAFKA_EOS_MANIFEST_URI="
+DEFAULT_FUNCTION = "build_dataframe"
+
+log = logging.getLogger("airflow_provider_kafka_eos.spark.job")
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="airflow_provider_kafka_eos.spark.job",
+        description="Prepare one checkpoint of a pipeline in Kafka (exactly-once, two-phase commit).",
+    )
+    parser.add_argument("--pipeline-id", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--transactional-id-prefix", required=True)
+    parser.add_argument("--checkpoint-id", required=True, type=int)
+    parser.add_argument("--manifest-base-uri", required=True)
+    parser.add_argument("--naming-strategy", default="INCREMENTING", choices=("INCREMENTING", "POOLING"))
+    parser.add_argument("--abort-strategy", default=None, choices=("LISTING", "PROBING"))
+    parser.add_argument("--application", required=True,
+                        help="module:function or path/file.py[:function], called as function(spark, params)")
+    parser.add_argument("--params", default="{}", help="JSON object passed to the application function")
+    parser.add_argument("--transaction-timeout-ms", type=int, default=None)
+    parser.add_argument("--key-col", default="key")
+    parser.add_argument("--value-col", default="value")
+    parser.add_argument("--headers-col", default=None)
+    parser.add_argument("--partition-col", default=None)
+    parser.add_argument("--app-name", default=None,
+                        help="Spark application name (default: kafka-eos-<pipeline>)")
+    return parser
+
+
+def load_client_config(environ: dict[str, str] | None = None) -> Any:
+    """The Kafka config from the file or variable the operator set; never from argv."""
+    from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+    from airflow_provider_kafka_eos.kafka.errors import ConfigError
+
+    env = os.environ if environ is None else environ
+    path = env.get(CONFIG_FILE_ENV)
+    if path:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{CONFIG_FILE_ENV}={path}: cannot be read ({exc.strerror})") from None
+        if text.lstrip().startswith("{"):
+            return KafkaClientConfig.from_mapping(_json_object(text, CONFIG_FILE_ENV), source=path)
+        return KafkaClientConfig.from_properties_file(path)
+    inline = env.get(CONFIG_ENV)
+    if inline:
+        return KafkaClientConfig.from_mapping(_json_object(inline, CONFIG_ENV), source=CONFIG_ENV)
+    raise ConfigError(
+        f"no Kafka client configuration: set {CONFIG_FILE_ENV} (a JSON or client.properties file) or "
+        f"{CONFIG_ENV} (JSON); SparkEosSubmitOperator sets the file from the kafka_eos connection"
+    )
+
+
+def load_application(spec: str) -> Callable[[Any, dict], Any]:
+    """``module:function`` or ``path/to/file.py[:function]`` -> the callable."""
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+
+    target, _, function = spec.partition(":") if not _looks_like_windows_path(spec) else (spec, "", "")
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.is_file():
+            raise UsageError(f"--application {spec!r}: file {target} does not exist")
+        module_spec = importlib.util.spec_from_file_location(f"kafka_eos_app_{path.stem}", path)
+        if module_spec is None or module_spec.loader is None:
+            raise UsageError(f"--application {spec!r}: cannot load {target} as a Python module")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_spec.name] = module
+        module_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as exc:
+            raise UsageError(f"--application {spec!r}: cannot import {target} ({exc})") from None
+    name = function or DEFAULT_FUNCTION
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise UsageError(f"--application {spec!r}: {target} has no function {name!r} "
+                         "(expected function(spark, params) -> DataFrame)")
+    return fn
+
+
+def run(args: argparse.Namespace) -> str:
+    """Build the DataFrame and prepare it; returns the manifest URI."""
+    from pyspark.sql import SparkSession
+
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+    from airflow_provider_kafka_eos.spark.faults import FaultPlan
+    from airflow_provider_kafka_eos.spark.writer import (
+        DEFAULT_TRANSACTION_TIMEOUT_MS,
+        manifest_uri_for,
+        write_exactly_once,
+    )
+
+    params = _json_object(args.params, "--params")
+    config = load_client_config()
+    application = load_application(args.application)
+    plan = FaultPlan.from_env()
+    if plan.active:
+        log.warning("fault injection active (tests only): %s", plan)
+
+    spark = SparkSession.builder.appName(args.app_name or f"kafka-eos-{args.pipeline_id}").getOrCreate()
+    df = application(spark, params)
+    if df is None or not hasattr(df, "mapInArrow"):
+        raise UsageError(f"--application {args.application!r} returned {type(df).__name__}, not a DataFrame")
+    manifest = write_exactly_once(
+        df,
+        topic=args.topic,
+        kafka_config=config,
+        transactional_id_prefix=args.transactional_id_prefix,
+        checkpoint_id=args.checkpoint_id,
+        manifest_uri=args.manifest_base_uri,
+        naming_strategy=args.naming_strategy,
+        key_col=args.key_col,
+        value_col=args.value_col,
+        headers_col=args.headers_col,
+        partition_col=args.partition_col,
+        pipeline_id=args.pipeline_id,
+        transaction_timeout_ms=args.transaction_timeout_ms or DEFAULT_TRANSACTION_TIMEOUT_MS,
+        abort_strategy=args.abort_strategy,
+        fault_plan=plan,
+    )
+    plan.after_manifest()
+    uri = manifest_uri_for(args.manifest_base_uri, args.pipeline_id, manifest.checkpoint_id)
+    log.info("checkpoint %d: manifest %s is %s with %d transaction(s)", manifest.checkpoint_id, uri,
+             manifest.status.value, len(manifest.committables))
+    return uri
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, UsageError
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    args = build_arg_parser().parse_args(argv)
+    try:
+        uri = run(args)
+    except (UsageError, ConfigError) as exc:
+        print(f"kafka-eos job: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except KafkaEosError as exc:
+        print(f"kafka-eos job: {exc}", file=sys.stderr, flush=True)
+        return 3
+    print(f"{RESULT_PREFIX}{uri}", flush=True)
+    return 0
+
+
+def _json_object(text: str, where: str) -> dict:
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{where}: not valid JSON ({exc.msg})") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{where}: must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _looks_like_windows_path(spec: str) -> bool:
+    return len(spec) > 2 and spec[1] == ":" and spec[2] in "\\/"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

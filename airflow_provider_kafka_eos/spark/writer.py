@@ -1,0 +1,260 @@
+"""``write_exactly_once``: a DataFrame into Kafka, prepared for a two-phase commit.
+
+Rows travel to the producers as Arrow batches (``mapInArrow``). Each Spark partition owns
+one transactional producer whose id comes from the naming strategy (partition id +
+checkpoint), so a retried task attempt reuses the id and fences the attempt before it. Each
+task returns its committable as a row; the driver writes the checkpoint manifest (status
+PREPARED) only after it has collected every one of them, so a manifest never lists a
+transaction that was not prepared, and a job that dies earlier leaves no manifest (restore
+aborts its transactions on the next attempt).
+
+The job does not commit: a later Airflow task does (``KafkaCommitTransactionsOperator``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from airflow_provider_kafka_eos.kafka.committable import Committable
+from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+from airflow_provider_kafka_eos.kafka.errors import SpeculativeExecutionError, UsageError
+from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, manifest_uri, write_manifest
+from airflow_provider_kafka_eos.kafka.producer import TransactionProtocol
+from airflow_provider_kafka_eos.spark import naming_support
+from airflow_provider_kafka_eos.spark.faults import FaultPlan
+
+__all__ = ["DEFAULT_TRANSACTION_TIMEOUT_MS", "write_exactly_once"]
+
+log = logging.getLogger(__name__)
+
+# Kafka's default transaction.max.timeout.ms: the longest timeout a default broker accepts. The
+# commit task must finish within it after the job prepared (preflight warns when retries cannot).
+DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
+_COMMITTABLE_SCHEMA = "committable string"
+
+
+def write_exactly_once(
+    df: Any,
+    *,
+    topic: str,
+    kafka_config: KafkaClientConfig | Mapping[str, Any],
+    transactional_id_prefix: str,
+    checkpoint_id: int,
+    manifest_uri: str,
+    naming_strategy: str = "INCREMENTING",
+    key_col: str = "key",
+    value_col: str = "value",
+    headers_col: str | None = None,
+    partition_col: str | None = None,
+    pipeline_id: str | None = None,
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS,
+    abort_strategy: str | None = None,
+    fault_plan: FaultPlan | None = None,
+) -> Manifest:
+    """Prepare checkpoint ``checkpoint_id`` of ``df`` in Kafka and return its PREPARED manifest.
+
+    ``manifest_uri`` is the *base* URI of the manifests (a local path, ``file://``, or any
+    fsspec URI); this checkpoint's manifest is ``<base>/<pipeline_id>/checkpoint-<id>.json``.
+    Before producing, earlier checkpoints are restored (see ``kafka/restore.py``); when this
+    checkpoint already has a PREPARED or COMMITTED manifest, nothing is produced and that
+    manifest is returned (a retried or rerun job is idempotent).
+    """
+    pipeline_id = pipeline_id or transactional_id_prefix
+    config = kafka_config if isinstance(kafka_config, KafkaClientConfig) else \
+        KafkaClientConfig.from_mapping(kafka_config)
+    _validate(topic, transactional_id_prefix, checkpoint_id, naming_strategy, transaction_timeout_ms)
+    refuse_speculation(df.sparkSession)
+    plan = fault_plan if fault_plan is not None else FaultPlan.from_env()
+    this_uri = manifest_uri_for(manifest_uri, pipeline_id, checkpoint_id)
+
+    from airflow_provider_kafka_eos.kafka.restore import restore_pipeline
+    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+
+    naming_support.check_naming_switch(manifest_uri, pipeline_id, naming_strategy)
+    partitions = df.rdd.getNumPartitions()
+    with TransactionAdmin(config) as admin:
+        protocol = TransactionProtocol.from_admin(admin)
+        finder = naming_support.open_transaction_finder(
+            abort_strategy or naming_support.default_abort_strategy(naming_strategy, admin),
+            naming_strategy=naming_strategy,
+            checkpoint_id=checkpoint_id,
+            partitions_hint=partitions,
+        )
+        report = restore_pipeline(
+            admin,
+            manifest_base_uri=manifest_uri,
+            pipeline_id=pipeline_id,
+            transactional_id_prefix=transactional_id_prefix,
+            checkpoint_id=checkpoint_id,
+            find_open_transactions=finder,
+        )
+        if report.existing is not None:
+            log.info("checkpoint %d of %s is already %s (%s): not producing again",
+                     checkpoint_id, pipeline_id, report.existing.status.value, report.existing_uri)
+            return report.existing
+        in_use: set[str] = set()
+        if naming_strategy == "POOLING":
+            # Ids still open (none, normally, after restore) or listed in a PREPARED manifest are taken.
+            in_use = set(report.protected_transactions) | set(finder(admin, transactional_id_prefix, set()))
+        id_for_partition = naming_support.id_factory(naming_strategy, transactional_id_prefix, checkpoint_id,
+                                                     partitions=partitions, in_use=in_use)
+
+    started_ms = _now_ms()
+    prepare = _partition_preparer(
+        confluent_config=config.confluent(),
+        topic=topic,
+        id_for_partition=id_for_partition,
+        transaction_timeout_ms=transaction_timeout_ms,
+        protocol=protocol,
+        has_headers=headers_col is not None,
+        has_partition=partition_col is not None,
+        plan=plan,
+    )
+    columns = [df[key_col].alias("k"), df[value_col].alias("v")]
+    if headers_col is not None:
+        columns.append(df[headers_col].alias("h"))
+    if partition_col is not None:
+        columns.append(df[partition_col].cast("int").alias("p"))
+    rows = df.select(*columns).mapInArrow(prepare, _COMMITTABLE_SCHEMA).collect()
+    committables = [Committable.from_dict(json.loads(r["committable"]), source="spark task result")
+                    for r in rows]
+    _check_one_per_transactional_id(committables)
+
+    plan.before_manifest()
+    now = _now_ms()
+    manifest = Manifest(
+        pipeline_id=pipeline_id,
+        checkpoint_id=checkpoint_id,
+        transactional_id_prefix=transactional_id_prefix,
+        naming_strategy=naming_strategy,
+        topic=topic,
+        status=ManifestStatus.PREPARED,
+        committables=sorted(committables, key=lambda c: c.transactional_id),
+        created_at_ms=now,
+        updated_at_ms=now,
+    )
+    write_manifest(this_uri, manifest)
+    log.info("checkpoint %d of %s prepared: %d transaction(s), %d record(s) in %.1fs -> %s", checkpoint_id,
+             pipeline_id, len(committables), sum(c.record_count for c in committables),
+             (now - started_ms) / 1000, this_uri)
+    return manifest
+
+
+def manifest_uri_for(base_uri: str, pipeline_id: str, checkpoint_id: int) -> str:
+    return manifest_uri(base_uri, pipeline_id, checkpoint_id)
+
+
+def refuse_speculation(spark: Any) -> None:
+    """Two attempts of one task would share one transactional id and fence each other endlessly,
+    and only one of their committables would reach the manifest: speculation is refused."""
+    values = []
+    with contextlib.suppress(Exception):  # some versions raise for core keys unknown to the SQL conf
+        values.append(spark.conf.get("spark.speculation", "false"))
+    with contextlib.suppress(Exception):  # Spark Connect has no SparkContext
+        values.append(spark.sparkContext.getConf().get("spark.speculation", "false"))
+    if any(str(v).strip().lower() == "true" for v in values):
+        raise SpeculativeExecutionError(
+            "spark.speculation=true: speculative task attempts would write the same Kafka transaction twice; "
+            "set spark.speculation=false for the exactly-once write job",
+            runbook="speculative-execution",
+        )
+
+
+def _partition_preparer(
+    *,
+    confluent_config: dict[str, Any],
+    topic: str,
+    id_for_partition: Any,
+    transaction_timeout_ms: int,
+    protocol: TransactionProtocol,
+    has_headers: bool,
+    has_partition: bool,
+    plan: FaultPlan,
+):
+    """The function Spark runs once per partition (it is pickled with everything it closes over)."""
+
+    def prepare_partition(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        from airflow_provider_kafka_eos.kafka.producer import PartitionTransaction
+        from airflow_provider_kafka_eos.spark.faults import kill_worker
+
+        context = TaskContext.get()
+        partition, attempt = context.partitionId(), context.attemptNumber()
+        transactional_id = id_for_partition(partition)
+        admin_holder: dict[str, Any] = {}
+
+        def describe(ids: list[str]) -> Any:
+            from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+
+            admin = TransactionAdmin(KafkaClientConfig.from_mapping(confluent_config, source="spark task"))
+            admin_holder["admin"] = admin.__enter__()
+            return admin_holder["admin"].describe(ids)
+
+        txn = PartitionTransaction(
+            confluent_config=confluent_config,
+            transactional_id=transactional_id,
+            topic=topic,
+            transaction_timeout_ms=transaction_timeout_ms,
+            protocol=protocol,
+            describe=describe,
+        )
+        try:
+            txn.begin()
+            written = 0
+            for batch in batches:
+                txn.write_rows(
+                    batch.column(0).to_pylist(),
+                    batch.column(1).to_pylist(),
+                    batch.column(2).to_pylist() if has_headers else None,
+                    batch.column(2 + int(has_headers)).to_pylist() if has_partition else None,
+                )
+                written += batch.num_rows
+                if plan.should_kill_task(partition, attempt, written):
+                    txn.flush()
+                    kill_worker()
+            plan.check_task_failure(partition)
+            committable = txn.prepare()
+        finally:
+            admin = admin_holder.get("admin")
+            if admin is not None:
+                admin.__exit__(None, None, None)
+        if committable is not None:
+            yield pa.RecordBatch.from_pydict({"committable": [json.dumps(committable.to_dict())]})
+
+    return prepare_partition
+
+
+def _check_one_per_transactional_id(committables: list[Committable]) -> None:
+    seen: set[str] = set()
+    for c in committables:
+        if c.transactional_id in seen:
+            raise SpeculativeExecutionError(
+                "two task attempts returned a committable for the same transactional id; only one can be "
+                "committed (is speculation or a custom retry wrapper running tasks twice?)",
+                transactional_id=c.transactional_id,
+            )
+        seen.add(c.transactional_id)
+
+
+def _validate(topic: str, prefix: str, checkpoint_id: int, naming_strategy: str, timeout_ms: int) -> None:
+    if not topic:
+        raise UsageError("write_exactly_once needs a topic")
+    if not prefix or "/" in prefix:
+        raise UsageError(f"transactional_id_prefix {prefix!r} must be non-empty and contain no '/'")
+    if isinstance(checkpoint_id, bool) or not isinstance(checkpoint_id, int) or checkpoint_id < 0:
+        raise UsageError(f"checkpoint_id must be an integer >= 0, got {checkpoint_id!r}")
+    if naming_strategy not in ("INCREMENTING", "POOLING"):
+        raise UsageError(f"naming_strategy must be INCREMENTING or POOLING, got {naming_strategy!r}")
+    if timeout_ms <= 0:
+        raise UsageError(f"transaction_timeout_ms must be > 0, got {timeout_ms}")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
