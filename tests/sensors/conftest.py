@@ -1,0 +1,22 @@
+"""Fixtures for the sensor, trigger and abort-operator tests (helpers live in txn_helpers.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from txn_helpers import connect_admin, set_kafka_eos_connection
+
+from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+
+
+@pytest.fixture
+def admin(kafka_broker) -> Iterator[TransactionAdmin]:
+    with connect_admin(kafka_broker.bootstrap) as opened:
+        yield opened
+
+
+@pytest.fixture
+def kafka_eos_conn(kafka_broker, monkeypatch) -> str:
+    """``kafka_eos_default`` pointing at the broker."""
+    return set_kafka_eos_connection(monkeypatch, kafka_broker.bootstrap)

@@ -1,0 +1,95 @@
+"""KafkaLingeringTransactionSensor against the embedded broker: thresholds, kinds, LSO stalls."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from txn_helpers import produce_in_transaction, wait_until_older_than, write_prepared_manifest
+
+from airflow_provider_kafka_eos.kafka.classify import Findings
+from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
+from airflow_provider_kafka_eos.testing.pytest_plugin import unique_name
+
+pytestmark = pytest.mark.broker
+
+
+def sensor(**kwargs) -> KafkaLingeringTransactionSensor:
+    return KafkaLingeringTransactionSensor(task_id=unique_name("sensor"), **kwargs)
+
+
+def test_fires_for_an_old_orphan_not_for_a_young_or_committed_one(kafka_broker, admin, kafka_eos_conn):
+    prefix, topic = unique_name("orph") + "-", unique_name("topic")
+    old, young, done = f"{prefix}old", f"{prefix}young", f"{prefix}done"
+    produce_in_transaction(kafka_broker.bootstrap, old, topic, ["a"], commit=False)
+    produce_in_transaction(kafka_broker.bootstrap, done, topic, ["b"], commit=True)
+    wait_until_older_than(admin, old, 1500)
+    produce_in_transaction(kafka_broker.bootstrap, young, topic, ["c"], commit=False)
+    ages = {tid: d.age_ms() for tid, d in admin.describe([old, young]).items()}
+    threshold_ms = (ages[old] + ages[young]) // 2  # >= 0.75 s of margin on either side
+
+    # Nothing young enough to be a finding yet: the sensor keeps waiting.
+    assert not sensor(prefixes=[prefix], min_age=ages[old] / 1000 + 60).poke({}).is_done
+
+    result = sensor(prefixes=[prefix], min_age=threshold_ms / 1000).poke({})
+    assert result.is_done
+    xcom = json.loads(json.dumps(result.xcom_value))  # what XCom stores must be plain JSON
+    findings = Findings.from_dict(xcom)
+    assert [(f.transactional_id, f.kind.value) for f in findings.transactions] == [(old, "orphan")]
+    assert findings.transactions[0].partitions == (f"{topic}-0",)
+    assert "bootstrap" not in json.dumps(xcom)
+
+
+def test_classifies_orphan_commit_pending_and_foreign(kafka_broker, admin, kafka_eos_conn, tmp_path):
+    ours, theirs, topic = unique_name("ours") + "-", unique_name("theirs") + "-", unique_name("topic")
+    orphan, pending, foreign = f"{ours}0-1", f"{ours}1-1", f"{theirs}0-1"
+    for tid in (orphan, pending, foreign):
+        produce_in_transaction(kafka_broker.bootstrap, tid, topic, [tid], commit=False)
+    base = tmp_path.as_uri()
+    uri = write_prepared_manifest(admin, base, "pipe", topic, [pending])
+
+    result = sensor(prefixes=[ours, theirs], owned_prefixes=[ours], min_age=0, manifest_base_uri=base).poke(
+        {}
+    )
+
+    findings = Findings.from_dict(result.xcom_value)
+    by_id = {f.transactional_id: f for f in findings.transactions}
+    assert {tid: f.kind.value for tid, f in by_id.items()} == {
+        orphan: "orphan",
+        pending: "commit-pending",
+        foreign: "foreign",
+    }
+    assert by_id[pending].manifest_uri == uri
+    assert findings.counts() == {"orphan": 1, "commit-pending": 1, "foreign": 1, "lso-stall": 0}
+
+
+def test_lso_stall_names_the_blocking_producer(kafka_broker, admin, kafka_eos_conn):
+    """A producer outside every watched prefix holds the LSO; only the LSO watch can see it."""
+    topic = unique_name("stall")
+    blocker = unique_name("elsewhere")
+    produce_in_transaction(kafka_broker.bootstrap, blocker, topic, ["held"], commit=False)
+    produce_in_transaction(kafka_broker.bootstrap, unique_name("later"), topic, ["after"], commit=True)
+    blocking = admin.describe([blocker])[blocker]
+
+    # A stall only counts once it has lasted: the blocker wrote just now.
+    assert (
+        not sensor(prefixes=[unique_name("none")], min_age=0, lso_partitions=[topic], min_lso_stall=600)
+        .poke({})
+        .is_done
+    )
+
+    result = sensor(prefixes=[unique_name("none")], min_age=0, lso_partitions=[topic], min_lso_stall=0).poke(
+        {}
+    )
+    findings = Findings.from_dict(result.xcom_value)
+    assert findings.transactions == []
+    [stall] = findings.lso_stalls
+    assert (stall.topic, stall.partition, stall.last_stable_offset) == (topic, 0, 0)
+    assert stall.high_watermark > stall.last_stable_offset
+    assert (stall.blocking_producer_id, stall.blocking_producer_epoch) == (
+        blocking.producer_id,
+        blocking.producer_epoch,
+    )
+    assert stall.transactional_id == blocker
+    assert stall.kind.value == "foreign"
+    assert f"producer {blocking.producer_id}" in stall.reason

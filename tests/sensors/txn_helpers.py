@@ -1,0 +1,127 @@
+"""Real open transactions on the embedded broker, and the manifests that make them commit-pending.
+
+Shared by tests/sensors (fixtures in its conftest.py) and tests/dags/test_cleanup*, test_manual*.
+
+Transactions are opened with confluent-kafka transactional producers (init, begin, produce,
+flush) and released by dropping the reference: ``close()`` would abort them (confluent-kafka
+2.16). Every test uses its own topic and transactional-id prefix (the broker is shared).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+
+from confluent_kafka import Producer
+
+from airflow_provider_kafka_eos.kafka.committable import Committable
+from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, manifest_uri, write_manifest
+from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+
+
+def produce_in_transaction(
+    bootstrap: str,
+    transactional_id: str,
+    topic: str,
+    keys: Sequence[str],
+    *,
+    commit: bool,
+    partition: int = 0,
+) -> None:
+    """Write ``keys`` in one transaction; commit it, or leave it open (Ongoing) on the coordinator."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": transactional_id,
+            "transaction.timeout.ms": 600_000,
+        }
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for key in keys:
+        producer.produce(topic, key=key.encode(), value=b"v", partition=partition)
+    remaining = producer.flush(30)
+    assert remaining == 0, f"{remaining} record(s) of {transactional_id} were not delivered"
+    if commit:
+        producer.commit_transaction(30)
+    del producer  # released without close(): an open transaction stays open
+
+
+def wait_until_older_than(
+    admin: TransactionAdmin, transactional_id: str, age_ms: int, timeout_s: float = 20
+) -> None:
+    """Poll (with a deadline) until the coordinator's start time of the transaction is ``age_ms`` old."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        age = admin.describe([transactional_id])[transactional_id].age_ms()
+        if age is not None and age >= age_ms:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{transactional_id} did not reach age {age_ms} ms (at {age} ms)")
+        time.sleep(0.05)  # polling interval of a deadline-bounded wait for a clock condition
+
+
+def write_prepared_manifest(
+    admin: TransactionAdmin,
+    base_uri: str,
+    pipeline_id: str,
+    topic: str,
+    transactional_ids: Sequence[str],
+    *,
+    checkpoint_id: int = 1,
+    prefix: str = "",
+) -> str:
+    """A PREPARED manifest listing these open transactions, as the Spark driver would write it."""
+    described = admin.describe(transactional_ids)
+    tv = admin.transaction_version()
+    committables = [
+        Committable(
+            transactional_id=tid,
+            producer_id=d.producer_id,
+            producer_epoch=d.producer_epoch,
+            partitions=d.partitions,
+            record_count=1,
+            prepared_at_ms=int(time.time() * 1000),
+            transaction_start_ms=d.start_time_ms,
+            transaction_timeout_ms=d.timeout_ms,
+            transaction_version=2 if tv >= 2 else 1,
+            end_txn_version=admin.end_txn_version(),
+        )
+        for tid, d in described.items()
+    ]
+    now = int(time.time() * 1000)
+    uri = manifest_uri(base_uri, pipeline_id, checkpoint_id)
+    write_manifest(
+        uri,
+        Manifest(
+            pipeline_id=pipeline_id,
+            checkpoint_id=checkpoint_id,
+            transactional_id_prefix=prefix or pipeline_id,
+            naming_strategy="INCREMENTING",
+            topic=topic,
+            status=ManifestStatus.PREPARED,
+            committables=committables,
+            created_at_ms=now,
+            updated_at_ms=now,
+        ),
+    )
+    return uri
+
+
+def states(admin: TransactionAdmin, ids: Sequence[str]) -> dict[str, str]:
+    return {tid: str(getattr(d.state, "value", d.state)) for tid, d in admin.describe(ids).items()}
+
+
+def connect_admin(bootstrap: str) -> TransactionAdmin:
+    return TransactionAdmin(KafkaClientConfig.from_mapping({"bootstrap.servers": bootstrap}))
+
+
+def set_kafka_eos_connection(monkeypatch, bootstrap: str, conn_id: str = "kafka_eos_default", **extra) -> str:
+    """A ``kafka_eos`` connection the way Airflow reads it from an AIRFLOW_CONN_<ID> JSON variable."""
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{conn_id.upper()}",
+        json.dumps({"conn_type": "kafka_eos", "extra": {"bootstrap.servers": bootstrap, **extra}}),
+    )
+    return conn_id
