@@ -1,0 +1,75 @@
+"""Bad bytes on the wire close only the offending connection; version negotiation is Kafka's."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from confluent_kafka import Producer
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+
+from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+
+pytestmark = pytest.mark.broker
+
+GARBAGE = [
+    pytest.param(b"\x00\x00\x00\x05hello", id="unknown-api-key"),
+    pytest.param(struct.pack(">i", 2_000_000_000), id="absurd-frame-size"),
+    pytest.param(struct.pack(">i", -7), id="negative-frame-size"),
+    pytest.param(struct.pack(">ihhi", 8, 3, 12, 1), id="metadata-body-missing"),
+    pytest.param(struct.pack(">ihhi", 10, 0, 9, 1) + b"\xff\xff", id="produce-truncated"),
+    pytest.param(struct.pack(">ihhi", 8, 0, 1, 1), id="produce-v1-removed-in-kafka-4"),
+]
+
+
+@pytest.mark.parametrize("garbage", GARBAGE)
+def test_garbage_closes_that_connection_and_other_clients_carry_on(
+    kafka_broker, raw_client, unique_name, garbage
+):
+    bystander = raw_client()
+    victim = raw_client()
+    victim.send_bytes(garbage)
+    assert victim.is_closed_by_peer()
+
+    # a connection opened before the garbage still works...
+    response = bystander.request(
+        MetadataRequest(topics=[], allow_auto_topic_creation=False), MetadataResponse, 12
+    )
+    assert response.brokers[0].port == int(kafka_broker.bootstrap.rsplit(":", 1)[1])
+    # ...and so does a real client afterwards
+    topic = unique_name("after-garbage")
+    producer = Producer({"bootstrap.servers": kafka_broker.bootstrap})
+    producer.produce(topic, key=b"survivor", value=b"v")
+    assert producer.flush(30) == 0
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [b"survivor"])
+
+
+def test_api_versions_newer_than_supported_gets_unsupported_version_with_a_v0_list(raw_client):
+    client = raw_client()
+    request = ApiVersionsRequest(client_software_name="x", client_software_version="1")
+    request.with_header(correlation_id=1, client_id="raw-test")
+    payload = bytearray(request.encode(version=3, header=True))
+    struct.pack_into(">h", payload, 2, 99)  # claim ApiVersions v99
+    client.correlation_id = 1
+    client.send_bytes(struct.pack(">i", len(payload)) + bytes(payload))
+    response = client.read_response(ApiVersionsResponse, 0)
+    assert response.error_code == 35  # UNSUPPORTED_VERSION
+    versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert versions[18][1] == 4 and versions[0][0] == 3  # ApiVersions up to v4, Produce from v3
+
+
+def test_api_versions_v3_reports_transaction_version_feature_and_caps_init_producer_id(
+    kafka_broker_factory, raw_client
+):
+    for options, tv, init_pid_max in (
+        ({}, 2, 5),
+        ({"transaction_version": 1, "two_phase_commit": True}, 1, 6),
+    ):
+        broker = kafka_broker_factory(**options)
+        request = ApiVersionsRequest(client_software_name="raw", client_software_version="1")
+        response = raw_client(broker.bootstrap).request(request, ApiVersionsResponse, 3)
+        assert response.error_code == 0
+        finalized = {f.name: (f.min_version_level, f.max_version_level) for f in response.finalized_features}
+        assert finalized["transaction.version"] == (tv, tv)
+        assert {k.api_key: k.max_version for k in response.api_keys}[22] == init_pid_max
+        broker.stop()

@@ -1,0 +1,95 @@
+"""Isolation levels over real transactions from a confluent-kafka transactional producer.
+
+Needs the coordinator developer's transaction coordinator; skips (naming it) while it is absent.
+"""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Producer
+from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+
+from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+
+pytestmark = [pytest.mark.broker, pytest.mark.usefixtures("needs_transactions")]
+
+LATEST, EARLIEST = -1, -2
+
+
+def list_offset(raw_client, topic: str, timestamp: int, isolation: int) -> int:
+    request = ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=isolation,
+        topics=[
+            ListOffsetsRequest.ListOffsetsTopic(
+                name=topic,
+                partitions=[
+                    ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                        partition_index=0, current_leader_epoch=-1, timestamp=timestamp
+                    )
+                ],
+            )
+        ],
+    )
+    response = raw_client().request(request, ListOffsetsResponse, 7)
+    partition = response.topics[0].partitions[0]
+    assert partition.error_code == 0
+    return partition.offset
+
+
+def transactional_producer(bootstrap: str, transactional_id: str) -> Producer:
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 5}
+    )
+    producer.init_transactions(30)
+    return producer
+
+
+def produce_in_transaction(producer: Producer, topic: str, keys: list[bytes]) -> None:
+    producer.begin_transaction()
+    for key in keys:
+        producer.produce(topic, key=key, value=b"v")
+    assert producer.flush(30) == 0  # on the broker, inside the still-open transaction
+
+
+def test_open_transaction_is_invisible_to_read_committed_and_pins_the_lso(
+    kafka_broker, unique_name, raw_client
+):
+    topic = unique_name("isolation")
+    producer = transactional_producer(kafka_broker.bootstrap, unique_name("txn"))
+    committed = [f"committed-{i}".encode() for i in range(100)]
+    pending = [f"pending-{i}".encode() for i in range(30)]
+    produce_in_transaction(producer, topic, committed)
+    producer.commit_transaction(30)
+    produce_in_transaction(producer, topic, pending)
+
+    # 100 records + 1 commit marker precede the open transaction: the LSO stays at its first offset
+    assert list_offset(raw_client, topic, LATEST, isolation=1) == 101
+    assert list_offset(raw_client, topic, LATEST, isolation=0) == 131
+    assert list_offset(raw_client, topic, EARLIEST, isolation=1) == 0
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic, timeout_s=20), committed)
+    assert_exactly_once(
+        count_keys(kafka_broker.bootstrap, topic, isolation="read_uncommitted", timeout_s=20),
+        committed + pending,
+    )
+
+    producer.commit_transaction(30)
+    assert list_offset(raw_client, topic, LATEST, isolation=1) == 132  # past the second marker
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic, timeout_s=20), committed + pending)
+
+
+def test_aborted_records_are_dropped_for_read_committed_only(kafka_broker, unique_name):
+    topic = unique_name("aborted")
+    producer = transactional_producer(kafka_broker.bootstrap, unique_name("txn"))
+    aborted = [f"aborted-{i}".encode() for i in range(50)]
+    kept = [f"kept-{i}".encode() for i in range(20)]
+    produce_in_transaction(producer, topic, aborted)
+    producer.abort_transaction(30)
+    produce_in_transaction(producer, topic, kept)
+    producer.commit_transaction(30)
+
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic, timeout_s=20), kept)
+    # read_uncommitted consumers see aborted records too, exactly as on Kafka
+    assert_exactly_once(
+        count_keys(kafka_broker.bootstrap, topic, isolation="read_uncommitted", timeout_s=20), aborted + kept
+    )
