@@ -492,7 +492,7 @@ def _find_hanging(admin: Any, request: ResolutionRequest, progress: Progress | N
     return ResolutionResult(
         rows,
         f"{len(rows)} transaction(s) open longer than {min_age // 1000} s",
-        not rows,
+        True,
         (
             "transactional_id",
             "state",

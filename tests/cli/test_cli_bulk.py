@@ -1,0 +1,132 @@
+"""``kafka-eos-txn`` bulk work: list, dry-run bulk abort with a protecting manifest, commit-from-manifest."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from eos_cli_helpers import (
+    ABORTED_STATES,
+    committable_of,
+    describe,
+    open_transaction,
+    run_cli,
+    run_cli_json,
+    state_of,
+)
+
+from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, read_manifest, write_manifest
+from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+
+pytestmark = pytest.mark.broker
+
+
+def test_list_dry_run_bulk_abort_respects_prepared_manifest_then_commit_it(bootstrap, unique_name, tmp_path):
+    topic, prefix = unique_name("bulk-topic"), unique_name("bulk") + "-"
+    ids = [f"{prefix}{i}-7" for i in range(3)]
+    for tid in ids:
+        open_transaction(bootstrap, tid, topic, [f"{tid}-k{j}".encode() for j in range(4)])
+    other_prefix_id = unique_name("bulk-other")
+    open_transaction(bootstrap, other_prefix_id, topic, [b"other-key"])
+
+    prepared = ids[1]
+    now = int(time.time() * 1000)
+    manifest = Manifest(
+        pipeline_id="bulk",
+        checkpoint_id=7,
+        transactional_id_prefix=prefix,
+        naming_strategy="INCREMENTING",
+        topic=topic,
+        status=ManifestStatus.PREPARED,
+        committables=[committable_of(bootstrap, prepared, 4)],
+        created_at_ms=now,
+        updated_at_ms=now,
+    )
+    uri = f"file://{tmp_path}/checkpoint-000000000007.json"
+    write_manifest(uri, manifest)
+
+    listed = run_cli_json(
+        "--action", "list", "--bootstrap-servers", bootstrap, "--prefix", prefix, "--state", "Ongoing"
+    )
+    assert sorted(r["transactional_id"] for r in listed["rows"]) == ids
+    assert {r["state"] for r in listed["rows"]} == {"Ongoing"}
+
+    dry = run_cli_json(
+        "--action",
+        "abort",
+        "--bootstrap-servers",
+        bootstrap,
+        "--prefix",
+        prefix,
+        "--manifest",
+        uri,
+        "--dry-run",
+    )
+    outcomes = {r["transactional_id"]: r["outcome"] for r in dry["rows"]}
+    assert outcomes == {
+        ids[0]: "would abort",
+        ids[2]: "would abort",
+        prepared: f"protected (PREPARED in {uri})",
+    }
+    assert "nothing was aborted" in dry["summary"]
+    assert all(state_of(describe(bootstrap, t)) == "Ongoing" for t in ids)
+
+    table = run_cli(
+        "--action", "abort", "--bootstrap-servers", bootstrap, "--prefix", prefix, "--manifest", uri
+    )
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.splitlines()[0].split() == ["TRANSACTIONAL_ID", "STATE", "PRODUCER_ID", "OUTCOME"]
+    assert "aborted 2 of 2 transaction(s), 1 protected" in table.stdout
+    assert state_of(describe(bootstrap, ids[0])) in ABORTED_STATES
+    assert state_of(describe(bootstrap, ids[2])) in ABORTED_STATES
+    assert state_of(describe(bootstrap, prepared)) == "Ongoing"
+    assert state_of(describe(bootstrap, other_prefix_id)) == "Ongoing"  # outside the prefix: untouched
+
+    single = run_cli(
+        "--action",
+        "abort",
+        "--bootstrap-servers",
+        bootstrap,
+        "--transactional-id",
+        prepared,
+        "--manifest",
+        uri,
+    )
+    assert single.returncode == 1 and "refusing to abort" in single.stderr and prepared in single.stderr
+
+    committed = run_cli_json("--action", "commit", "--bootstrap-servers", bootstrap, "--manifest", uri)
+    assert [r["outcome"] for r in committed["rows"]] == ["committed"]
+    assert read_manifest(uri).status == ManifestStatus.COMMITTED
+    assert_exactly_once(count_keys(bootstrap, topic), [f"{prepared}-k{j}" for j in range(4)])
+
+    # Clean up the foreign transaction so it does not hold the session broker's LSO for other tests.
+    assert (
+        run_cli(
+            "--action", "abort", "--bootstrap-servers", bootstrap, "--transactional-id", other_prefix_id
+        ).returncode
+        == 0
+    )
+
+
+def test_describe_and_find_hanging_by_prefix(bootstrap, unique_name):
+    topic, prefix = unique_name("hang-topic"), unique_name("hang") + "-"
+    tid = f"{prefix}0-1"
+    open_transaction(bootstrap, tid, topic, [b"h1", b"h2"])
+    described = run_cli_json("--action", "describe", "--bootstrap-servers", bootstrap, "--prefix", prefix)
+    (row,) = described["rows"]
+    assert (
+        row["transactional_id"] == tid and row["state"] == "Ongoing" and row["partitions"].startswith(topic)
+    )
+
+    young = run_cli_json(
+        "--action", "find-hanging", "--bootstrap-servers", bootstrap, "--prefix", prefix, "--min-age", "1h"
+    )
+    assert young["rows"] == []
+    hanging = run_cli_json(
+        "--action", "find-hanging", "--bootstrap-servers", bootstrap, "--prefix", prefix, "--min-age", "0s"
+    )
+    assert [r["transactional_id"] for r in hanging["rows"]] == [tid]
+    assert (
+        run_cli("--action", "abort", "--bootstrap-servers", bootstrap, "--transactional-id", tid).returncode
+        == 0
+    )
