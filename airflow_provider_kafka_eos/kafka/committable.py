@@ -10,6 +10,7 @@ PR #321). Nothing here is secret: committables are written to manifests and XCom
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +63,8 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "two_phase": bool,
 }
 _OPTIONAL = {"two_phase"}
+# Where the committable being constructed came from (a manifest uri + index), for error messages.
+_SOURCE: ContextVar[str] = ContextVar("committable_source", default="committable")
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,7 @@ class Committable:
             sorted(p if isinstance(p, TopicPartition) else TopicPartition(*p) for p in self.partitions)
         )
         object.__setattr__(self, "partitions", parts)
-        self.validate()
+        self.validate(_SOURCE.get())
 
     @property
     def deadline_ms(self) -> int:
@@ -164,7 +167,11 @@ class Committable:
             TopicPartition.from_dict(p, source=source, field=f"partitions[{i}]")
             for i, p in enumerate(values["partitions"])
         )
-        return cls(**values)
+        token = _SOURCE.set(source)
+        try:
+            return cls(**values)
+        finally:
+            _SOURCE.reset(token)
 
     def __str__(self) -> str:
         return (

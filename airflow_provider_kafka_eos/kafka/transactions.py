@@ -50,6 +50,7 @@ __all__ = [
     "TransactionListing",
     "TxnOutcome",
     "TxnState",
+    "verify_committable",
 ]
 
 # Kafka error codes we act on (names as in the protocol guide).
@@ -370,69 +371,12 @@ class TransactionAdmin:
     def verify_committable(
         self, committable: Committable, description: TransactionDescription, now_ms: int | None = None
     ) -> str:
-        """Check one committable against its coordinator state: ``"commit"`` (send EndTxn) or
-        ``"already_committed"``; raise the error that explains why it cannot be committed."""
-        c, d = committable, description
-        tid = c.transactional_id
-        now = self._clock_ms() if now_ms is None else now_ms
-        state = d.state
-        same_producer = d.producer_id == c.producer_id
-        completed_epochs = (
-            {c.producer_epoch, c.producer_epoch + 1} if c.transaction_version >= 2 else {c.producer_epoch}
-        )
-        if state == TxnState.COMPLETE_COMMIT and same_producer and d.producer_epoch in completed_epochs:
-            return "already_committed"
-        if state == TxnState.PREPARE_COMMIT and same_producer and d.producer_epoch in completed_epochs:
-            return "commit"  # a commit is under way; EndTxn retries until it completes
-        if (
-            state
-            in (TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE, TxnState.EMPTY)
-            and same_producer
-            and d.producer_epoch <= c.producer_epoch + 2
-        ):
-            raise DataLossError(
-                f"the prepared transaction (producer id {c.producer_id}, epoch {c.producer_epoch}, "
-                f"{c.record_count} record(s)) was aborted by the coordinator (state {_state(state)}, epoch "
-                f"{d.producer_epoch}){_timeout_hint(c, now)}; its records can no longer be committed",
-                transactional_id=tid,
-            )
-        if state == TxnState.ONGOING and same_producer and d.producer_epoch == c.producer_epoch:
-            missing = sorted(set(c.partitions) - set(d.partitions))
-            if missing:
-                raise ProducerFencedError(
-                    f"the open transaction (producer id {c.producer_id}, epoch {c.producer_epoch}) does not "
-                    f"cover partition(s) {', '.join(map(str, missing))} listed in the committable; it is not "
-                    "the transaction that was prepared",
-                    transactional_id=tid,
-                )
-            deadline = d.deadline_ms if d.deadline_ms is not None else c.deadline_ms
-            if now >= deadline:
-                raise DataLossError(
-                    f"the prepared transaction timed out at {_iso(deadline)} (started "
-                    f"{_iso(d.start_time_ms)}, timeout {d.timeout_ms} ms); the coordinator aborts it, so it "
-                    "can no longer be committed",
-                    transactional_id=tid,
-                )
-            if now + self.safety_margin_ms >= deadline:
-                raise TransactionTimeoutRiskError(
-                    f"the prepared transaction times out at {_iso(deadline)}, within the "
-                    f"{self.safety_margin_ms} ms safety margin; committing now would race the coordinator's "
-                    "abort, so nothing was committed",
-                    transactional_id=tid,
-                )
-            return "commit"
-        if not same_producer or state == TxnState.ONGOING or d.producer_epoch > c.producer_epoch:
-            raise ProducerFencedError(
-                f"the coordinator holds producer id {d.producer_id}, epoch {d.producer_epoch} (state "
-                f"{_state(state)}), not the committable's producer id {c.producer_id}, epoch "
-                f"{c.producer_epoch}: "
-                "another producer has used this transactional id since it was prepared",
-                transactional_id=tid,
-            )
-        raise ProducerFencedError(
-            f"unexpected coordinator state {_state(state)} (producer id {d.producer_id}, epoch "
-            f"{d.producer_epoch}) for committable producer id {c.producer_id}, epoch {c.producer_epoch}",
-            transactional_id=tid,
+        """:func:`verify_committable` with this admin's clock and safety margin."""
+        return verify_committable(
+            committable,
+            description,
+            now_ms=self._clock_ms() if now_ms is None else now_ms,
+            safety_margin_ms=self.safety_margin_ms,
         )
 
     def commit(self, committables: Sequence[Committable], *, max_workers: int = 16) -> list[TxnOutcome]:
@@ -805,6 +749,87 @@ class TransactionAdmin:
         raise KafkaEosError(
             f"{api} failed with {error_name(code)}", transactional_id=tid, runbook="troubleshooting"
         )
+
+
+def verify_committable(
+    committable: Committable, description: TransactionDescription, *, now_ms: int, safety_margin_ms: int
+) -> str:
+    """Decide whether one committable can be committed, from its coordinator's description.
+
+    Returns ``"commit"`` (send EndTxn: Ongoing with the same producer id / epoch covering the
+    committable's partitions and not within ``safety_margin_ms`` of its deadline, or a commit
+    already under way) or ``"already_committed"`` (CompleteCommit by the same producer: epoch E,
+    or E+1 under TV2 where completing bumps the epoch). Otherwise raises the error that says
+    why not: DataLossError (aborted / timed out), TransactionTimeoutRiskError (too close to
+    the deadline), ProducerFencedError (another producer id / epoch holds the id). Pure: no I/O.
+    """
+    c, d = committable, description
+    tid = c.transactional_id
+    now = now_ms
+    state = d.state
+    same_producer = d.producer_id == c.producer_id
+    completed_epochs = (
+        {c.producer_epoch, c.producer_epoch + 1} if c.transaction_version >= 2 else {c.producer_epoch}
+    )
+    if state == TxnState.COMPLETE_COMMIT and same_producer and d.producer_epoch in completed_epochs:
+        return "already_committed"
+    if state == TxnState.PREPARE_COMMIT and same_producer and d.producer_epoch in completed_epochs:
+        return "commit"  # a commit is under way; EndTxn retries until it completes
+    if (
+        state
+        in (TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE, TxnState.EMPTY)
+        and same_producer
+        and d.producer_epoch <= c.producer_epoch + 2
+    ):
+        how = (
+            "is no longer open: it was aborted by fencing, or the id was re-initialised"
+            if state == TxnState.EMPTY
+            else "was aborted by the coordinator"
+        )
+        raise DataLossError(
+            f"the prepared transaction (producer id {c.producer_id}, epoch {c.producer_epoch}, "
+            f"{c.record_count} record(s)) {how} (state {_state(state)}, epoch "
+            f"{d.producer_epoch}){_timeout_hint(c, now)}; its records can no longer be committed",
+            transactional_id=tid,
+        )
+    if state == TxnState.ONGOING and same_producer and d.producer_epoch == c.producer_epoch:
+        missing = sorted(set(c.partitions) - set(d.partitions))
+        if missing:
+            raise ProducerFencedError(
+                f"the open transaction (producer id {c.producer_id}, epoch {c.producer_epoch}) does not "
+                f"cover partition(s) {', '.join(map(str, missing))} listed in the committable; it is not "
+                "the transaction that was prepared",
+                transactional_id=tid,
+            )
+        deadline = d.deadline_ms if d.deadline_ms is not None else c.deadline_ms
+        if now >= deadline:
+            raise DataLossError(
+                f"the prepared transaction timed out at {_iso(deadline)} (started "
+                f"{_iso(d.start_time_ms)}, timeout {d.timeout_ms} ms); the coordinator aborts it, so it "
+                "can no longer be committed",
+                transactional_id=tid,
+            )
+        if now + safety_margin_ms >= deadline:
+            raise TransactionTimeoutRiskError(
+                f"the prepared transaction times out at {_iso(deadline)}, within the "
+                f"{safety_margin_ms} ms safety margin; committing now would race the coordinator's "
+                "abort, so nothing was committed",
+                transactional_id=tid,
+            )
+        return "commit"
+    if not same_producer or state == TxnState.ONGOING or d.producer_epoch > c.producer_epoch:
+        raise ProducerFencedError(
+            f"the coordinator holds producer id {d.producer_id}, epoch {d.producer_epoch} (state "
+            f"{_state(state)}), not the committable's producer id {c.producer_id}, epoch "
+            f"{c.producer_epoch}: "
+            "another producer has used this transactional id since it was prepared",
+            transactional_id=tid,
+        )
+    raise ProducerFencedError(
+        f"unexpected coordinator state {_state(state)} (producer id {d.producer_id}, epoch "
+        f"{d.producer_epoch}) for committable producer id {c.producer_id}, epoch {c.producer_epoch}",
+        transactional_id=tid,
+    )
 
 
 # -- module helpers ------------------------------------------------------------------------------

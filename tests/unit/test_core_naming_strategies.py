@@ -1,0 +1,176 @@
+"""Naming strategies, the precommitted-range rule, and the commit decision table (pure logic)."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_kafka_eos.kafka.abort_strategies import protected_ids
+from airflow_provider_kafka_eos.kafka.committable import Committable, TopicPartition
+from airflow_provider_kafka_eos.kafka.errors import (
+    ConfigError,
+    DataLossError,
+    ProducerFencedError,
+    TransactionTimeoutRiskError,
+)
+from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus
+from airflow_provider_kafka_eos.kafka.naming import (
+    NamingStrategy,
+    ParsedTransactionalId,
+    check_strategy_switch,
+    incrementing_id,
+    owned_by,
+    parse_transactional_id,
+    pooling_id,
+    pooling_ids,
+)
+from airflow_provider_kafka_eos.kafka.transactions import TransactionDescription, TxnState, verify_committable
+
+# -- naming ---------------------------------------------------------------------------------------
+
+
+def test_incrementing_id_and_parse_back_with_dashes_in_prefix():
+    tid = incrementing_id("etl-orders-v2", 3, 17)
+    assert tid == "etl-orders-v2-3-17"
+    assert parse_transactional_id(tid) == ParsedTransactionalId("etl-orders-v2", 3, 17)
+
+
+@pytest.mark.parametrize("tid", ["orders", "orders-1", "orders-x-1", "orders-1-y", "-1-2", "orders-1--2"])
+def test_foreign_shapes_do_not_parse(tid):
+    assert parse_transactional_id(tid) is None
+
+
+def test_owned_by_is_exact_prefix_not_startswith():
+    assert owned_by("p", "p-0-1")
+    assert not owned_by("p", "p2-0-1")
+    assert not owned_by("p", "p-x-0-1") and owned_by("p-x", "p-x-0-1")
+    assert not owned_by("p", "p-0")
+
+
+def test_pooling_takes_smallest_free_slot_per_partition():
+    in_use = {"p-0-0", "p-0-1", "p-0-3", "p-1-0", "q-0-2", "p2-0-2"}
+    assert pooling_id("p", 0, in_use) == "p-0-2"
+    assert pooling_id("p", 1, in_use) == "p-1-1"
+    assert pooling_id("p", 2, in_use) == "p-2-0"
+    assert pooling_ids("p", [0, 1], iter(in_use)) == {0: "p-0-2", 1: "p-1-1"}
+
+
+@pytest.mark.parametrize("prefix", ["", " ", "p-", " p"])
+def test_bad_prefixes_are_refused(prefix):
+    with pytest.raises(ConfigError):
+        incrementing_id(prefix, 0, 0)
+
+
+def test_switch_pooling_to_incrementing_with_state_is_refused():
+    with pytest.raises(ConfigError, match="POOLING"):
+        check_strategy_switch("POOLING", "INCREMENTING", has_state=True)
+    assert check_strategy_switch("POOLING", "INCREMENTING", has_state=False) is NamingStrategy.INCREMENTING
+    assert check_strategy_switch("INCREMENTING", "POOLING", has_state=True) is NamingStrategy.POOLING
+    assert check_strategy_switch(None, "pooling", has_state=True) is NamingStrategy.POOLING
+    with pytest.raises(ConfigError, match="RANDOM"):
+        check_strategy_switch(None, "RANDOM", has_state=False)
+
+
+# -- precommitted range ----------------------------------------------------------------------------
+
+
+def _committable(tid: str, **over) -> Committable:
+    fields = dict(
+        transactional_id=tid,
+        producer_id=10,
+        producer_epoch=4,
+        partitions=(TopicPartition("t", 0),),
+        record_count=5,
+        prepared_at_ms=1_000,
+        transaction_start_ms=1_000,
+        transaction_timeout_ms=60_000,
+        transaction_version=2,
+        end_txn_version=5,
+    )
+    fields.update(over)
+    return Committable(**fields)
+
+
+def _manifest(status: ManifestStatus, ids: list[str]) -> Manifest:
+    return Manifest("p", 1, "p", "INCREMENTING", "t", status, [_committable(t) for t in ids], 1, 1)
+
+
+def test_protected_ids_are_exactly_those_of_prepared_manifests():
+    manifests = [
+        ("uri-1", _manifest(ManifestStatus.COMMITTED, ["p-0-1"])),
+        ("uri-2", _manifest(ManifestStatus.PREPARED, ["p-0-2", "p-1-2"])),
+        _manifest(ManifestStatus.ABORTED, ["p-0-3"]),
+    ]
+    assert protected_ids(manifests) == {"p-0-2", "p-1-2"}
+
+
+# -- commit decision table (verify_committable) ----------------------------------------------------
+
+NOW = 30_000
+
+
+def _described(state: TxnState, *, pid=10, epoch=4, partitions=(("t", 0),), start=1_000, timeout=60_000):
+    return TransactionDescription(
+        "p-0-1", state, pid, epoch, timeout, start, tuple(TopicPartition(*p) for p in partitions)
+    )
+
+
+def _verify(c, d, now=NOW, margin=5_000):
+    return verify_committable(c, d, now_ms=now, safety_margin_ms=margin)
+
+
+def test_ongoing_same_producer_commits():
+    assert _verify(_committable("p-0-1"), _described(TxnState.ONGOING)) == "commit"
+
+
+@pytest.mark.parametrize(
+    ("tv", "epoch", "expected"), [(1, 4, True), (1, 5, False), (2, 4, True), (2, 5, True)]
+)
+def test_complete_commit_is_already_committed_with_tv2_epoch_bump(tv, epoch, expected):
+    c = _committable("p-0-1", transaction_version=tv, end_txn_version=5 if tv == 2 else 3)
+    d = _described(TxnState.COMPLETE_COMMIT, epoch=epoch)
+    if expected:
+        assert _verify(c, d) == "already_committed"
+    else:
+        with pytest.raises(ProducerFencedError):
+            _verify(c, d)
+
+
+@pytest.mark.parametrize(
+    ("state", "epoch"),
+    [
+        (TxnState.COMPLETE_ABORT, 5),
+        (TxnState.PREPARE_ABORT, 5),
+        (TxnState.EMPTY, 6),
+        (TxnState.COMPLETE_ABORT, 4),
+    ],
+)
+def test_aborted_or_fenced_is_data_loss(state, epoch):
+    with pytest.raises(DataLossError, match="can no longer be committed") as info:
+        _verify(_committable("p-0-1"), _described(state, epoch=epoch))
+    assert info.value.transactional_id == "p-0-1"
+
+
+def test_past_deadline_while_still_ongoing_is_data_loss():
+    with pytest.raises(DataLossError, match="timed out"):
+        _verify(_committable("p-0-1"), _described(TxnState.ONGOING), now=61_000)
+
+
+def test_within_safety_margin_refuses():
+    with pytest.raises(TransactionTimeoutRiskError, match="safety margin"):
+        _verify(_committable("p-0-1"), _described(TxnState.ONGOING), now=57_000)
+    assert _verify(_committable("p-0-1"), _described(TxnState.ONGOING), now=57_000, margin=1_000) == "commit"
+
+
+@pytest.mark.parametrize(
+    "described",
+    [
+        _described(TxnState.ONGOING, epoch=5),
+        _described(TxnState.ONGOING, pid=11),
+        _described(TxnState.ONGOING, partitions=(("t", 1),)),
+        _described(TxnState.COMPLETE_COMMIT, pid=11),
+        _described(TxnState.ONGOING, epoch=9),
+    ],
+)
+def test_other_producer_or_transaction_is_fenced(described):
+    with pytest.raises(ProducerFencedError):
+        _verify(_committable("p-0-1"), described)
