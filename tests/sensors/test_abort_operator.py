@@ -1,0 +1,146 @@
+"""KafkaAbortTransactionsOperator against the embedded broker: what it aborts, what it never touches."""
+
+from __future__ import annotations
+
+import pytest
+from txn_helpers import produce_in_transaction, states, write_prepared_manifest
+
+from airflow_provider_kafka_eos.kafka.classify import Findings
+from airflow_provider_kafka_eos.kafka.errors import UnknownTransactionError
+from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
+from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
+from airflow_provider_kafka_eos.testing.pytest_plugin import unique_name
+from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+
+pytestmark = pytest.mark.broker
+
+
+def operator(**kwargs) -> KafkaAbortTransactionsOperator:
+    kwargs.setdefault("manifest_base_uri", None)
+    return KafkaAbortTransactionsOperator(task_id=unique_name("abort"), **kwargs)
+
+
+@pytest.fixture
+def three_kinds(kafka_broker, admin, tmp_path):
+    """An orphan, a commit-pending and a foreign transaction, all open on one topic."""
+    ours, theirs, topic = unique_name("ours") + "-", unique_name("theirs") + "-", unique_name("topic")
+    ids = {"orphan": f"{ours}0-1", "pending": f"{ours}1-1", "foreign": f"{theirs}0-1"}
+    for tid in ids.values():
+        produce_in_transaction(kafka_broker.bootstrap, tid, topic, [tid], commit=False)
+    base = tmp_path.as_uri()
+    uri = write_prepared_manifest(admin, base, "pipe", topic, [ids["pending"]])
+    return {"ours": ours, "theirs": theirs, "topic": topic, "ids": ids, "base": base, "manifest": uri}
+
+
+def test_aborts_orphans_from_a_prefix_and_never_commit_pending_or_foreign(admin, kafka_eos_conn, three_kinds):
+    ids = three_kinds["ids"]
+    report = operator(
+        prefixes=[three_kinds["ours"], three_kinds["theirs"]],
+        owned_prefixes=[three_kinds["ours"]],
+        manifest_base_uri=three_kinds["base"],
+    ).execute({})
+
+    assert report["aborted"] == [ids["orphan"]]
+    assert sorted(report["skipped"]) == sorted([ids["pending"], ids["foreign"]])
+    reasons = {row["transactional_id"]: row["reason"] for row in report["rows"]}
+    assert reasons[ids["pending"]].startswith("commit-pending (listed in PREPARED manifest")
+    assert reasons[ids["foreign"]].startswith("foreign (outside the configured prefixes")
+    # Fenced: the coordinator aborted the open transaction and now holds a higher epoch, idle.
+    assert states(admin, ids.values()) == {
+        ids["orphan"]: "Empty",
+        ids["pending"]: "Ongoing",
+        ids["foreign"]: "Ongoing",
+    }
+
+
+def test_dry_run_aborts_nothing_and_second_run_is_a_no_op(admin, kafka_eos_conn, three_kinds):
+    ids = three_kinds["ids"]
+    dry = operator(
+        transactional_ids=[ids["orphan"]], owned_prefixes=[three_kinds["ours"]], dry_run=True
+    ).execute({})
+    assert dry["aborted"] == [ids["orphan"]] and dry["rows"][0]["action"] == "would-abort"
+    assert states(admin, [ids["orphan"]]) == {ids["orphan"]: "Ongoing"}
+
+    first = operator(transactional_ids=[ids["orphan"]], owned_prefixes=[three_kinds["ours"]]).execute({})
+    assert first["rows"][0]["action"] == "aborted"
+    second = operator(transactional_ids=[ids["orphan"]], owned_prefixes=[three_kinds["ours"]]).execute({})
+    assert second["aborted"] == [] and second["skipped"] == [ids["orphan"]]
+    assert second["rows"][0]["reason"] == "not open (state Empty): nothing to abort"
+
+
+def test_unknown_id_fails_before_anything_is_aborted(admin, kafka_eos_conn, three_kinds):
+    ids = three_kinds["ids"]
+    unknown = unique_name("never-used")
+    with pytest.raises(
+        UnknownTransactionError, match=rf"^{unknown}: .*Next step: docs/runbook/unknown-transaction\.md"
+    ):
+        operator(transactional_ids=[ids["orphan"], unknown], owned_prefixes=[three_kinds["ours"]]).execute({})
+    assert states(admin, [ids["orphan"]]) == {ids["orphan"]: "Ongoing"}
+    with pytest.raises(UnknownTransactionError):
+        admin.describe([unknown])
+
+
+def test_named_overrides_abort_commit_pending_and_foreign(admin, kafka_eos_conn, three_kinds):
+    ids = three_kinds["ids"]
+    report = operator(
+        transactional_ids=[ids["pending"], ids["foreign"]],
+        owned_prefixes=[three_kinds["ours"]],
+        manifest_base_uri=three_kinds["base"],
+        force_abort_commit_pending=True,
+        force_abort_foreign=True,
+    ).execute({})
+    assert sorted(report["aborted"]) == sorted([ids["pending"], ids["foreign"]])
+    assert set(states(admin, [ids["pending"], ids["foreign"]]).values()) == {"Empty"}
+
+
+def test_sensor_findings_are_rechecked_a_new_epoch_is_left_alone(
+    kafka_broker, admin, kafka_eos_conn, three_kinds
+):
+    """Between sensor and abort the id was reused by a new producer: aborting it would kill live work."""
+    ids = three_kinds["ids"]
+    findings = (
+        KafkaLingeringTransactionSensor(
+            task_id="s", prefixes=[three_kinds["ours"]], min_age=0, manifest_base_uri=three_kinds["base"]
+        )
+        .poke({})
+        .xcom_value
+    )
+    assert {f.transactional_id: f.kind.value for f in Findings.from_dict(findings).transactions} == {
+        ids["orphan"]: "orphan",
+        ids["pending"]: "commit-pending",
+    }
+    # The orphan's id is taken over by a new producer (fences and re-opens it at a higher epoch).
+    produce_in_transaction(kafka_broker.bootstrap, ids["orphan"], three_kinds["topic"], ["new"], commit=False)
+
+    report = operator(findings=findings, manifest_base_uri=three_kinds["base"]).execute({})
+    assert report["aborted"] == []
+    reasons = {row["transactional_id"]: row["reason"] for row in report["rows"]}
+    assert "a new transaction reuses this id" in reasons[ids["orphan"]]
+    assert reasons[ids["pending"]].startswith("commit-pending")
+    assert states(admin, [ids["orphan"], ids["pending"]]) == {
+        ids["orphan"]: "Ongoing",
+        ids["pending"]: "Ongoing",
+    }
+
+
+def test_after_abort_and_commit_consumers_get_past_the_former_lso(
+    kafka_broker, admin, kafka_eos_conn, tmp_path
+):
+    """The orphan pins the LSO at offset 0; once it is aborted and the prepared one committed,
+    read_committed consumers see exactly the committed keys."""
+    from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest, run_resolution
+
+    prefix, topic = unique_name("lso") + "-", unique_name("topic")
+    orphan, pending = f"{prefix}0-1", f"{prefix}1-1"
+    produce_in_transaction(kafka_broker.bootstrap, orphan, topic, ["o1", "o2"], commit=False)
+    produce_in_transaction(kafka_broker.bootstrap, pending, topic, ["p1", "p2"], commit=False)
+    produce_in_transaction(kafka_broker.bootstrap, unique_name("other"), topic, ["c1"], commit=True)
+    base = tmp_path.as_uri()
+    uri = write_prepared_manifest(admin, base, "pipe", topic, [pending])
+    assert count_keys(kafka_broker.bootstrap, topic) == {}  # stuck at the LSO behind the orphan
+
+    operator(prefixes=[prefix], manifest_base_uri=base).execute({})
+    run_resolution(admin, ResolutionRequest(action="commit-from-manifest", manifest_uri=uri))
+
+    counts = count_keys(kafka_broker.bootstrap, topic)
+    assert_exactly_once(counts, [b"p1", b"p2", b"c1"])
