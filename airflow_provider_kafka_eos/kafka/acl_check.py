@@ -367,6 +367,7 @@ def _probe_transactional_id(client: Any, req: AclRequirement) -> AclFinding:
 
 
 def _probe_topic(client: Any, req: AclRequirement) -> AclFinding:
+    """KIP-430 authorized operations from Metadata; where a broker omits them, a refused-or-not probe."""
     from kafka.protocol.metadata import MetadataRequest
 
     request = MetadataRequest(
@@ -377,14 +378,55 @@ def _probe_topic(client: Any, req: AclRequirement) -> AclFinding:
     )
     response = client.send(request)
     topic = next((t for t in response.topics if t.name == req.name), None)
-    if topic is None:
-        return AclFinding(req, UNKNOWN, "the broker did not answer for this topic")
-    if topic.error_code == ERR_TOPIC_AUTH:
+    if topic is not None and topic.error_code == ERR_TOPIC_AUTH:
         return AclFinding(req, MISSING, f"topic {req.name!r} is not even visible (DESCRIBE refused)")
-    ops = topic.authorized_operations
-    if ops is None or ops == AUTHORIZED_OPERATIONS_OMITTED:
-        return AclFinding(req, UNKNOWN, "the broker does not report authorized operations (KIP-430)")
-    code = OPERATIONS[req.operation]
-    if ops & (1 << code):
-        return AclFinding(req, OK, "Metadata reports the operation as authorized")
-    return AclFinding(req, MISSING, "Metadata reports the operation as not authorized")
+    ops = None if topic is None else topic.authorized_operations
+    if ops is not None and ops != AUTHORIZED_OPERATIONS_OMITTED:
+        if ops & (1 << OPERATIONS[req.operation]):
+            return AclFinding(req, OK, "Metadata reports the operation as authorized (KIP-430)")
+        return AclFinding(req, MISSING, "Metadata reports the operation as not authorized (KIP-430)")
+    if req.operation == "WRITE":
+        return _probe_topic_write(client, req)
+    if req.operation == "READ":
+        return _probe_topic_read(client, req)
+    return AclFinding(req, UNKNOWN, "the broker does not report authorized operations (KIP-430)")
+
+
+# A partition index no topic has: the broker authorizes first, then finds no such partition,
+# so the request is refused or answered UNKNOWN_TOPIC_OR_PARTITION and nothing is written.
+_NO_SUCH_PARTITION = 2**31 - 1
+
+
+def _probe_topic_write(client: Any, req: AclRequirement) -> AclFinding:
+    from kafka.protocol.producer import ProduceRequest
+
+    data = ProduceRequest.TopicProduceData(
+        name=req.name,
+        partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=_NO_SUCH_PARTITION, records=b"")
+        ],
+    )
+    response = client.send(
+        ProduceRequest(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[data], max_version=12)
+    )
+    codes = [p.error_code for t in response.responses for p in t.partition_responses]
+    if ERR_TOPIC_AUTH in codes:
+        return AclFinding(
+            req, MISSING, "Produce to a non-existent partition was refused with TOPIC_AUTHORIZATION_FAILED"
+        )
+    return AclFinding(
+        req, OK, f"Produce to a non-existent partition passed authorization (error {codes}, nothing written)"
+    )
+
+
+def _probe_topic_read(client: Any, req: AclRequirement) -> AclFinding:
+    from kafka.protocol.admin.transactions import DescribeProducersRequest
+
+    request = DescribeProducersRequest(
+        topics=[DescribeProducersRequest.TopicRequest(name=req.name, partition_indexes=[0])]
+    )
+    response = client.send(request)
+    codes = [p.error_code for t in response.topics for p in t.partitions]
+    if ERR_TOPIC_AUTH in codes:
+        return AclFinding(req, MISSING, "DescribeProducers was refused with TOPIC_AUTHORIZATION_FAILED")
+    return AclFinding(req, OK, f"DescribeProducers passed authorization (error {codes})")

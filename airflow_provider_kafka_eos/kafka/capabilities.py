@@ -262,22 +262,28 @@ class ClusterCapabilities:
         def ms(value: int | None) -> str:
             return "unknown" if value is None else f"{value} ms ({value / 60000:g} min)"
 
-        lines = [
-            f"Kafka cluster capabilities (broker {self.broker_id})",
-            f"  ListTransactions ........... {span(API_LIST_TRANSACTIONS)}"
-            f" (duration filter: {yes(self.list_duration_filter)},"
-            f" pattern filter: {yes(self.list_pattern_filter)})",
-            f"  DescribeTransactions ....... {span(API_DESCRIBE_TRANSACTIONS)}",
-            f"  DescribeProducers .......... {span(API_DESCRIBE_PRODUCERS)}",
-            f"  InitProducerId ............. {span(API_INIT_PRODUCER_ID)}"
-            f" (2PC / KIP-939 advertised: {yes(self.two_phase_commit_advertised)})",
-            f"  EndTxn ..................... {span(API_END_TXN)} (commit uses v{self.end_txn_version})",
-            f"  transaction.version ........ {self.transaction_version}"
-            f" ({'TV2, KIP-890' if self.tv2 else 'TV1'})",
-            f"  {TRANSACTION_MAX_TIMEOUT_MS} . {ms(self.transaction_max_timeout_ms)}",
-            f"  {TRANSACTIONAL_ID_EXPIRATION_MS} {ms(self.transactional_id_expiration_ms)}",
-            f"  {TWO_PHASE_COMMIT_ENABLE} {yes(self.two_phase_commit_enabled)}",
+        rows = [
+            (
+                "ListTransactions",
+                f"{span(API_LIST_TRANSACTIONS)} (duration filter: {yes(self.list_duration_filter)}, "
+                f"pattern filter: {yes(self.list_pattern_filter)})",
+            ),
+            ("DescribeTransactions", span(API_DESCRIBE_TRANSACTIONS)),
+            ("DescribeProducers", span(API_DESCRIBE_PRODUCERS)),
+            (
+                "InitProducerId",
+                f"{span(API_INIT_PRODUCER_ID)} (2PC / KIP-939 advertised: "
+                f"{yes(self.two_phase_commit_advertised)})",
+            ),
+            ("EndTxn", f"{span(API_END_TXN)} (commit uses v{self.end_txn_version})"),
+            ("transaction.version", f"{self.transaction_version} ({'TV2, KIP-890' if self.tv2 else 'TV1'})"),
+            (TRANSACTION_MAX_TIMEOUT_MS, ms(self.transaction_max_timeout_ms)),
+            (TRANSACTIONAL_ID_EXPIRATION_MS, ms(self.transactional_id_expiration_ms)),
+            (TWO_PHASE_COMMIT_ENABLE, yes(self.two_phase_commit_enabled)),
         ]
+        width = max(len(label) for label, _ in rows) + 2
+        lines = [f"Kafka cluster capabilities (broker {self.broker_id})"]
+        lines += [f"  {label} {'.' * (width - len(label))} {value}" for label, value in rows]
         if self.config_error:
             lines.append(f"  broker configs unavailable: {self.config_error}")
         return "\n".join(lines)
