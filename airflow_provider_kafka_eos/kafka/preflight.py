@@ -38,7 +38,7 @@ RUNBOOK_ACL = "missing-acl"
 RUNBOOK_2PC = "two-phase-commit"
 # Below this margin between the worst case and the timeout we warn: clocks, the broker's
 # 10 s abort scan and scheduler latency all eat into it.
-SAFETY_MARGIN_FRACTION = 0.1
+SAFETY_MARGIN_PERCENT = 10
 AIRFLOW_DEFAULT_RETRY_DELAY_S = 300.0
 AIRFLOW_MAX_RETRY_DELAY_S = 24 * 60 * 60
 
@@ -247,7 +247,7 @@ def check_timeout_window(
         f"vs transaction.timeout.ms = {transaction_timeout_ms / 1000:g}s"
     )
     if worst_ms >= transaction_timeout_ms:
-        needed = math.ceil(worst_ms * (1 + SAFETY_MARGIN_FRACTION))
+        needed = worst_ms + -(-worst_ms * SAFETY_MARGIN_PERCENT // 100)  # integer ceil: no float noise
         return PreflightCheck(
             "data-loss window",
             FAIL,
@@ -258,11 +258,11 @@ def check_timeout_window(
             RUNBOOK_TIMEOUT,
             details,
         )
-    if worst_ms >= transaction_timeout_ms * (1 - SAFETY_MARGIN_FRACTION):
+    if worst_ms * 100 >= transaction_timeout_ms * (100 - SAFETY_MARGIN_PERCENT):
         return PreflightCheck(
             "data-loss window",
             WARN,
-            f"{numbers}: less than {SAFETY_MARGIN_FRACTION:.0%} margin",
+            f"{numbers}: less than {SAFETY_MARGIN_PERCENT}% margin",
             RUNBOOK_TIMEOUT,
             details,
         )
