@@ -12,7 +12,8 @@ the broker times it out, and then its data is lost. Every run of this DAG:
 4. ``commit_pending``: commits the commit-pending ones from their manifests, or, with
    ``commit_pending_action = "alert"``, ``alert_commit_pending`` fails loudly instead so a human
    decides (see docs/runbook/commit-pending-transaction.md).
-5. ``summary``: one line per finding, what happened to it.
+5. ``summary``: what was found and what became of it (after the branches that ran; when the
+   sensor, the abort or the commit failed, the run fails instead).
 
 Foreign transactions are only reported. Configure the defaults below (or the environment
 variables they read) for your pipelines; every value can be overridden per run.
@@ -122,7 +123,6 @@ def eos_cleanup() -> None:
     ) -> list[dict[str, Any]]:
         """Commit every manifest that holds a commit-pending transaction (idempotent per manifest)."""
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-
         from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest, run_resolution
 
         uris = sorted(
@@ -172,7 +172,8 @@ def eos_cleanup() -> None:
             runbook="commit-pending-transaction",
         )
 
-    @task(trigger_rule="all_done")
+    # Runs after whichever branches ran; a failed sensor, abort or commit fails the run instead.
+    @task(trigger_rule="none_failed_min_one_success")
     def summary(
         findings: dict[str, Any] | None,
         aborted: dict[str, Any] | None,

@@ -26,12 +26,13 @@ from airflow_provider_kafka_eos.kafka.classify import (
 )
 
 
-def _as_list(value: str | Sequence[str] | None) -> list[str]:
+def _as_list(value: str | Sequence[Any] | None) -> list[str]:
+    """A flat list of strings from a string, a list, or a template-rendered list inside a list."""
     if not value:
         return []
     if isinstance(value, str):
         return [value]
-    return [str(v) for v in value]
+    return [item for v in value for item in _as_list(v)]
 
 
 @dataclass

@@ -35,12 +35,16 @@ def _milliseconds(value: timedelta | float | int | str, name: str) -> int:
     return int(seconds * 1000)
 
 
-def _as_tuple(value: str | Sequence[str] | None) -> tuple[str, ...] | None:
+def _as_tuple(value: str | Sequence[Any] | None) -> tuple[str, ...] | None:
+    """Prefixes as a flat tuple; accepts a string, a list, or a list rendered inside a list."""
     if value is None:
         return None
     if isinstance(value, str):
         return (value,)
-    return tuple(value)
+    flat: list[str] = []
+    for item in value:
+        flat.extend(_as_tuple(item) or ())
+    return tuple(flat)
 
 
 class KafkaLingeringTransactionSensor(BaseSensorOperator):
@@ -89,13 +93,13 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.kafka_eos_conn_id = kafka_eos_conn_id
-        self.prefixes = _as_tuple(prefixes)
-        self.owned_prefixes = _as_tuple(owned_prefixes)
+        self.prefixes = prefixes  # normalised once templates are rendered (scan_spec)
+        self.owned_prefixes = owned_prefixes
         self.min_age = min_age
         if not isinstance(min_age, str):  # a template is checked once rendered
             _milliseconds(min_age, "min_age")
         self.manifest_base_uri = manifest_base_uri
-        self.lso_partitions = tuple(lso_partitions or ())
+        self.lso_partitions = lso_partitions
         self.min_lso_stall_ms = (
             None if min_lso_stall is None else _milliseconds(min_lso_stall, "min_lso_stall")
         )
@@ -108,7 +112,7 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
             prefixes=_as_tuple(self.prefixes),
             owned_prefixes=_as_tuple(self.owned_prefixes),
             manifest_base_uri=self.manifest_base_uri or None,
-            lso_partitions=tuple(self.lso_partitions or ()),
+            lso_partitions=_as_tuple(self.lso_partitions) or (),
             min_lso_stall_ms=self.min_lso_stall_ms,
         )
 

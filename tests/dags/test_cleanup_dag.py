@@ -1,0 +1,121 @@
+"""dags/eos_cleanup.py end to end with dag.test() on SQLite against the embedded broker."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "sensors"))  # shared txn helpers
+from txn_helpers import (
+    connect_admin,
+    produce_in_transaction,
+    set_kafka_eos_connection,
+    states,
+    write_prepared_manifest,
+)
+
+from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest
+from airflow_provider_kafka_eos.testing.pytest_plugin import unique_name
+from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+
+pytestmark = [pytest.mark.dag, pytest.mark.broker]
+
+DAG_FILE = pathlib.Path(__file__).resolve().parents[2] / "dags" / "eos_cleanup.py"
+
+
+@pytest.fixture
+def cleanup_dag(airflow_db):
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(DAG_FILE))
+    assert bag.import_errors == {}
+    return bag.get_dag("eos_cleanup")
+
+
+@pytest.fixture
+def stuck_topic(kafka_broker, monkeypatch, tmp_path):
+    """A topic whose read_committed consumers are stuck behind an orphan, with a prepared batch behind it."""
+    set_kafka_eos_connection(monkeypatch, kafka_broker.bootstrap)
+    prefix, topic = unique_name("clean") + "-", unique_name("topic")
+    orphan, pending = f"{prefix}0-7", f"{prefix}1-7"
+    produce_in_transaction(kafka_broker.bootstrap, orphan, topic, ["o1", "o2"], commit=False)
+    produce_in_transaction(kafka_broker.bootstrap, pending, topic, ["p1", "p2", "p3"], commit=False)
+    produce_in_transaction(kafka_broker.bootstrap, unique_name("steady"), topic, ["c1"], commit=True)
+    base = tmp_path.as_uri()
+    with connect_admin(kafka_broker.bootstrap) as admin:
+        uri = write_prepared_manifest(admin, base, "orders", topic, [pending], checkpoint_id=7, prefix=prefix)
+        yield {
+            "prefix": prefix,
+            "topic": topic,
+            "orphan": orphan,
+            "pending": pending,
+            "base": base,
+            "manifest": uri,
+            "admin": admin,
+        }
+        leftovers = [t for t, s in states(admin, [orphan, pending]).items() if s == "Ongoing"]
+        admin.abort(leftovers)  # the broker is shared: leave nothing open behind
+
+
+def task_states(dag_run) -> dict[str, str]:
+    return {ti.task_id: str(ti.state) for ti in dag_run.get_task_instances()}
+
+
+def test_cleanup_aborts_the_orphan_commits_the_prepared_batch_and_unblocks_consumers(
+    kafka_broker, cleanup_dag, stuck_topic
+):
+    assert count_keys(kafka_broker.bootstrap, stuck_topic["topic"]) == {}  # stuck at the LSO
+
+    run = cleanup_dag.test(
+        run_conf={
+            "prefixes": [stuck_topic["prefix"]],
+            "manifest_base_uri": stuck_topic["base"],
+            "min_age_seconds": 0,
+            "commit_pending_action": "commit",
+        }
+    )
+
+    assert str(run.state) == "success", task_states(run)
+    assert task_states(run) == {
+        "find_lingering": "success",
+        "route": "success",
+        "abort_orphans": "success",
+        "commit_pending": "success",
+        "alert_commit_pending": "skipped",
+        "summary": "success",
+    }
+    assert states(stuck_topic["admin"], [stuck_topic["orphan"], stuck_topic["pending"]]) == {
+        stuck_topic["orphan"]: "Empty",  # fenced: aborted, new epoch, nothing open
+        stuck_topic["pending"]: "CompleteCommit",
+    }
+    assert read_manifest(stuck_topic["manifest"]).status is ManifestStatus.COMMITTED
+    assert_exactly_once(
+        count_keys(kafka_broker.bootstrap, stuck_topic["topic"]), [b"p1", b"p2", b"p3", b"c1"]
+    )
+
+
+def test_alert_mode_fails_loudly_and_never_aborts_the_prepared_batch(kafka_broker, cleanup_dag, stuck_topic):
+    run = cleanup_dag.test(
+        run_conf={
+            "prefixes": [stuck_topic["prefix"]],
+            "manifest_base_uri": stuck_topic["base"],
+            "min_age_seconds": 0,
+            "commit_pending_action": "alert",
+        }
+    )
+
+    assert str(run.state) == "failed"
+    got = task_states(run)
+    assert (got["abort_orphans"], got["commit_pending"], got["alert_commit_pending"], got["summary"]) == (
+        "success",
+        "skipped",
+        "failed",
+        "upstream_failed",
+    )
+    assert states(stuck_topic["admin"], [stuck_topic["orphan"], stuck_topic["pending"]]) == {
+        stuck_topic["orphan"]: "Empty",
+        stuck_topic["pending"]: "Ongoing",  # still committable: a human decides
+    }
+    assert read_manifest(stuck_topic["manifest"]).status is ManifestStatus.PREPARED
