@@ -168,6 +168,22 @@ class PartitionTransaction:
         partitions: Iterable[Any] | None = None,
     ) -> int:
         """Produce one batch of rows (parallel sequences); returns how many were produced."""
+        try:
+            count = self._produce_rows(keys, values, headers, partitions)
+        except KafkaEosError:
+            raise
+        except Exception as exc:  # a fatal producer error (fenced, authorization) surfaces here
+            raise _translate(exc, self.transactional_id, "produce") from None
+        self._produced += count
+        return count
+
+    def _produce_rows(
+        self,
+        keys: Iterable[Any],
+        values: Iterable[Any],
+        headers: Iterable[Any] | None,
+        partitions: Iterable[Any] | None,
+    ) -> int:
         producer = self._require_producer()
         produce = producer.produce
         topic = self.topic
@@ -207,13 +223,15 @@ class PartitionTransaction:
                 if self._since_poll >= _POLL_EVERY:
                     producer.poll(0)
                     self._since_poll = 0
-        self._produced += count
         return count
 
     def flush(self, timeout_s: float = 120.0) -> None:
         """Wait for every produced record to be acknowledged; raise on any delivery failure."""
         producer = self._require_producer()
-        remaining = producer.flush(timeout_s)
+        try:
+            remaining = producer.flush(timeout_s)
+        except Exception as exc:  # KafkaException, or SystemError wrapping one raised in a callback
+            raise _translate(exc, self.transactional_id, "flush") from None
         if remaining:
             raise BrokerUnreachableError(
                 f"{remaining} record(s) were not acknowledged within {timeout_s:.0f}s of flush",
@@ -353,7 +371,8 @@ def _field(obj: Any, name: str) -> Any:
 
 def _translate(exc: Exception, transactional_id: str, step: str) -> KafkaEosError:
     """confluent-kafka's KafkaException -> our error classes (cause text, runbook page)."""
-    text = str(exc)
+    cause = exc.__context__ if isinstance(exc, SystemError) and exc.__context__ is not None else exc
+    text = str(cause)
     upper = text.upper()
     if "AUTHORIZ" in upper:
         from airflow_provider_kafka_eos.kafka.errors import AuthorizationError

@@ -109,14 +109,14 @@ def restore_pipeline(
     pipeline_id: str,
     transactional_id_prefix: str,
     checkpoint_id: int,
-    find_open_transactions: Callable[[Any, str, set[str]], list[str]],
+    abort_lingering: Callable[[Any, str, set[str]], list[str]],
     now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
 ) -> RestoreReport:
     """Settle the pipeline's earlier checkpoints; see the module docstring for the rules.
 
-    ``find_open_transactions(admin, prefix, protected)`` returns the open transactional ids
-    owned by the prefix (the abort strategy: LISTING or PROBING); ids in ``protected`` are
-    never aborted, whatever it returns.
+    ``abort_lingering(admin, prefix, protected)`` is the abort strategy (LISTING or PROBING
+    from ``kafka/abort_strategies.py``): it aborts the open transactions owned by the prefix,
+    except the ``protected`` ones (listed in a PREPARED manifest), and returns the aborted ids.
     """
     report = RestoreReport(checkpoint_id=checkpoint_id)
     this_uri = manifest_uri(manifest_base_uri, pipeline_id, checkpoint_id)
@@ -137,15 +137,11 @@ def restore_pipeline(
         protected |= manifest.transactional_ids
     report.protected_transactions = sorted(protected)
 
-    candidates = [t for t in find_open_transactions(admin, transactional_id_prefix, protected)
-                  if t not in protected]
-    if candidates:
-        outcomes = admin.abort(sorted(candidates))
-        report.aborted_transactions = sorted(o.transactional_id for o in outcomes
-                                             if getattr(o, "outcome", "aborted") == "aborted")
+    report.aborted_transactions = sorted(abort_lingering(admin, transactional_id_prefix, protected))
+    if report.aborted_transactions:
         log.warning("aborted %d open transaction(s) of prefix %r left by earlier attempts: %s",
                     len(report.aborted_transactions), transactional_id_prefix,
-                    ", ".join(report.aborted_transactions) or "none were still open")
+                    ", ".join(report.aborted_transactions))
     log.info(report.summary())
     if report.existing is None and this_uri in report.marked_aborted:
         log.warning("checkpoint %d will be produced again: its previous manifest %s was aborted",
@@ -197,8 +193,12 @@ def _recommit(admin: Any, uri: str, manifest: Manifest, report: RestoreReport,
     }
     write_manifest(uri, manifest)
     report.recommitted.append(uri)
-    log.warning("restore committed checkpoint %d (%s): its commit task had not finished",
-                manifest.checkpoint_id, uri)
+    if all(o.outcome == "already_committed" for o in outcomes):
+        log.info("checkpoint %d (%s) was committed but not marked; marked COMMITTED",
+                 manifest.checkpoint_id, uri)
+    else:
+        log.warning("restore committed checkpoint %d (%s): its commit task had not finished",
+                    manifest.checkpoint_id, uri)
 
 
 def _mark_aborted(uri: str, manifest: Manifest, problems: list[str], report: RestoreReport,

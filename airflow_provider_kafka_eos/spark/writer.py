@@ -79,9 +79,8 @@ def write_exactly_once(
     partitions = df.rdd.getNumPartitions()
     with TransactionAdmin(config) as admin:
         protocol = TransactionProtocol.from_admin(admin)
-        finder = naming_support.open_transaction_finder(
+        aborter = naming_support.lingering_aborter(
             abort_strategy or naming_support.default_abort_strategy(naming_strategy, admin),
-            naming_strategy=naming_strategy,
             checkpoint_id=checkpoint_id,
             partitions_hint=partitions,
         )
@@ -91,7 +90,7 @@ def write_exactly_once(
             pipeline_id=pipeline_id,
             transactional_id_prefix=transactional_id_prefix,
             checkpoint_id=checkpoint_id,
-            find_open_transactions=finder,
+            abort_lingering=aborter,
         )
         if report.existing is not None:
             log.info("checkpoint %d of %s is already %s (%s): not producing again",
@@ -100,7 +99,8 @@ def write_exactly_once(
         in_use: set[str] = set()
         if naming_strategy == "POOLING":
             # Ids still open (none, normally, after restore) or listed in a PREPARED manifest are taken.
-            in_use = set(report.protected_transactions) | set(finder(admin, transactional_id_prefix, set()))
+            in_use = set(report.protected_transactions) | naming_support.open_owned_transactions(
+                admin, transactional_id_prefix)
         id_for_partition = naming_support.id_factory(naming_strategy, transactional_id_prefix, checkpoint_id,
                                                      partitions=partitions, in_use=in_use)
 

@@ -1,0 +1,187 @@
+"""write_exactly_once in local Spark against the embedded broker.
+
+Every test ends with a read_committed consumer: each expected key exactly once, nothing else.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+from airflow_provider_kafka_eos.kafka.errors import SpeculativeExecutionError
+from airflow_provider_kafka_eos.kafka.manifest import (
+    ManifestStatus,
+    find_manifests,
+    manifest_uri,
+    read_manifest,
+)
+from airflow_provider_kafka_eos.kafka.producer import PartitionTransaction, TransactionProtocol
+from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin, TxnState
+from airflow_provider_kafka_eos.spark.testing_support import commit_manifest, keyed_frame
+from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+
+def _write(df, broker, base, prefix, topic, checkpoint, **kwargs):
+    return write_exactly_once(
+        df,
+        topic=topic,
+        kafka_config=broker.client_config(),
+        transactional_id_prefix=prefix,
+        checkpoint_id=checkpoint,
+        manifest_uri=str(base),
+        **kwargs,
+    )
+
+
+def _keys(tag, n):
+    return [f"{tag}-{i}" for i in range(n)]
+
+
+def _admin(broker):
+    return TransactionAdmin(KafkaClientConfig.from_mapping(broker.client_config()))
+
+
+def test_prepare_is_invisible_until_commit_and_a_rerun_does_not_produce_again(
+    spark, kafka_broker, tmp_path, unique_name
+):
+    prefix, topic = unique_name("pipe"), unique_name("out")
+    df = keyed_frame(spark, "a", 300, 3)
+    manifest = _write(df, kafka_broker, tmp_path, prefix, topic, 1)
+
+    uri = manifest_uri(str(tmp_path), prefix, 1)
+    assert read_manifest(uri).status is ManifestStatus.PREPARED
+    assert len(manifest.committables) == 3
+    assert sum(c.record_count for c in manifest.committables) == 300
+    assert {c.transactional_id for c in manifest.committables} == {f"{prefix}-{p}-1" for p in range(3)}
+    assert count_keys(kafka_broker.bootstrap, topic) == {}  # prepared: nothing visible yet
+
+    again = _write(df, kafka_broker, tmp_path, prefix, topic, 1)  # a retried submit task
+    assert again.committables == manifest.committables
+    assert sum(count_keys(kafka_broker.bootstrap, topic, isolation="read_uncommitted").values()) == 300
+
+    commit_manifest(kafka_broker.bootstrap, manifest)
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), _keys("a", 300))
+
+
+def test_empty_partitions_give_no_committable(spark, kafka_broker, tmp_path, unique_name):
+    """Invariant 5: 4 partitions, rows in 2 of them -> 2 committables."""
+    prefix, topic = unique_name("sparse"), unique_name("out")
+    df = keyed_frame(spark, "s", 4, 4).filter("key in ('s-1', 's-2')")  # one row per partition
+    assert df.rdd.getNumPartitions() == 4
+    manifest = _write(df, kafka_broker, tmp_path, prefix, topic, 5)
+    assert sorted(c.transactional_id for c in manifest.committables) == [f"{prefix}-1-5", f"{prefix}-2-5"]
+    assert all(c.record_count > 0 for c in manifest.committables)
+    commit_manifest(kafka_broker.bootstrap, manifest)
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), ["s-1", "s-2"])
+
+
+def test_next_checkpoint_commits_a_prepared_one_whose_commit_never_ran(
+    spark, kafka_broker, tmp_path, unique_name
+):
+    prefix, topic = unique_name("recommit"), unique_name("out")
+    _write(keyed_frame(spark, "c1", 100, 2), kafka_broker, tmp_path, prefix, topic, 1)
+    second = _write(keyed_frame(spark, "c2", 100, 2), kafka_broker, tmp_path, prefix, topic, 2)
+    first = read_manifest(manifest_uri(str(tmp_path), prefix, 1))
+    assert first.status is ManifestStatus.COMMITTED
+    assert first.commit_report["committed_by"] == "restore"
+    commit_manifest(kafka_broker.bootstrap, second)
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), _keys("c1", 100) + _keys("c2", 100))
+
+
+@pytest.mark.parametrize("naming_strategy", ["INCREMENTING", "POOLING"])
+def test_partition_count_changes_between_checkpoints(
+    spark, kafka_broker, tmp_path, unique_name, naming_strategy
+):
+    """4 partitions, then 2, then 3; a crashed wider attempt's leftover is aborted by restore."""
+    prefix, topic = unique_name(f"scale-{naming_strategy.lower()}"), unique_name("out")
+    expected = []
+    ids_seen = []
+    for checkpoint, partitions in ((1, 4), (2, 2), (3, 3)):
+        tag = f"c{checkpoint}"
+        if checkpoint == 2:
+            _leave_open_transaction(kafka_broker, f"{prefix}-3-9", topic, ["stray-0", "stray-1"])
+        manifest = _write(
+            keyed_frame(spark, tag, 120, partitions),
+            kafka_broker,
+            tmp_path,
+            prefix,
+            topic,
+            checkpoint,
+            naming_strategy=naming_strategy,
+        )
+        assert len(manifest.committables) == partitions
+        ids_seen.append(sorted(c.transactional_id for c in manifest.committables))
+        commit_manifest(kafka_broker.bootstrap, manifest)
+        expected += _keys(tag, 120)
+    with _admin(kafka_broker) as admin:
+        # aborted by fencing (the fence leaves the id Empty at a higher epoch), not committed
+        assert admin.describe([f"{prefix}-3-9"])[f"{prefix}-3-9"].state in (
+            TxnState.COMPLETE_ABORT,
+            TxnState.EMPTY,
+        )
+    if naming_strategy == "POOLING":  # ids are reused: slot 0 of each partition every time
+        assert ids_seen[1] == [f"{prefix}-{p}-0" for p in range(2)]
+        assert ids_seen[2] == [f"{prefix}-{p}-0" for p in range(3)]
+    else:
+        assert ids_seen[2] == [f"{prefix}-{p}-3" for p in range(3)]
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
+
+
+def test_another_pipeline_beside_it_is_never_touched(spark, kafka_broker, tmp_path, unique_name):
+    """Invariant 4: prefix ``p`` never aborts ``p-x``'s transactions, prepared or open."""
+    prefix = unique_name("pipe")
+    neighbour = f"{prefix}-x"  # shares the prefix text, not the prefix
+    topic, neighbour_topic = unique_name("out"), unique_name("nout")
+    neighbour_manifest = _write(
+        keyed_frame(spark, "n", 50, 2), kafka_broker, tmp_path, neighbour, neighbour_topic, 1
+    )
+    _leave_open_transaction(kafka_broker, f"{neighbour}-7-1", neighbour_topic, ["lingering"])
+
+    manifest = _write(keyed_frame(spark, "m", 50, 2), kafka_broker, tmp_path, prefix, topic, 1)
+    commit_manifest(kafka_broker.bootstrap, manifest)
+
+    with _admin(kafka_broker) as admin:
+        states = admin.describe(
+            [c.transactional_id for c in neighbour_manifest.committables] + [f"{neighbour}-7-1"]
+        )
+    assert {d.state for d in states.values()} == {TxnState.ONGOING}
+    commit_manifest(kafka_broker.bootstrap, neighbour_manifest)
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), _keys("m", 50))
+    with _admin(kafka_broker) as admin:  # unblock the neighbour's topic for its consumers
+        admin.abort([f"{neighbour}-7-1"])
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, neighbour_topic), _keys("n", 50))
+
+
+def test_speculation_is_refused_before_anything_is_written(spark, kafka_broker, tmp_path, unique_name):
+    prefix, topic = unique_name("spec"), unique_name("out")
+    conf = spark.sparkContext._conf
+    conf.set("spark.speculation", "true")
+    try:
+        with pytest.raises(SpeculativeExecutionError) as excinfo:
+            _write(keyed_frame(spark, "s", 10, 2), kafka_broker, tmp_path, prefix, topic, 1)
+    finally:
+        conf.set("spark.speculation", "false")
+    assert "spark.speculation" in str(excinfo.value)
+    assert "docs/runbook/speculative-execution.md" in str(excinfo.value)
+    assert find_manifests(str(tmp_path), prefix) == []
+    with _admin(kafka_broker) as admin:
+        assert admin.list(prefixes=[prefix]) == []
+
+
+def _leave_open_transaction(broker, tid, topic, keys):
+    """A transaction a crashed producer left open (prepared, never committed, in no manifest)."""
+    with _admin(broker) as admin:
+        txn = PartitionTransaction(
+            confluent_config=broker.client_config(),
+            transactional_id=tid,
+            topic=topic,
+            transaction_timeout_ms=600_000,
+            protocol=TransactionProtocol.from_admin(admin),
+            describe=admin.describe,
+        )
+        txn.begin()
+        txn.write_rows(keys, [b"stray"] * len(keys))
+        assert txn.prepare() is not None
