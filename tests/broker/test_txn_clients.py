@@ -256,3 +256,45 @@ def test_init_producer_id_expected_epoch_checks(kafka_broker, unique_name, versi
     assert init_producer_id(bs, tid, version=version, producer_id=pid, producer_epoch=-1).error_code == (
         Err.INVALID_REQUEST
     )
+
+
+# ----------------------------------------------------------------------------- offsets in transactions
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_send_offsets_to_transaction_reaches_the_group_only_on_commit(kafka_broker, unique_name, commit):
+    """Consume-transform-produce: transactional offsets become the group's only on commit."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    source, sink, group, tid = unique_name("src"), unique_name("sink"), unique_name("grp"), unique_name("tid")
+    create_topic(kafka_broker.bootstrap, source, 1)
+    seed = transactional_producer(kafka_broker.bootstrap, unique_name("seed"))
+    produce_in_transaction(seed, source, keys("in", 20))
+    seed.commit_transaction(30)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka_broker.bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        consumer.subscribe([source])
+        seen = wait_for(lambda: consumer.poll(0.5), "a record from the source topic")
+        producer = transactional_producer(kafka_broker.bootstrap, tid)
+        producer.begin_transaction()
+        producer.produce(sink, key=seen.key(), value=b"out")
+        producer.send_offsets_to_transaction(
+            [TopicPartition(source, 0, seen.offset() + 1)], consumer.consumer_group_metadata(), 30
+        )
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+        [committed] = consumer.committed([TopicPartition(source, 0)], timeout=10)
+    finally:
+        consumer.close()
+    assert committed.offset == (seen.offset() + 1 if commit else -1001)  # -1001: no committed offset
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, sink), [seen.key()] if commit else [])
