@@ -486,9 +486,9 @@ def _find_hanging(admin: Any, request: ResolutionRequest, progress: Progress | N
             else "abort (if no manifest lists it)"
         )
         rows.append(row)
-    stalled = _lso_stalls(admin, lingering)
+    pinned = _lso_stalls(admin, lingering)
     for row in rows:
-        row["lso_stalled"] = ",".join(sorted(p for p in stalled if p in row["partitions"].split(",")))
+        row["lso_stalled"] = ",".join(pinned.get(row["producer_id"], []))
     return ResolutionResult(
         rows,
         f"{len(rows)} transaction(s) open longer than {min_age // 1000} s",
@@ -506,24 +506,21 @@ def _find_hanging(admin: Any, request: ResolutionRequest, progress: Progress | N
     )
 
 
-def _lso_stalls(admin: Any, lingering: Sequence[Any]) -> set[str]:
-    """Partitions ("topic-p") whose last stable offset is held back, when the admin can probe it."""
-    probe = getattr(admin, "lso_probe", None)
-    partitions = sorted({(p.topic, p.partition) for d in lingering for p in d.partitions})
-    if probe is None or not partitions:
-        return set()
-    from airflow_provider_kafka_eos.kafka.committable import TopicPartition
+def _lso_stalls(admin: Any, lingering: Sequence[Any]) -> dict[int, list[str]]:
+    """Producer id -> partitions ("topic-p (N behind)") whose last stable offset it pins."""
+    from airflow_provider_kafka_eos.kafka.lso import lso_probe
 
-    stalled = set()
-    for status in probe([TopicPartition(t, p) for t, p in partitions]):
-        if getattr(status, "stalled", False):
-            tp = (
-                status.partition
-                if hasattr(status, "partition") and not isinstance(status.partition, int)
-                else status
+    partitions = sorted({(p.topic, p.partition) for d in lingering for p in d.partitions})
+    if not partitions:
+        return {}
+    pinned: dict[int, list[str]] = {}
+    for status in lso_probe(admin, partitions):
+        blocking = status.blocking
+        if status.stalled and blocking is not None:
+            pinned.setdefault(blocking.producer_id, []).append(
+                f"{status.topic}-{status.partition} ({status.behind} behind)"
             )
-            stalled.add(f"{tp.topic}-{tp.partition}")
-    return stalled
+    return pinned
 
 
 def _preflight(

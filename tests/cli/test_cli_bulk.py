@@ -126,6 +126,8 @@ def test_describe_and_find_hanging_by_prefix(bootstrap, unique_name):
         "--action", "find-hanging", "--bootstrap-servers", bootstrap, "--prefix", prefix, "--min-age", "0s"
     )
     assert [r["transactional_id"] for r in hanging["rows"]] == [tid]
+    # Its records sit past the last stable offset: the open transaction pins read_committed consumers.
+    assert hanging["rows"][0]["lso_stalled"] == row["partitions"] + " (2 behind)"
     assert (
         run_cli("--action", "abort", "--bootstrap-servers", bootstrap, "--transactional-id", tid).returncode
         == 0
