@@ -595,13 +595,29 @@ class TransactionAdmin:
             else:
                 to_fence.append(d)
         errors: list[KafkaEosError] = []
-        if to_fence:
-            with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(to_fence)))) as pool:
-                for d, result in zip(to_fence, pool.map(self._abort_one_safely, to_fence), strict=True):
-                    if isinstance(result, KafkaEosError):
-                        errors.append(result)
-                    else:
-                        outcomes[d.transactional_id] = result
+        committing = [d for d in to_fence if d.state == TxnState.PREPARE_COMMIT]
+        for d in committing:  # rare: a commit is under way; wait for it instead of fencing
+            result = self._abort_one_safely(d)
+            if isinstance(result, KafkaEosError):
+                errors.append(result)
+            else:
+                outcomes[d.transactional_id] = result
+        fence = [d for d in to_fence if d.state != TxnState.PREPARE_COMMIT]
+        if fence:
+            groups: dict[Any, list[TransactionDescription]] = defaultdict(list)
+            for d in fence:
+                groups[d.coordinator_id].append(d)
+            with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(groups)))) as pool:
+                futures = [
+                    pool.submit(self._fence_many, [(d.transactional_id, d.timeout_ms) for d in group])
+                    for group in groups.values()
+                ]
+                by_id = {d.transactional_id: d for d in fence}
+                for future in futures:
+                    done, failed = future.result()
+                    errors.extend(failed.values())
+                    for tid, (pid, epoch, fenced) in done.items():
+                        outcomes[tid] = _fence_outcome(by_id[tid], pid, epoch, fenced)
         if errors:
             raise errors[0]
         return [outcomes[t] for t in ids]
@@ -624,15 +640,7 @@ class TransactionAdmin:
                 "a commit was already under way",
             )
         pid, epoch, fenced = self._init_producer_id(tid, d.timeout_ms)
-        if fenced:
-            return TxnOutcome(tid, "aborted", pid, epoch, f"fenced epoch {d.producer_epoch} -> {epoch}")
-        return TxnOutcome(
-            tid,
-            "already_completed",
-            pid,
-            epoch,
-            "the transaction ended before the fence reached it; nothing was aborted",
-        )
+        return _fence_outcome(d, pid, epoch, fenced)
 
     def _wait_until_complete(self, tid: str) -> TransactionDescription:
         retry = self._retry()
@@ -664,44 +672,83 @@ class TransactionAdmin:
         return lso_probe(self, topic_partitions)
 
     def _init_producer_id(self, tid: str, timeout_ms: int) -> tuple[int, int, bool]:
+        done, failed = self._fence_many([(tid, timeout_ms)])
+        if tid in failed:
+            raise failed[tid]
+        return done[tid]
+
+    def _fence_many(
+        self, targets: Sequence[tuple[str, int]]
+    ) -> tuple[dict[str, tuple[int, int, bool]], dict[str, KafkaEosError]]:
+        """InitProducerId for many ids, pipelined in waves until each answers NONE.
+
+        Returns ``{id: (producer id, epoch, aborted_open_transaction)}`` and ``{id: error}``.
+        CONCURRENT_TRANSACTIONS on the first answer means the coordinator found an open
+        transaction and is aborting it (the epoch fence); the wave is re-sent after a backoff.
+        """
+        timeouts = {t: (ms if ms and ms > 0 else 60000) for t, ms in targets}
+        pending = list(timeouts)
+        fenced: set[str] = set()
+        last_code: dict[str, int] = {}
+        done: dict[str, tuple[int, int, bool]] = {}
+        failed: dict[str, KafkaEosError] = {}
         retry = self._retry()
-        fenced = False
-        timeout_ms = timeout_ms if timeout_ms and timeout_ms > 0 else 60000
-        while True:
-            node = self.wire.coordinators([tid])[tid]
-            if isinstance(node, Exception):
-                code = getattr(node, "errno", -1)
-                if code not in RETRIABLE:
-                    self._raise_for_code(tid, code, "FindCoordinator")
-                response = None
-            else:
+        while pending:
+            coordinators = self.wire.coordinators(pending)
+            batch, sent = [], []
+            again: list[str] = []
+            for tid in pending:
+                node = coordinators[tid]
+                if isinstance(node, Exception):
+                    code = getattr(node, "errno", -1)
+                    if code in RETRIABLE:
+                        self.wire.forget_coordinator(tid)
+                        again.append(tid)
+                    else:
+                        failed[tid] = self._error_for_code(tid, code, "FindCoordinator")
+                    continue
                 request = InitProducerIdRequest(
-                    transactional_id=tid, transaction_timeout_ms=timeout_ms, producer_id=-1, producer_epoch=-1
+                    transactional_id=tid,
+                    transaction_timeout_ms=timeouts[tid],
+                    producer_id=-1,
+                    producer_epoch=-1,
                 )
-                response = self.wire.send(request, node)
-                code = response.error_code
-            if response is not None and code == NONE:
-                return response.producer_id, response.producer_epoch, fenced
-            if code == CONCURRENT_TRANSACTIONS:
-                fenced = True  # the coordinator is aborting the open transaction for us
-            elif code == NOT_COORDINATOR:
-                self.wire.forget_coordinator(tid)
-            elif code not in RETRIABLE:
-                if code == INVALID_TRANSACTION_TIMEOUT:
-                    raise KafkaEosError(
-                        f"InitProducerId was refused with {error_name(code)} for timeout {timeout_ms} ms "
+                batch.append((request, node))
+                sent.append(tid)
+            for tid, response in zip(sent, self.wire.send_all(batch, raise_errors=False), strict=True):
+                if isinstance(response, BrokerUnreachableError):
+                    again.append(tid)
+                    continue
+                code = last_code[tid] = response.error_code
+                if code == NONE:
+                    done[tid] = (response.producer_id, response.producer_epoch, tid in fenced)
+                elif code == CONCURRENT_TRANSACTIONS:
+                    fenced.add(tid)  # the coordinator is aborting the open transaction for us
+                    again.append(tid)
+                elif code in RETRIABLE:
+                    if code == NOT_COORDINATOR:
+                        self.wire.forget_coordinator(tid)
+                    again.append(tid)
+                elif code == INVALID_TRANSACTION_TIMEOUT:
+                    failed[tid] = KafkaEosError(
+                        f"InitProducerId was refused with {error_name(code)} for timeout {timeouts[tid]} ms "
                         "(above transaction.max.timeout.ms?)",
                         transactional_id=tid,
                         runbook="troubleshooting",
                     )
-                self._raise_for_code(tid, code, "InitProducerId")
-            if not retry.wait():
-                raise BrokerUnreachableError(
-                    f"InitProducerId (fencing) did not complete within {self.retry_timeout_ms} ms; the last "
-                    "answer "
-                    f"was {error_name(code)}",
-                    transactional_id=tid,
-                )
+                else:
+                    failed[tid] = self._error_for_code(tid, code, "InitProducerId")
+            pending = again
+            if pending and not retry.wait():
+                for tid in pending:
+                    answer = error_name(last_code[tid]) if tid in last_code else "no answer"
+                    failed[tid] = BrokerUnreachableError(
+                        f"InitProducerId (fencing) did not complete within {self.retry_timeout_ms} ms; "
+                        f"the last answer was {answer}",
+                        transactional_id=tid,
+                    )
+                break
+        return done, failed
 
     def abort_in_place(self, committable: Committable) -> TxnOutcome:
         """EndTxn(abort) with the committable's producer id / epoch (no epoch bump beyond Kafka's own)."""
@@ -730,23 +777,22 @@ class TransactionAdmin:
     def _retry(self) -> _Retry:
         return _Retry(deadline=time.monotonic() + self.retry_timeout_ms / 1000)
 
+    @classmethod
+    def _raise_for_code(cls, tid: str | None, code: int, api: str) -> None:
+        raise cls._error_for_code(tid, code, api)
+
     @staticmethod
-    def _raise_for_code(tid: str | None, code: int, api: str) -> None:
+    def _error_for_code(tid: str | None, code: int, api: str) -> KafkaEosError:
         if code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-            raise _authorization(
-                tid,
-                "DESCRIBE"
-                if api in ("DescribeTransactions", "FindCoordinator", "ListTransactions")
-                else "WRITE",
-                api,
-            )
+            describe_only = api in ("DescribeTransactions", "FindCoordinator", "ListTransactions")
+            return _authorization(tid, "DESCRIBE" if describe_only else "WRITE", api)
         if code == 31:  # CLUSTER_AUTHORIZATION_FAILED
-            raise AuthorizationError(f"{api} was refused with {error_name(code)}", transactional_id=tid)
+            return AuthorizationError(f"{api} was refused with {error_name(code)}", transactional_id=tid)
         if code == 35:
-            raise UnsupportedCapabilityError(
+            return UnsupportedCapabilityError(
                 f"{api} is not supported by the cluster ({error_name(code)})", transactional_id=tid
             )
-        raise KafkaEosError(
+        return KafkaEosError(
             f"{api} failed with {error_name(code)}", transactional_id=tid, runbook="troubleshooting"
         )
 
@@ -865,6 +911,19 @@ def _prefix_pattern(prefixes: Sequence[str]) -> str:
         return "".join(ch if ch.isalnum() or ch == "_" else "\\" + ch for ch in text)
 
     return "(?:" + "|".join(escape(p) for p in prefixes) + ").*"
+
+
+def _fence_outcome(d: TransactionDescription, pid: int, epoch: int, fenced: bool) -> TxnOutcome:
+    tid = d.transactional_id
+    if fenced:
+        return TxnOutcome(tid, "aborted", pid, epoch, f"fenced epoch {d.producer_epoch} -> {epoch}")
+    return TxnOutcome(
+        tid,
+        "already_completed",
+        pid,
+        epoch,
+        "the transaction ended before the fence reached it; nothing was aborted",
+    )
 
 
 def _response_epoch(response: Any, c: Committable) -> int:
