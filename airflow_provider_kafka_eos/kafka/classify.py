@@ -474,8 +474,8 @@ class Findings:
             lso_stalls=[LsoStall.from_dict(s) for s in data.get("lso_stalls") or ()],
         )
 
-    def table(self) -> str:
-        """A fixed-width table for task logs."""
+    def table(self, limit: int | None = 200) -> str:
+        """A fixed-width table for task logs; past ``limit`` rows it says how many more are in XCom."""
         rows = [("KIND", "TRANSACTIONAL ID", "PRODUCER", "EPOCH", "AGE S", "NEXT STEP", "WHY")]
         for f in self.transactions:
             rows.append(
@@ -501,6 +501,12 @@ class Findings:
                     s.reason,
                 )
             )
+        hidden = len(rows) - 1 - limit if limit is not None else 0
+        if hidden > 0:
+            rows = [
+                *rows[: limit + 1],
+                ("...", f"{hidden} more (all of them are in the XCom)", "", "", "", "", ""),
+            ]
         return format_table(rows)
 
 

@@ -149,6 +149,18 @@ def test_findings_json_round_trip_holds_no_config():
     assert data["transactions"][0]["runbook"] == "docs/runbook/orphaned-transaction.md"
     assert Findings.from_dict(data).to_dict() == findings.to_dict()
     assert "orders-0-1" in findings.table()
+    many = Findings(
+        checked_at_ms=NOW,
+        min_age_ms=0,
+        prefixes=None,
+        transactions=classify(
+            [Described(f"orders-{i}", i, 0) for i in range(5)],
+            owned_prefixes=["orders-"],
+            prepared={},
+            at_ms=NOW,
+        ),
+    )
+    assert many.table(limit=2).splitlines()[-1].split()[:3] == ["...", "3", "more"]
 
 
 def poll(lso: int, hw: int, *producers: ProducerState) -> PartitionOffsets:
