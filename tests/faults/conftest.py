@@ -1,0 +1,12 @@
+"""One SparkSession for the whole test process (starting one costs seconds)."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_kafka_eos.spark.testing_support import local_spark_session
+
+
+@pytest.fixture(scope="session")
+def spark():
+    return local_spark_session()
