@@ -132,3 +132,42 @@ def test_describe_and_find_hanging_by_prefix(bootstrap, unique_name):
         run_cli("--action", "abort", "--bootstrap-servers", bootstrap, "--transactional-id", tid).returncode
         == 0
     )
+
+
+def test_progress_bar_only_on_a_terminal(bootstrap, unique_name):
+    import os
+    import pty
+    import subprocess
+
+    from eos_cli_helpers import CLI
+
+    topic, prefix = unique_name("prog-topic"), unique_name("prog") + "-"
+    for i in range(2):
+        open_transaction(bootstrap, f"{prefix}{i}-1", topic, [b"p"])
+    piped = run_cli("--action", "abort", "--bootstrap-servers", bootstrap, "--prefix", prefix, "--dry-run")
+    assert piped.returncode == 0 and "aborting" not in piped.stderr + piped.stdout
+
+    primary, secondary = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            [CLI, "--action", "abort", "--bootstrap-servers", bootstrap, "--prefix", prefix],
+            stdout=secondary,
+            stderr=secondary,
+            stdin=subprocess.DEVNULL,
+        )
+        os.close(secondary)
+        output = b""
+        while True:
+            try:
+                chunk = os.read(primary, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            output += chunk
+        assert process.wait(timeout=60) == 0
+    finally:
+        os.close(primary)
+    text = output.decode(errors="replace")
+    assert "aborting" in text and "100%" in text
+    assert "aborted 2 of 2 transaction(s), 0 protected" in text
