@@ -62,6 +62,14 @@ def test_classifies_orphan_commit_pending_and_foreign(kafka_broker, admin, kafka
     assert by_id[pending].manifest_uri == uri
     assert findings.counts() == {"orphan": 1, "commit-pending": 1, "foreign": 1, "lso-stall": 0}
 
+    # Watching the whole cluster (other tests' transactions included) classifies ours the same way.
+    everything = Findings.from_dict(
+        sensor(prefixes=None, owned_prefixes=[ours], min_age=0, manifest_base_uri=base).poke({}).xcom_value
+    )
+    kinds = {f.transactional_id: f.kind.value for f in everything.transactions}
+    assert (kinds[orphan], kinds[pending], kinds[foreign]) == ("orphan", "commit-pending", "foreign")
+    assert all(k == "foreign" for t, k in kinds.items() if not t.startswith(ours))
+
 
 def test_lso_stall_names_the_blocking_producer(kafka_broker, admin, kafka_eos_conn):
     """A producer outside every watched prefix holds the LSO; only the LSO watch can see it."""

@@ -85,7 +85,11 @@ def test_trigger_fires_with_findings_and_execute_complete_returns_them(kafka_bro
     )
     event = first_event(trigger)
     assert event.payload["status"] == "found"
-    sensor = KafkaLingeringTransactionSensor(task_id="resume", kafka_eos_conn_id=conn_id, prefixes=[prefix])
+    sensor = KafkaLingeringTransactionSensor(
+        task_id="resume", kafka_eos_conn_id=conn_id, prefixes=[prefix], min_age=0, deferrable=True
+    )
+    # Deferrable mode pokes once first: with a finding already there it returns without deferring.
+    assert Findings.from_dict(sensor.execute({})).counts()["orphan"] == 1
     returned = sensor.execute_complete({}, event.payload)
     assert [(f.transactional_id, f.kind.value) for f in Findings.from_dict(returned).transactions] == [
         (f"{prefix}0", "orphan")
