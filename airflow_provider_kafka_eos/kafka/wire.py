@@ -16,6 +16,7 @@ with the version recorded in the committable. Every request sent is counted per 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import Counter
@@ -24,9 +25,10 @@ from typing import Any
 
 import kafka.errors as kerr
 from kafka.admin import KafkaAdminClient
+from kafka.net.compat import KafkaNetClient
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest
 
-from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+from airflow_provider_kafka_eos.kafka.config import REDACTED, KafkaClientConfig, is_secret_key
 from airflow_provider_kafka_eos.kafka.errors import AuthorizationError, BrokerUnreachableError
 
 __all__ = ["COORDINATOR_TRANSACTION", "Wire", "error_name"]
@@ -43,6 +45,57 @@ _CONNECTION_ERRORS = (
     ConnectionError,
     OSError,
 )
+
+
+class _RedactClientLogs(logging.Filter):
+    """Keep secrets out of kafka-python's DEBUG output (the CLI's ``-v`` turns it on).
+
+    kafka-python logs its whole configuration ("Starting KafkaAdminClient with configuration:
+    {...}", SASL password included), every request object (SaslAuthenticateRequest carries
+    ``user\0user\0password``) and raw wire bytes. Dict arguments get secret keys redacted,
+    SASL request objects and raw bytes are replaced by a placeholder.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, dict):
+            record.args = _redacted(record.args)
+        elif isinstance(record.args, tuple) and record.args:
+            record.args = tuple(_redact_arg(a) for a in record.args)
+        return True
+
+
+def _redact_arg(arg: Any) -> Any:
+    if isinstance(arg, dict):
+        return _redacted(arg)
+    if isinstance(arg, (bytes, bytearray, memoryview)):
+        return f"<{len(arg)} bytes>"
+    name = type(arg).__name__
+    if name.startswith("SaslAuthenticate") or name.startswith("SaslHandshake"):
+        return f"{name}(...)"
+    return arg
+
+
+def _redacted(values: dict) -> dict:
+    return {
+        k: (REDACTED if isinstance(k, str) and is_secret_key(k) and v is not None else v)
+        for k, v in values.items()
+    }
+
+
+_REDACTOR = _RedactClientLogs()
+for _name in (
+    "kafka.admin.client",
+    "kafka.net.manager",
+    "kafka.net.connection",
+    "kafka.net.compat",
+    "kafka.net.transport",
+    "kafka.protocol.parser",
+    "kafka.net.sasl.plain",
+    "kafka.net.sasl.scram",
+):
+    logging.getLogger(_name).addFilter(_REDACTOR)
+
+_AUTH_ERRORS = (kerr.SaslAuthenticationFailedError, kerr.AuthorizationError)
 
 
 def error_name(code: int) -> str:
@@ -79,16 +132,42 @@ class Wire:
         self.requests: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._coordinators: dict[str, int] = {}
+        created: list[Any] = []
+        auth_errors: list[BaseException] = []
+
+        def net_client(**configs: Any) -> Any:
+            # Keep a handle on the client KafkaAdminClient builds, so that a failed bootstrap can be
+            # explained (authentication vs. no answer) and its IO thread stopped instead of leaked.
+            # kafka-python's bootstrap loop swallows SASL failures and retries until its timeout, so
+            # we watch each connection's init future for them.
+            client = KafkaNetClient(**configs)
+            created.append(client)
+            manager = client._manager
+            get_connection = manager.get_connection
+
+            def watched(node_id: Any, *args: Any, **kw: Any) -> Any:
+                conn = get_connection(node_id, *args, **kw)
+                conn.init_future.add_errback(
+                    lambda exc: auth_errors.append(exc) if isinstance(exc, _AUTH_ERRORS) else None
+                )
+                return conn
+
+            manager.get_connection = watched
+            return client
+
+        kwargs["kafka_client"] = net_client
         started = time.monotonic()
         try:
             self._admin = KafkaAdminClient(**kwargs)
-        except (kerr.SaslAuthenticationFailedError, kerr.AuthorizationError) as exc:
-            raise AuthorizationError(
-                f"authentication to {self.bootstrap_servers} failed ({_short(exc)}); check the SASL/SSL "
-                "settings of the connection",
-                runbook="acls",
-            ) from None
-        except _CONNECTION_ERRORS:
+        except (*_CONNECTION_ERRORS, kerr.KafkaError) as exc:
+            auth_failure = auth_errors[0] if auth_errors else _auth_failure(created)
+            _discard(created)
+            if auth_failure is not None or isinstance(exc, _AUTH_ERRORS):
+                raise AuthorizationError(
+                    f"authentication to {self.bootstrap_servers} failed ({_short(auth_failure or exc)}); "
+                    "check the SASL/SSL settings and credentials of the connection",
+                    runbook="acls",
+                ) from None
             raise BrokerUnreachableError(
                 f"no Kafka broker at {self.bootstrap_servers} answered within "
                 f"{(time.monotonic() - started):.1f} s (connect timeout {connect_timeout_ms} ms)"
@@ -253,6 +332,24 @@ class Wire:
         except _CONNECTION_ERRORS as exc:
             raise self._unreachable(exc) from None
         return {tp: leader for leader, tps in by_leader.items() for tp in tps}
+
+
+def _auth_failure(created: list[Any]) -> BaseException | None:
+    for client in created:
+        failures = getattr(client._manager, "_auth_failures", {})
+        if failures:
+            return next(iter(failures.values()))
+    return None
+
+
+def _discard(created: list[Any]) -> None:
+    for client in created:
+        try:
+            client._manager.close()
+            client._net.stop()
+            client.close()
+        except Exception:  # best effort: the client never finished starting
+            pass
 
 
 def _short(exc: BaseException) -> str:

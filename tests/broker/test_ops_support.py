@@ -41,7 +41,7 @@ def keys_for(transactional_id: str, count: int) -> list[bytes]:
 
 
 def open_transaction(
-    bootstrap: str,
+    bootstrap: str | dict,
     admin: TransactionAdmin,
     transactional_id: str,
     topic: str,
@@ -50,10 +50,14 @@ def open_transaction(
     partitions: Iterable[int] = (0,),
     timeout_ms: int = 60_000,
 ) -> Committable:
-    """Leave an Ongoing transaction holding ``keys`` (spread over ``partitions``); return its committable."""
+    """Leave an Ongoing transaction holding ``keys`` (spread over ``partitions``); return its committable.
+
+    ``bootstrap`` is a bootstrap string or a librdkafka config (e.g. with SASL settings).
+    """
+    base = {"bootstrap.servers": bootstrap} if isinstance(bootstrap, str) else dict(bootstrap)
     producer = Producer(
         {
-            "bootstrap.servers": bootstrap,
+            **base,
             "transactional.id": transactional_id,
             "transaction.timeout.ms": timeout_ms,
             "linger.ms": 0,
