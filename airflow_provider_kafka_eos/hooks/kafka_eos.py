@@ -27,12 +27,17 @@ if TYPE_CHECKING:
 DEFAULT_PORT = 9092
 
 
-def _mask(value: Any, name: str) -> None:
+def _mask(value: Any) -> None:
+    """Register ``value`` with the secrets masker unconditionally.
+
+    ``mask_secret(value, name)`` masks only when ``name`` is one of Airflow's sensitive names
+    (``ssl.key.pem`` is not), so the name is deliberately not passed.
+    """
     try:
         from airflow.sdk.log import mask_secret
     except ImportError:  # pragma: no cover - older SDK layout
         from airflow.sdk.execution_time.secrets_masker import mask_secret  # type: ignore[no-redef]
-    mask_secret(value, name)
+    mask_secret(value)
 
 
 class KafkaEosHook(BaseHook):
@@ -70,11 +75,11 @@ class KafkaEosHook(BaseHook):
             raise ConfigError(f"{source}: extra must be a JSON object of librdkafka keys")
         settings = dict(extra)
         if conn.password:
-            _mask(conn.password, "sasl.password")
+            _mask(conn.password)
         for key, value in settings.items():
             # File locations are not secrets (and masking a path would blank it in every log).
             if value not in (None, "") and is_secret_key(str(key)) and not str(key).endswith(".location"):
-                _mask(value, str(key))
+                _mask(value)
         if not settings.get("bootstrap.servers") and conn.host:
             hosts = [h.strip() for h in str(conn.host).split(",") if h.strip()]
             settings["bootstrap.servers"] = ",".join(
