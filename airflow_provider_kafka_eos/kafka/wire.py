@@ -145,11 +145,14 @@ class Wire:
             manager = client._manager
             get_connection = manager.get_connection
 
+            def on_init_failure(exc: BaseException) -> None:
+                if isinstance(exc, _AUTH_ERRORS) and not auth_errors:
+                    auth_errors.append(exc)
+                    manager.close()  # wrong credentials do not heal: end the bootstrap loop now
+
             def watched(node_id: Any, *args: Any, **kw: Any) -> Any:
                 conn = get_connection(node_id, *args, **kw)
-                conn.init_future.add_errback(
-                    lambda exc: auth_errors.append(exc) if isinstance(exc, _AUTH_ERRORS) else None
-                )
+                conn.init_future.add_errback(on_init_failure)
                 return conn
 
             manager.get_connection = watched
