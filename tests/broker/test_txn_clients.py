@@ -298,3 +298,23 @@ def test_send_offsets_to_transaction_reaches_the_group_only_on_commit(kafka_brok
         consumer.close()
     assert committed.offset == (seen.offset() + 1 if commit else -1001)  # -1001: no committed offset
     assert_exactly_once(count_keys(kafka_broker.bootstrap, sink), [seen.key()] if commit else [])
+
+
+def test_new_confluent_producer_with_the_same_id_fences_and_aborts_the_open_transaction(
+    kafka_broker, txn_admin, unique_name
+):
+    """Abort by fencing the way Flink's restore does it: a new producer's init_transactions()."""
+    topic, tid = unique_name("refence"), unique_name("tid")
+    good, bad = keys("good", 30), keys("bad", 30)
+    committed_then_open(kafka_broker.bootstrap, topic, tid, good, bad)
+    before = describe(txn_admin, tid)
+    successor = transactional_producer(kafka_broker.bootstrap, tid)  # retries CONCURRENT_TRANSACTIONS itself
+    after = describe(txn_admin, tid)
+    assert (after.state.value, after.producer_id, after.producer_epoch) == (
+        "Empty",
+        before.producer_id,
+        before.producer_epoch + 2,
+    )
+    produce_in_transaction(successor, topic, keys("next", 30))
+    successor.commit_transaction(30)
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), good + keys("next", 30))

@@ -479,3 +479,33 @@ def test_restart_finishes_a_transaction_caught_in_prepare(tmp_path, clock):
     broker2, coord2 = make(clock, data_dir=str(tmp_path))
     assert coord2.get("mid").state is S.COMPLETE_COMMIT
     assert broker2.topics.get(TOPIC, 0).high_watermark == 1  # the commit marker was written on load
+
+
+def test_running_journal_compacts_and_still_restores_everything(tmp_path, clock, monkeypatch):
+    from airflow_provider_kafka_eos.testing.broker import txn_journal
+
+    monkeypatch.setattr(txn_journal, "COMPACT_AFTER_LINES", 20)
+    compactions = []
+    real_compact = txn_journal.TxnJournal.compact
+    monkeypatch.setattr(
+        txn_journal.TxnJournal,
+        "compact",
+        lambda self, *a: (compactions.append(self.lines), real_compact(self, *a)),
+    )
+    broker, coord = make(clock, data_dir=str(tmp_path))
+    assert compactions == [0]  # the one on load
+    opened = {}
+    for i in range(15):  # 15 x (Empty, Ongoing, PrepareCommit, CompleteCommit) + 15 more open ones
+        pid, epoch = begin(coord, f"c{i}")
+        coord.end_txn(f"c{i}", pid, epoch, True)
+        opened[f"o{i}"] = begin(coord, f"o{i}")
+    assert len(compactions) > 1 and all(n >= 20 for n in compactions[1:])  # it compacted while running
+    coord._journal.close()
+    broker.topics.close()
+
+    _, coord2 = make(clock, data_dir=str(tmp_path))
+    assert {f"c{i}" for i in range(15)} | set(opened) == {t.transactional_id for t in coord2.transactions()}
+    for tid, (pid, epoch) in opened.items():
+        txn = coord2.get(tid)
+        assert (txn.state, txn.producer_id, txn.producer_epoch) == (S.ONGOING, pid, epoch)
+    assert {coord2.get(f"c{i}").state for i in range(15)} == {S.COMPLETE_COMMIT}

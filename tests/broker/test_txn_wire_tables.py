@@ -183,3 +183,15 @@ def test_add_partitions_to_unknown_topic_names_it_and_attempts_nothing(probe, un
     assert codes == {(topic, 0): Err.OPERATION_NOT_ATTEMPTED, (topic, 7): Err.UNKNOWN_TOPIC_OR_PARTITION}
     # nothing was added: the id is still Empty, so a commit has nothing to commit
     assert txn.end(True, version=TV1).error_code == Err.INVALID_TXN_STATE
+
+
+def test_end_txn_v5_on_a_tv1_broker_takes_the_tv1_path(kafka_broker_factory, unique_name):
+    broker = kafka_broker_factory(transaction_version=1)
+    topic = unique_name("tv1")
+    create_topic(broker.bootstrap, topic, 1)
+    with WireProbe(broker.bootstrap) as probe:
+        txn = in_state(probe, unique_name, topic, "Ongoing", TV1)
+        result = txn.end(True, version=TV2)
+        assert result.error_code == 0
+        assert txn.add() == 0  # same epoch: no TV2 bump happened
+        assert txn.end(True, version=TV2).error_code == 0

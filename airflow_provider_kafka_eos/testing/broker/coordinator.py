@@ -185,6 +185,11 @@ class TransactionCoordinator:
             self._ongoing.discard(txn.transactional_id)
         if self._journal is not None:
             self._journal.write_txn(txn.to_record())
+            if self._journal.should_compact(len(self._txns)):
+                self._journal.compact(
+                    {tid: t.to_record() for tid, t in self._txns.items()},
+                    {"coordinator_epoch": self.coordinator_epoch, "pid_block_end": self._pid_block_end},
+                )
 
     def _generate_producer_id(self) -> int:
         """A never-used producer id: the broker's allocator (shared with idempotent producers) if any."""

@@ -17,6 +17,8 @@ import pathlib
 from typing import Any, TextIO
 
 SNAPSHOT_NAME = "txn-state.snapshot.json"
+# Compact a running journal once it holds this many lines and more than twice as many as live ids.
+COMPACT_AFTER_LINES = 50_000
 JOURNAL_NAME = "txn-state.journal.jsonl"
 
 
@@ -27,6 +29,7 @@ class TxnJournal:
         self.directory = pathlib.Path(data_dir) / "txn-coordinator"
         self.directory.mkdir(parents=True, exist_ok=True)
         self._journal: TextIO | None = None
+        self.lines = 0  # lines appended since the last compaction
 
     @property
     def snapshot_path(self) -> pathlib.Path:
@@ -58,10 +61,22 @@ class TxnJournal:
                     except json.JSONDecodeError:
                         break
                     self._apply(entry, records, meta)
+        self.compact(records, meta)
+        return records, meta
+
+    def should_compact(self, live_ids: int) -> bool:
+        return self.lines >= COMPACT_AFTER_LINES and self.lines > 2 * live_ids
+
+    def compact(self, records: dict[str, dict[str, Any]], meta: dict[str, Any]) -> None:
+        """Snapshot ``records`` atomically, then empty the journal.
+
+        Safe against a crash between the two steps: the snapshot equals the result of replaying
+        the journal, so replaying the old journal over the new snapshot changes nothing.
+        """
         self._write_snapshot(records, meta)
         self.close()
         self.journal_path.write_text("")
-        return records, meta
+        self.lines = 0
 
     @staticmethod
     def _apply(entry: dict[str, Any], records: dict[str, dict[str, Any]], meta: dict[str, Any]) -> None:
@@ -86,6 +101,7 @@ class TxnJournal:
             self._journal = self.journal_path.open("a", buffering=1 << 16)
         self._journal.write(json.dumps(entry, separators=(",", ":")) + "\n")
         self._journal.flush()
+        self.lines += 1
 
     def write_txn(self, record: dict[str, Any]) -> None:
         self._append({"k": "txn", "r": record})
