@@ -66,3 +66,18 @@ def test_open_transaction_survives_a_restart_and_can_still_commit(
 
     producer.commit_transaction(30)  # the same producer reconnects and finishes it
     assert_exactly_once(count_keys(broker.bootstrap, topic), committed + pending)
+
+
+def test_committed_group_offsets_survive_a_restart(kafka_broker_factory, tmp_path, unique_name):
+    broker = kafka_broker_factory(data_dir=str(tmp_path / "data"))
+    topic, group = unique_name("offsets"), unique_name("group")
+    produce(broker.bootstrap, topic, [b"a", b"b", b"c"])
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)
+    consumer.close()
+    broker.restart()
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        assert consumer.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 2
+    finally:
+        consumer.close()
