@@ -52,8 +52,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse with our one-line error format (exit 2)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"{PROG}: error: {message}\n")
+        sys.stderr.write(f"{PROG}: error: {message} (see {PROG} --help). Next step: docs/cli.md\n")
         raise SystemExit(EXIT_USAGE)
 
 

@@ -58,7 +58,11 @@ def test_commit_without_epoch_is_usage_error_with_the_validation_message():
 
 
 def test_unknown_action_and_missing_bootstrap_are_usage_errors():
-    assert run("--action", "explode").returncode == 2
+    bad = run("--action", "explode")
+    assert bad.returncode == 2
+    assert bad.stderr.count("\n") == 1 and "invalid choice: 'explode'" in bad.stderr
+    not_a_number = run("--action", "commit", "--transactional-id", "t", "--producer-id", "1", "--epoch", "x")
+    assert not_a_number.returncode == 2 and "argument --epoch: invalid int value: 'x'" in not_a_number.stderr
     result = run("--action", "list")
     assert result.returncode == 2 and "--bootstrap-servers is required" in result.stderr
 
