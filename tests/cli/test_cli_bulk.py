@@ -128,10 +128,38 @@ def test_describe_and_find_hanging_by_prefix(bootstrap, unique_name):
     assert [r["transactional_id"] for r in hanging["rows"]] == [tid]
     # Its records sit past the last stable offset: the open transaction pins read_committed consumers.
     assert hanging["rows"][0]["lso_stalled"] == row["partitions"] + " (2 behind)"
-    assert (
-        run_cli("--action", "abort", "--bootstrap-servers", bootstrap, "--transactional-id", tid).returncode
-        == 0
+    assert hanging["rows"][0]["next_step"] == "abort (if no manifest lists it)"
+    aborted = run_cli("--action", "abort", "--bootstrap-servers", bootstrap, "--transactional-id", tid)
+    assert aborted.returncode == 0
+
+
+def test_preflight_on_an_open_cluster_prints_capabilities(bootstrap, unique_name):
+    result = run_cli(
+        "--action",
+        "preflight",
+        "--bootstrap-servers",
+        bootstrap,
+        "--prefix",
+        unique_name("pf") + "-",
+        "--topic",
+        unique_name("pf-topic"),
+        "--transaction-timeout-ms",
+        "60000",
     )
+    assert result.returncode == 0, result.stderr
+    assert "preflight OK" in result.stdout
+    assert "Kafka cluster capabilities" in result.stdout and "EndTxn" in result.stdout
+    too_long = run_cli(
+        "--action",
+        "preflight",
+        "--bootstrap-servers",
+        bootstrap,
+        "--prefix",
+        "p-",
+        "--transaction-timeout-ms",
+        str(10**9),
+    )
+    assert too_long.returncode == 1 and "exceeds the broker's transaction.max.timeout.ms" in too_long.stdout
 
 
 def test_progress_bar_only_on_a_terminal(bootstrap, unique_name):
