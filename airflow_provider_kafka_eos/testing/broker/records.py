@@ -119,9 +119,13 @@ def split_batches(data: bytes) -> list[tuple[BatchHeader, memoryview]]:
 
 
 def with_base_offset(batch: memoryview | bytes, base_offset: int, leader_epoch: int = 0) -> bytes:
-    """The batch with Kafka's append-time rewrite of base offset and leader epoch (CRC unaffected)."""
-    length = struct.unpack_from(">i", batch, 8)[0]
-    return _PREFIX.pack(base_offset, length, leader_epoch) + bytes(batch[16:])
+    """The batch with Kafka's append-time rewrite of base offset and leader epoch (CRC unaffected).
+
+    One copy: the 16-byte prefix and a view of the rest are joined straight into the result.
+    """
+    view = memoryview(batch)
+    length = struct.unpack_from(">i", view, 8)[0]
+    return b"".join((_PREFIX.pack(base_offset, length, leader_epoch), view[16:]))
 
 
 def _varint(value: int) -> bytes:
