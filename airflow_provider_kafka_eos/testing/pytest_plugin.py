@@ -195,6 +195,23 @@ def start_embedded_broker(
     return EmbeddedBroker(dict(options or {}), os.path.join(log_dir, "broker.log"))
 
 
+_FACTORY_STARTED = "_kafka_eos_brokers"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """On a failure, attach the tail of each embedded broker's log the test used (what went wrong there)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.passed or report.skipped:
+        return
+    funcargs = getattr(item, "funcargs", {})
+    brokers = [funcargs.get("kafka_broker"), *getattr(item, _FACTORY_STARTED, [])]
+    for broker in brokers:
+        if isinstance(broker, EmbeddedBroker):
+            report.sections.append((f"kafka-eos-devbroker log ({broker.log_path})", broker.log_tail()))
+
+
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerHandle]:
     """The session's broker: embedded (persistent data dir, so restart() keeps data) or the real one."""
@@ -211,9 +228,10 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerHan
 
 
 @pytest.fixture
-def kafka_broker_factory(tmp_path_factory: pytest.TempPathFactory):
+def kafka_broker_factory(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest):
     """``factory(**options)`` starts a dedicated broker with other settings; stopped after the test."""
     started: list[EmbeddedBroker] = []
+    setattr(request.node, _FACTORY_STARTED, started)
 
     def factory(**options: Any) -> EmbeddedBroker:
         if os.environ.get(BOOTSTRAP_ENV):
