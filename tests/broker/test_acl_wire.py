@@ -37,7 +37,7 @@ from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count
 
 pytestmark = pytest.mark.broker
 
-USERS = {"alice": "alice-pw", "admin": "admin-pw"}
+USERS = {"alice": "alice-pw", "admin": "admin-pw", "bob": "bob-pw"}
 
 
 def sasl(user: str) -> dict:
@@ -256,3 +256,18 @@ def test_write_txn_markers_needs_alter_on_the_cluster(secured):
     with WireProbe(broker.bootstrap, sasl_plain=("alice", USERS["alice"])) as probe:
         response = probe.send(request, version=1)
     assert response.markers[0].topics[0].partitions[0].error_code == Err.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_idempotent_init_needs_idempotent_write_or_write_on_some_topic(secured):
+    """A null transactional id: IDEMPOTENT_WRITE on the cluster, or WRITE on any topic (KafkaApis)."""
+    broker, _, _ = secured
+
+    def init_idempotent(user: str):
+        with WireProbe(broker.bootstrap, sasl_plain=(user, USERS[user])) as probe:
+            return probe.send(
+                InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=0), version=4
+            )
+
+    assert init_idempotent("bob").error_code == Err.CLUSTER_AUTHORIZATION_FAILED  # no ACL at all
+    alice = init_idempotent("alice")  # ALL on her topic implies WRITE on some topic
+    assert (alice.error_code, alice.producer_epoch) == (0, 0) and alice.producer_id >= 0
