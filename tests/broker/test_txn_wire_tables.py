@@ -195,3 +195,47 @@ def test_end_txn_v5_on_a_tv1_broker_takes_the_tv1_path(kafka_broker_factory, uni
         assert result.error_code == 0
         assert txn.add() == 0  # same epoch: no TV2 bump happened
         assert txn.end(True, version=TV2).error_code == 0
+
+
+def test_add_partitions_v4_batch_verifies_and_adds(probe, unique_name, topic):
+    """The inter-broker form (KIP-890): verify-only answers per partition; an add opens the transaction."""
+    txn = in_state(probe, unique_name, topic, "Ongoing", TV1)  # partition 0 is in the transaction
+    other = Txn(probe, unique_name("tid"), topic)
+    assert other.init() == 0
+    txn_cls = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
+    topic_cls = txn_cls.AddPartitionsToTxnTopic
+
+    def batch(verify_only: bool):
+        return probe.send(
+            AddPartitionsToTxnRequest(
+                transactions=[
+                    txn_cls(
+                        transactional_id=t.tid,
+                        producer_id=t.pid,
+                        producer_epoch=t.epoch,
+                        verify_only=verify_only,
+                        topics=[topic_cls(name=topic, partitions=[0, 1])],
+                    )
+                    for t in (txn, other)
+                ]
+            ),
+            version=4,
+        )
+
+    def codes(response):
+        return {
+            r.transactional_id: [
+                p.partition_error_code for t in r.topic_results for p in t.results_by_partition
+            ]
+            for r in response.results_by_transaction
+        }
+
+    verified = batch(verify_only=True)
+    assert verified.error_code == 0
+    assert codes(verified) == {
+        txn.tid: [Err.NONE, Err.INVALID_TXN_STATE],
+        other.tid: [Err.INVALID_TXN_STATE, Err.INVALID_TXN_STATE],
+    }
+    assert codes(batch(verify_only=False)) == {txn.tid: [0, 0], other.tid: [0, 0]}
+    assert codes(batch(verify_only=True)) == {txn.tid: [0, 0], other.tid: [0, 0]}
+    assert other.end(True, version=TV1).error_code == 0
