@@ -285,7 +285,7 @@ def _abort(admin: Any, request: ResolutionRequest, progress: Progress | None) ->
                 f"refusing to abort: manifest {protected[txn_id]} lists this transaction as PREPARED (it "
                 f"must be committed); commit it with --action commit --manifest {protected[txn_id]}",
                 transactional_id=txn_id,
-                runbook=RUNBOOK,
+                runbook="commit-pending-transaction",
             )
         desc = admin.describe([txn_id])[txn_id]  # UnknownTransactionError for an unknown id
         if request.dry_run:
