@@ -35,7 +35,6 @@ TRANSACTION_STATES = (
 DEFAULT_HANGING_MIN_AGE_MS = 15 * 60 * 1000
 BULK_CHUNK = 50
 MAX_EPOCH = 32767
-RUNBOOK = "resolve-manually"
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$", re.IGNORECASE)
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
