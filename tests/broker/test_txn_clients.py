@@ -111,11 +111,11 @@ def test_timed_out_transaction_is_aborted_and_fenced(kafka_broker_factory, uniqu
     topic, tid = unique_name("timeout"), unique_name("tid")
     good, bad = keys("good", 100), keys("bad", 100)
     committed_then_open(broker.bootstrap, topic, tid, good, [])
-    leave_open(broker.bootstrap, tid, topic, bad, **{"transaction.timeout.ms": 1000})
+    leave_open(broker.bootstrap, tid, topic, bad, **{"transaction.timeout.ms": 2500})
     client = admin(broker.bootstrap)
     try:
         open_txn = describe(client, tid)
-        assert open_txn.state.value == "Ongoing" and open_txn.transaction_timeout_ms == 1000
+        assert open_txn.state.value == "Ongoing" and open_txn.transaction_timeout_ms == 2500
         aborted = wait_for(
             lambda: (d := describe(client, tid)).state.value == "CompleteAbort" and d, "the timeout abort"
         )
