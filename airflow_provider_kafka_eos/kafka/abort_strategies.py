@@ -210,6 +210,6 @@ def abort_by_probing(
                     f"{start_checkpoint} without finding an unused one (a restart loop?); use LISTING or "
                     "raise max_probes_per_partition",
                     transactional_id=tid,
-                    runbook="lingering-transactions",
+                    runbook="orphaned-transaction",
                 )
     return report

@@ -83,9 +83,10 @@ class BrokerUnreachableError(KafkaEosError):
 
 
 class AuthorizationError(KafkaEosError):
-    """The principal lacks an ACL (the message names the operation and resource needed)."""
+    """The principal lacks an ACL (the message names the operation and resource needed), or its
+    credentials were refused."""
 
-    default_runbook = "acls"
+    default_runbook = "missing-acl"
 
 
 class UnknownTransactionError(KafkaEosError):
@@ -123,7 +124,7 @@ class DataLossError(KafkaEosError):
 class TransactionTimeoutRiskError(KafkaEosError):
     """A prepared transaction is so close to its timeout that committing it is a race with the broker."""
 
-    default_runbook = "data-loss"
+    default_runbook = "transaction-timeout-risk"
 
 
 class ManifestError(KafkaEosError):

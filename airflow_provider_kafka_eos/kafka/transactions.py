@@ -316,6 +316,22 @@ class TransactionAdmin:
         answer is the same on every cluster version. Without DurationFilter the age filter
         needs DescribeTransactions (start times are not listed).
         """
+        listings = self._list_filtered(prefixes, states, min_age_ms)
+        if min_age_ms is not None and listings:
+            # Client-side age check (also guards against clock skew in the server-side filter).
+            now = self._clock_ms()
+            described = self.describe(listings, missing_ok=True)
+            listings = {
+                t: entry
+                for t, entry in listings.items()
+                if t in described and (described[t].age_ms(now) or -1) >= min_age_ms
+            }
+        return sorted(listings.values(), key=lambda entry: entry.transactional_id)
+
+    def _list_filtered(
+        self, prefixes: Sequence[str] | None, states: Sequence[str] | None, min_age_ms: int | None
+    ) -> dict[str, TransactionListing]:
+        """ListTransactions with every filter the broker supports; prefixes and states re-applied here."""
         version = self.wire.api_version(ListTransactionsRequest)
         if version is None:
             raise UnsupportedCapabilityError(
@@ -341,23 +357,14 @@ class TransactionAdmin:
                 listings[row.transactional_id] = TransactionListing(
                     row.transactional_id, row.producer_id, TxnState.parse(row.transaction_state)
                 )
-        if min_age_ms is not None and listings:
-            # Client-side age check (also guards against clock skew in the server-side filter).
-            now = self._clock_ms()
-            described = self.describe(listings, missing_ok=True)
-            listings = {
-                t: entry
-                for t, entry in listings.items()
-                if t in described and (described[t].age_ms(now) or -1) >= min_age_ms
-            }
-        return sorted(listings.values(), key=lambda entry: entry.transactional_id)
+        return listings
 
     def find_lingering(
         self, prefixes: Sequence[str] | None = None, min_age_ms: int = 0
     ) -> list[TransactionDescription]:
         """Ongoing transactions (of these prefixes) open for at least ``min_age_ms``."""
-        listed = self.list(prefixes=prefixes, states=[TxnState.ONGOING.value], min_age_ms=None)
-        described = self.describe([entry.transactional_id for entry in listed], missing_ok=True)
+        listed = self._list_filtered(prefixes, [TxnState.ONGOING.value], min_age_ms or None)
+        described = self.describe(list(listed), missing_ok=True)
         now = self._clock_ms()
         found = [
             d

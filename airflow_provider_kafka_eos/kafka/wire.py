@@ -35,6 +35,8 @@ __all__ = ["COORDINATOR_TRANSACTION", "Wire", "error_name"]
 
 COORDINATOR_TRANSACTION = 1
 _FIND_COORDINATOR_BATCH = 1000
+# Failures where the request did not get an answer because no connection was there: worth re-sending.
+_RESENDABLE = (kerr.KafkaConnectionError, kerr.NodeNotReadyError, ConnectionError)
 _CONNECTION_ERRORS = (
     kerr.KafkaConnectionError,
     kerr.NodeNotReadyError,
@@ -128,12 +130,15 @@ class Wire:
         kwargs["reconnect_backoff_max_ms"] = min(1000, connect_timeout_ms)
         self.bootstrap_servers = config.bootstrap_servers
         self.request_timeout_ms = request_timeout_ms
+        self.connect_timeout_ms = connect_timeout_ms
         self.window = max(1, max_in_flight - 8)  # leave room for metadata refreshes on the same connection
         self.requests: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._coordinators: dict[str, int] = {}
         created: list[Any] = []
         auth_errors: list[BaseException] = []
+        dropped: list[BaseException] = []
+        sasl = str(kwargs.get("security_protocol", "")).startswith("SASL")
 
         def net_client(**configs: Any) -> Any:
             # Keep a handle on the client KafkaAdminClient builds, so that a failed bootstrap can be
@@ -146,9 +151,24 @@ class Wire:
             get_connection = manager.get_connection
 
             def on_init_failure(exc: BaseException) -> None:
-                if isinstance(exc, _AUTH_ERRORS) and not auth_errors:
+                if auth_errors:
+                    return
+                if isinstance(exc, _AUTH_ERRORS):
                     auth_errors.append(exc)
-                    manager.close()  # wrong credentials do not heal: end the bootstrap loop now
+                elif sasl and isinstance(exc, kerr.KafkaConnectionError) and "disconnected" in str(exc):
+                    # Kafka closes the connection right after refusing credentials; kafka-python may
+                    # see the close before the SaslAuthenticate answer. Twice in a row is no accident.
+                    dropped.append(exc)
+                    if len(dropped) < 2:
+                        return
+                    auth_errors.append(
+                        kerr.SaslAuthenticationFailedError(
+                            "the broker closed the connection during the SASL handshake"
+                        )
+                    )
+                else:
+                    return
+                manager.close()  # wrong credentials do not heal: end the bootstrap loop now
 
             def watched(node_id: Any, *args: Any, **kw: Any) -> Any:
                 conn = get_connection(node_id, *args, **kw)
@@ -169,7 +189,7 @@ class Wire:
                 raise AuthorizationError(
                     f"authentication to {self.bootstrap_servers} failed ({_short(auth_failure or exc)}); "
                     "check the SASL/SSL settings and credentials of the connection",
-                    runbook="acls",
+                    runbook="missing-acl",
                 ) from None
             raise BrokerUnreachableError(
                 f"no Kafka broker at {self.bootstrap_servers} answered within "
@@ -227,44 +247,70 @@ class Wire:
         return self.send_all([(request, node_id)], raise_errors=True)[0]
 
     def send_all(self, batch: Sequence[tuple[Any, int | None]], *, raise_errors: bool = True) -> list[Any]:
-        """Pipeline many requests: up to :attr:`window` in flight per call, responses in order.
+        """Pipeline many requests: up to :attr:`window` in flight at a time, responses in order.
 
-        With ``raise_errors=False`` a connection-level failure is returned in place of its
-        response (as a BrokerUnreachableError) instead of raised.
+        A request that could not reach its broker (connection refused or reset, node in
+        reconnect backoff: a broker restarting) is re-sent until ``connect_timeout_ms`` has passed
+        since the first such failure; a request that timed out is not re-sent. What still fails
+        becomes a BrokerUnreachableError: raised, or with ``raise_errors=False`` returned in place
+        of its response. Every request we send is idempotent at the protocol level or handled by
+        its caller (EndTxn commit/abort repeats are answered NONE).
         """
-
-        async def run() -> list[Any]:
-            results: list[Any] = []
-            for start in range(0, len(batch), self.window):
-                chunk = batch[start : start + self.window]
-                futures = []
-                for request, node in chunk:
-                    self._count(request)
-                    futures.append(
-                        self._manager.send(request, node_id=node, request_timeout_ms=self.request_timeout_ms)
-                    )
-                for future in futures:
-                    try:
-                        results.append(await future)
-                    except _CONNECTION_ERRORS as exc:
-                        results.append(self._unreachable(exc))
-            return results
-
-        try:
-            results = self._manager.run(run)
-        except _CONNECTION_ERRORS as exc:
-            raise self._unreachable(exc) from None
+        results: list[Any] = [None] * len(batch)
+        pending = list(range(len(batch)))
+        deadline: float | None = None
+        backoff = 0.05
+        while pending:
+            try:
+                answers = self._manager.run(self._send_window, [batch[i] for i in pending])
+            except _CONNECTION_ERRORS as exc:
+                answers = [exc] * len(pending)
+            retry = []
+            for index, answer in zip(pending, answers, strict=True):
+                if isinstance(answer, _RESENDABLE):
+                    retry.append(index)
+                    results[index] = answer
+                elif isinstance(answer, BaseException):
+                    results[index] = self._unreachable(answer)
+                else:
+                    results[index] = answer
+            pending = retry
+            if not pending:
+                break
+            now = time.monotonic()
+            deadline = deadline if deadline is not None else now + self.connect_timeout_ms / 1000
+            if now + backoff > deadline:
+                for index in pending:
+                    results[index] = self._unreachable(results[index])
+                break
+            time.sleep(backoff)  # reconnect backoff before re-sending, bounded by the deadline
+            backoff = min(backoff * 2, 0.5)
         if raise_errors:
             for item in results:
                 if isinstance(item, BrokerUnreachableError):
                     raise item
         return results
 
+    async def _send_window(self, batch: Sequence[tuple[Any, int | None]]) -> list[Any]:
+        results: list[Any] = []
+        for start in range(0, len(batch), self.window):
+            futures = []
+            for request, node in batch[start : start + self.window]:
+                self._count(request)
+                futures.append(
+                    self._manager.send(request, node_id=node, request_timeout_ms=self.request_timeout_ms)
+                )
+            for future in futures:
+                try:
+                    results.append(await future)
+                except _CONNECTION_ERRORS as exc:
+                    results.append(exc)
+        return results
+
     def _unreachable(self, exc: BaseException) -> BrokerUnreachableError:
         return BrokerUnreachableError(
-            f"the Kafka cluster at {self.bootstrap_servers} stopped answering ({_short(exc)}, "
-            "request timeout "
-            f"{self.request_timeout_ms} ms)"
+            f"the Kafka cluster at {self.bootstrap_servers} stopped answering ({_short(exc)}; reconnects "
+            f"retried for {self.connect_timeout_ms} ms, request timeout {self.request_timeout_ms} ms)"
         )
 
     # -- topology ---------------------------------------------------------------------------

@@ -80,7 +80,7 @@ def test_missing_write_acl_is_named_and_changes_nothing(acl_broker):
             with pytest.raises(AuthorizationError) as abort_err:
                 viewer.abort([tid])
         for err in (commit_err.value, abort_err.value):
-            assert f"WRITE on TransactionalId:{tid}" in str(err) and "acls.md" in str(err)
+            assert f"WRITE on TransactionalId:{tid}" in str(err) and "missing-acl.md" in str(err)
         assert super_admin.describe([tid]) == before  # still Ongoing, same epoch
 
         with (

@@ -194,6 +194,11 @@ def test_list_and_find_lingering_filter_by_prefix_state_and_age(kafka_broker, ad
     lingering = admin.find_lingering(prefixes=[base], min_age_ms=0)
     assert [d.transactional_id for d in lingering] == [mine.transactional_id]
     assert admin.find_lingering(prefixes=[base], min_age_ms=3_600_000) == []
+    assert admin.list(prefixes=[base], min_age_ms=3_600_000) == []
+    assert {e.transactional_id for e in admin.list(prefixes=[base], min_age_ms=0)} == {
+        mine.transactional_id,
+        done.transactional_id,
+    }
     # cleanup so the session's broker holds no open transaction of this test
     admin.abort([mine.transactional_id, f"{other}-0-1"])
 
@@ -210,3 +215,48 @@ def test_unreachable_broker_fails_fast_with_a_clear_error():
     assert elapsed < 10, f"took {elapsed:.1f} s"
     text = str(info.value)
     assert "127.0.0.1:1" in text and "broker-unreachable.md" in text and "Traceback" not in text
+
+
+class _StaleDescribe(TransactionAdmin):
+    """Serves the first DescribeTransactions answer from a snapshot taken earlier.
+
+    The race this reproduces (the broker aborts one transaction after our verification read
+    it as Ongoing, before our EndTxn reaches it) cannot be timed reliably against a live
+    broker; replaying a stale describe is the one boundary we fake, the EndTxn answers are real.
+    """
+
+    snapshot: dict | None = None
+
+    def describe(self, ids, *, missing_ok=False):
+        if self.snapshot is not None:
+            stale, self.snapshot = self.snapshot, None
+            return {t: stale[t] for t in ids}
+        return super().describe(ids, missing_ok=missing_ok)
+
+
+def test_loss_discovered_at_end_txn_is_loud_and_names_what_did_commit(kafka_broker, topic):
+    base = unique("ops-race")
+    with _StaleDescribe(client_config(kafka_broker.bootstrap)) as admin:
+        batch = [
+            open_transaction(
+                kafka_broker.bootstrap, admin, f"{base}-{i}-1", topic, keys_for(f"{base}-{i}", 2)
+            )
+            for i in range(3)
+        ]
+        before_abort = admin.describe([c.transactional_id for c in batch])
+        admin.abort([batch[1].transactional_id])  # the "broker" aborts it after our verification read
+        admin.snapshot = before_abort
+
+        with pytest.raises(DataLossError) as info:
+            admin.commit(batch)
+
+    err = info.value
+    assert err.transactional_id == batch[1].transactional_id
+    assert "only partly visible" in str(err)
+    assert sorted((o.transactional_id, o.outcome) for o in err.outcomes) == [
+        (batch[0].transactional_id, "committed"),
+        (batch[2].transactional_id, "committed"),
+    ]
+    assert_exactly_once(
+        count_keys(kafka_broker.bootstrap, topic), keys_for(f"{base}-0", 2) + keys_for(f"{base}-2", 2)
+    )

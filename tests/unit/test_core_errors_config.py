@@ -8,12 +8,14 @@ import pytest
 
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig, is_secret_key
 from airflow_provider_kafka_eos.kafka.errors import (
+    AuthorizationError,
     BrokerUnreachableError,
     ConfigError,
     DataLossError,
     KafkaEosError,
     ManifestError,
     ProducerFencedError,
+    TransactionTimeoutRiskError,
     UnknownTransactionError,
     UsageError,
 )
@@ -40,6 +42,8 @@ def test_error_text_without_transaction_and_with_explicit_runbook():
         (UnknownTransactionError, "unknown-transaction"),
         (BrokerUnreachableError, "broker-unreachable"),
         (ManifestError, "malformed-manifest"),
+        (AuthorizationError, "missing-acl"),
+        (TransactionTimeoutRiskError, "transaction-timeout-risk"),
     ],
 )
 def test_each_error_points_at_its_runbook_page(cls, page):
