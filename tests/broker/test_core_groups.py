@@ -115,10 +115,63 @@ def test_kafka_python_group_consumer_commits(kafka_broker, unique_name):
         group_id=group,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
-        consumer_timeout_ms=5000,
     )
-    seen = [m.key for m in consumer]
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(seen) < len(keys) and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            seen.extend(record.key for record in records)
     consumer.commit()
     assert sorted(seen) == sorted(keys)
     assert consumer.committed(KTopicPartition(topic, 0)) == len(keys)
+    consumer.close()
+
+
+def test_a_member_that_stops_heartbeating_is_dropped_after_its_session_timeout(
+    kafka_broker, raw_client, unique_name
+):
+    """A raw-protocol member joins with a 1 s session and goes silent (a crashed consumer)."""
+    from kafka.protocol.consumer import (
+        JoinGroupRequest,
+        JoinGroupResponse,
+        SyncGroupRequest,
+        SyncGroupResponse,
+    )
+
+    topic, group = unique_name("expiry"), unique_name("group")
+    make_topic(kafka_broker.bootstrap, topic, 2, [b"k"])
+    client = raw_client()
+    join = client.request(
+        JoinGroupRequest(
+            group_id=group,
+            session_timeout_ms=1000,
+            rebalance_timeout_ms=60000,
+            member_id="",
+            group_instance_id=None,
+            protocol_type="consumer",
+            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")],
+        ),
+        JoinGroupResponse,
+        5,
+    )
+    assert join.error_code == 0 and join.leader == join.member_id
+    sync = client.request(
+        SyncGroupRequest(
+            group_id=group,
+            generation_id=join.generation_id,
+            member_id=join.member_id,
+            group_instance_id=None,
+            assignments=[],
+        ),
+        SyncGroupResponse,
+        3,
+    )
+    assert sync.error_code == 0
+
+    consumer = group_consumer(kafka_broker.bootstrap, group)
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(consumer.assignment()) != 2:
+        consumer.poll(0.2)
+    assert len(consumer.assignment()) == 2  # the silent member was removed, not waited for (60 s)
     consumer.close()

@@ -132,10 +132,14 @@ class GroupCoordinator:
 
     def _expire(self, group: Group, now: float) -> None:
         if group.state == PREPARING_REBALANCE:
-            if now >= group.rebalance_deadline:
-                for member_id in [m for m in group.members if m not in group.pending_join]:
-                    log.info("group %s: member %s did not rejoin in time", group.group_id, member_id)
-                    del group.members[member_id]
+            # Members blocked in JoinGroup cannot heartbeat: only the ones that have not rejoined
+            # can time out, by their session (as in Kafka) or by the rebalance deadline.
+            late = now >= group.rebalance_deadline
+            for member in [m for m in group.members.values() if m.member_id not in group.pending_join]:
+                if late or member.expired(now):
+                    log.info("group %s: member %s did not rejoin in time", group.group_id, member.member_id)
+                    del group.members[member.member_id]
+            if late or group.pending_join >= set(group.members):
                 self._complete_join(group)
             return
         expired = [m for m in group.members.values() if m.expired(now)]

@@ -53,7 +53,7 @@ def _topic_entry(
 def metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     topics = []
-    if request.topics is None:
+    if request.topics is None or (ctx.api_version == 0 and not request.topics):  # v0: empty = all
         topics = [
             _topic_entry(ctx, name)
             for name in broker.topics.names()
