@@ -144,3 +144,32 @@ def test_after_abort_and_commit_consumers_get_past_the_former_lso(
 
     counts = count_keys(kafka_broker.bootstrap, topic)
     assert_exactly_once(counts, [b"p1", b"p2", b"c1"])
+
+
+def test_an_lso_stall_finding_of_ours_is_aborted_and_releases_the_partition(
+    kafka_broker, admin, kafka_eos_conn
+):
+    """Found only through the LSO watch (its prefix is not listed), named via DescribeProducers."""
+    ours, topic = unique_name("stalled") + "-", unique_name("topic")
+    blocker = f"{ours}0-1"
+    produce_in_transaction(kafka_broker.bootstrap, blocker, topic, ["held"], commit=False)
+    produce_in_transaction(kafka_broker.bootstrap, unique_name("steady"), topic, ["c1", "c2"], commit=True)
+    findings = (
+        KafkaLingeringTransactionSensor(
+            task_id="s",
+            prefixes=[unique_name("unlisted")],
+            owned_prefixes=[ours],
+            min_age=0,
+            lso_partitions=[f"{topic}:0"],
+            min_lso_stall=0,
+        )
+        .poke({})
+        .xcom_value
+    )
+    [stall] = Findings.from_dict(findings).lso_stalls
+    assert (stall.transactional_id, stall.kind.value) == (blocker, "orphan")
+
+    report = operator(findings=findings).execute({})
+
+    assert report["aborted"] == [blocker]
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [b"c1", b"c2"])
