@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -61,6 +62,21 @@ def checkpoint_id_for_run(context: Mapping[str, Any]) -> int:
             return int(value.timestamp())
     raise UsageError("cannot derive a checkpoint id: the run has no data interval, run_after or logical "
                      "date; pass checkpoint_id explicitly", runbook="rerun-a-checkpoint")
+
+
+def _path_with_spark_submit(python: str, path: str | None) -> dict[str, str]:
+    """Put the interpreter's bin folder on PATH when ``spark-submit`` is only found there.
+
+    pip-installed pyspark puts ``spark-submit`` next to the venv's python, which is often not on
+    the worker's PATH; the hook's Popen looks the binary up in the environment we pass.
+    """
+    current = path if path is not None else os.environ.get("PATH", "")
+    if shutil.which("spark-submit", path=current):
+        return {}
+    venv_bin = str(Path(python).parent)
+    if not Path(venv_bin, "spark-submit").exists():
+        return {}
+    return {"PATH": os.pathsep.join(p for p in (venv_bin, current) if p)}
 
 
 class _ManifestCapturingHook(SparkSubmitHook):
@@ -175,6 +191,7 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
             eos_job.CONFIG_FILE_ENV: self._config_file,
             "PYSPARK_PYTHON": python,
             "PYSPARK_DRIVER_PYTHON": python,
+            **_path_with_spark_submit(python, (self.env_vars or {}).get("PATH")),
         }
         self.conf = {**(self.conf or {}), "spark.pyspark.python": python, "spark.speculation": "false"}
         self.log.info("pipeline %s: preparing checkpoint %d -> %s",
@@ -276,8 +293,6 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
             with contextlib.suppress(OSError):
                 os.unlink(path)
             raise
-        self.log.info("Kafka client config for the job: %s (secrets redacted; file is mode 0600)",
-                      config.redacted())
         return path
 
     def _remove_config_file(self) -> None:

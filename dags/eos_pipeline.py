@@ -1,0 +1,105 @@
+"""Example exactly-once pipeline: JSON events -> PySpark enrich + aggregate -> Kafka, exactly once.
+
+Copy and adapt. Each run is one checkpoint of the pipeline (two-phase commit, Airflow is the
+transaction manager):
+
+1. ``preflight``: the cluster can do exactly-once for this pipeline (transaction APIs, ACLs,
+   and the commit task's retry schedule fits inside ``transaction.timeout.ms``).
+2. ``submit``: spark-submit runs ``dags/eos_pipeline_job.py:build_dataframe`` on this run's
+   batch of events and writes the result with one Kafka transaction per Spark partition,
+   left open ("prepared"); the job's last act is the checkpoint manifest (the vote). The
+   checkpoint id comes from the run's data interval, so a retry or a cleared rerun of this
+   run prepares the same checkpoint (and finds its manifest instead of writing again).
+3. ``commit``: commits every transaction the manifest lists, then marks it COMMITTED.
+
+Connections: ``kafka_eos_default`` (type ``kafka_eos``; extra = librdkafka config, e.g.
+``{"bootstrap.servers": "broker:9092"}``) and ``spark_local`` (type ``spark``, host
+``local[2,3]`` or your cluster's master). ``max_active_runs=1`` keeps checkpoints in order.
+Every setting below has an environment variable, and each run can override it with params.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pendulum
+from airflow.sdk import DAG, Param
+
+from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
+from airflow_provider_kafka_eos.operators.preflight import KafkaEosPreflightOperator
+from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
+
+_STATE = Path(os.environ.get("AIRFLOW_HOME", "/tmp")) / "eos-pipeline"
+PIPELINE_ID = os.environ.get("KAFKA_EOS_PIPELINE_ID", "user_activity")
+TOPIC = os.environ.get("KAFKA_EOS_PIPELINE_TOPIC", "user-activity-per-user")
+INPUT_DIR = os.environ.get("KAFKA_EOS_PIPELINE_INPUT_DIR", str(_STATE / "input"))
+MANIFEST_BASE_URI = os.environ.get("KAFKA_EOS_MANIFEST_BASE_URI", (_STATE / "manifests").as_uri())
+KAFKA_EOS_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_CONN_ID", "kafka_eos_default")
+SPARK_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_SPARK_CONN_ID", "spark_local")
+TRANSACTION_TIMEOUT_MS = int(os.environ.get("KAFKA_EOS_PIPELINE_TXN_TIMEOUT_MS", "900000"))
+APPLICATION = f"{Path(__file__).resolve().with_name('eos_pipeline_job.py')}:build_dataframe"
+
+with DAG(
+    dag_id="eos_pipeline",
+    description="JSON events -> PySpark enrich/aggregate -> Kafka, exactly once (two-phase commit)",
+    schedule="@hourly",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    tags=["kafka-eos", "example"],
+    params={
+        "pipeline_id": Param(
+            PIPELINE_ID, type="string", description="manifest folder and transactional-id prefix"
+        ),
+        "topic": Param(TOPIC, type="string"),
+        "input_dir": Param(
+            INPUT_DIR, type="string", description="one sub-folder per batch: <input_dir>/<ts_nodash>"
+        ),
+        "manifest_base_uri": Param(MANIFEST_BASE_URI, type="string"),
+        "spark_partitions": Param(2, type="integer", minimum=1),
+    },
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
+) as dag:
+    preflight = KafkaEosPreflightOperator(
+        task_id="preflight",
+        transactional_id_prefix="{{ params.pipeline_id }}",
+        topics="{{ params.topic }}",
+        transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+        job_duration_budget=timedelta(minutes=5),
+        commit_task_id="commit",
+        kafka_eos_conn_id=KAFKA_EOS_CONN_ID,
+        retries=0,
+    )
+
+    submit = SparkEosSubmitOperator(
+        task_id="submit",
+        pipeline_id="{{ params.pipeline_id }}",
+        topic="{{ params.topic }}",
+        manifest_base_uri="{{ params.manifest_base_uri }}",
+        application_callable=APPLICATION,
+        application_params={
+            "input_path": "{{ params.input_dir }}/{{ ts_nodash }}",
+            "batch": "{{ ts_nodash }}",
+            "partitions": "{{ params.spark_partitions }}",
+        },
+        naming_strategy="INCREMENTING",
+        transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+        kafka_eos_conn_id=KAFKA_EOS_CONN_ID,
+        conn_id=SPARK_CONN_ID,
+        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
+        execution_timeout=timedelta(minutes=5),
+    )
+
+    commit = KafkaCommitTransactionsOperator(
+        task_id="commit",
+        submit_task_id="submit",
+        kafka_eos_conn_id=KAFKA_EOS_CONN_ID,
+        # Its whole retry schedule must end before transaction.timeout.ms (preflight checks it).
+        retries=3,
+        retry_delay=timedelta(seconds=15),
+        execution_timeout=timedelta(minutes=1),
+    )
+
+    preflight >> submit >> commit
