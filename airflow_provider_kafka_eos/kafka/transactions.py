@@ -91,6 +91,11 @@ class TxnState(str, Enum):
     DEAD = "Dead"
     PREPARE_EPOCH_FENCE = "PrepareEpochFence"
 
+    def __str__(self) -> str:
+        return self.value  # "Ongoing", as Kafka's tools print it (tables, logs, XComs)
+
+    __format__ = str.__format__
+
     @classmethod
     def parse(cls, value: str) -> TxnState | str:
         try:
