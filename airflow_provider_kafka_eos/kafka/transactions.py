@@ -269,17 +269,21 @@ class TransactionAdmin:
         while pending:
             coordinators = self.wire.coordinators(pending)
             by_node: dict[int, list[str]] = defaultdict(list)
+            again: list[str] = []
             for tid in pending:
                 node = coordinators[tid]
                 if isinstance(node, Exception):
-                    self._raise_for_code(tid, getattr(node, "errno", -1), "FindCoordinator")
+                    code = getattr(node, "errno", -1)
+                    if code not in RETRIABLE:
+                        self._raise_for_code(tid, code, "FindCoordinator")
+                    again.append(tid)  # coordinator loading or moving: ask again after a backoff
+                    continue
                 by_node[node].append(tid)
             batch = [
                 (DescribeTransactionsRequest(transactional_ids=chunk), node)
                 for node, tids in by_node.items()
                 for chunk in _chunks(tids, _DESCRIBE_BATCH)
             ]
-            again: list[str] = []
             for (_, node), response in zip(batch, self.wire.send_all(batch), strict=True):
                 for row in response.transaction_states:
                     tid = row.transactional_id
