@@ -154,13 +154,21 @@ def test_batch_with_one_aborted_transaction_commits_none(kafka_broker, admin, to
     assert count_keys(kafka_broker.bootstrap, topic) == {}
 
 
-def test_abort_of_unknown_id_creates_nothing(admin):
+def test_abort_of_unknown_id_creates_nothing_and_aborts_nothing(kafka_broker, admin, topic):
     tid = unique("ops-never-used") + "-0-1"
-    with pytest.raises(UnknownTransactionError, match=r"unknown-transaction\.md"):
-        admin.abort([tid])
+    known = open_transaction(kafka_broker.bootstrap, admin, unique("ops-known") + "-0-1", topic, [b"k"])
+    with pytest.raises(UnknownTransactionError, match=r"unknown-transaction\.md") as info:
+        admin.abort([known.transactional_id, tid])
+    assert info.value.transactional_id == tid
     with pytest.raises(UnknownTransactionError):
         admin.describe([tid])  # still unknown: no InitProducerId was sent
     assert admin.describe([tid], missing_ok=True) == {}
+    still = admin.describe([known.transactional_id])[known.transactional_id]
+    assert (still.state, still.producer_epoch) == (
+        "Ongoing",
+        known.producer_epoch,
+    )  # the batch was refused whole
+    admin.abort([known.transactional_id])
 
 
 def test_abort_in_place_with_known_producer_id_and_epoch(kafka_broker, admin, topic):
