@@ -375,9 +375,19 @@ class KafkaClientConfig:
         if str(s.get("ssl.endpoint.identification.algorithm", "https")).lower() == "none":
             out["ssl_check_hostname"] = False
         if str(s.get("enable.ssl.certificate.verification", "true")).lower() == "false":
+            # kafka-python ignores every other ssl_* setting when given a context: carry the client
+            # certificate over, or mTLS would silently stop presenting it.
             ctx = ssl.create_default_context()
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
+            if "ssl_certfile" in out:
+                try:
+                    ctx.load_cert_chain(out["ssl_certfile"], out.get("ssl_keyfile"), out.get("ssl_password"))
+                except (OSError, ssl.SSLError) as exc:
+                    raise ConfigError(
+                        f"{self.source}: key 'ssl.certificate.location' could not be loaded "
+                        f"({exc.__class__.__name__})"
+                    ) from None
             out["ssl_context"] = ctx
         if s.get("sasl.mechanisms") == "OAUTHBEARER":
             out["sasl_oauth_token_provider"] = self._oauth_provider()

@@ -275,3 +275,52 @@ def test_untranslatable_properties_name_the_key(tmp_path, text, needle):
 def test_missing_properties_file_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="cannot read"):
         KafkaClientConfig.from_properties_file(tmp_path / "nope.properties")
+
+
+def test_disabled_certificate_verification_keeps_the_client_certificate(tmp_path):
+    """kafka-python ignores ssl_certfile once an ssl_context is given: the context must carry it."""
+    import subprocess
+
+    key, cert = tmp_path / "client.key", tmp_path / "client.pem"
+    made = subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=client",
+            "-days",
+            "1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        capture_output=True,
+    )
+    if made.returncode != 0:
+        pytest.skip("needs the openssl command to make a client certificate")
+    config = KafkaClientConfig.from_mapping(
+        {
+            "bootstrap.servers": "h:1",
+            "security.protocol": "SSL",
+            "enable.ssl.certificate.verification": "false",
+            "ssl.certificate.location": str(cert),
+            "ssl.key.location": str(key),
+        }
+    )
+    context = config.kafka_python()["ssl_context"]
+    assert context.verify_mode.name == "CERT_NONE"
+    missing = KafkaClientConfig.from_mapping(
+        {
+            "bootstrap.servers": "h:1",
+            "security.protocol": "SSL",
+            "enable.ssl.certificate.verification": "false",
+            "ssl.certificate.location": str(tmp_path / "absent.pem"),
+        }
+    )
+    with pytest.raises(ConfigError, match="could not be loaded"):
+        missing.kafka_python()
