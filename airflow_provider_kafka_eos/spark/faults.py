@@ -76,13 +76,12 @@ class FaultPlan:
 
     # -- task side -------------------------------------------------------------------------
 
-    def should_kill_task(self, partition: int, attempt: int, records: int) -> bool:
-        return (
-            self.kill_task_after_records is not None
-            and attempt == 0
-            and partition == self.kill_task_partition
-            and records >= self.kill_task_after_records
-        )
+    def kill_point(self, partition: int, attempt: int, written: int, batch_rows: int) -> int | None:
+        """How many rows of the next batch to write before the worker dies (None: do not die)."""
+        if self.kill_task_after_records is None or attempt != 0 or partition != self.kill_task_partition:
+            return None
+        remaining = self.kill_task_after_records - written
+        return max(0, remaining) if remaining <= batch_rows else None
 
     def check_task_failure(self, partition: int) -> None:
         if self.fail_task_partition is not None and partition == self.fail_task_partition:

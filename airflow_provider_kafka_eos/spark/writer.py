@@ -209,6 +209,9 @@ def _partition_preparer(
             txn.begin()
             written = 0
             for batch in batches:
+                kill_at = plan.kill_point(partition, attempt, written, batch.num_rows)
+                if kill_at is not None:  # tests only: die part way through this batch
+                    batch = batch.slice(0, kill_at)
                 txn.write_rows(
                     batch.column(0).to_pylist(),
                     batch.column(1).to_pylist(),
@@ -216,7 +219,7 @@ def _partition_preparer(
                     batch.column(2 + int(has_headers)).to_pylist() if has_partition else None,
                 )
                 written += batch.num_rows
-                if plan.should_kill_task(partition, attempt, written):
+                if kill_at is not None:
                     txn.flush()
                     kill_worker()
             plan.check_task_failure(partition)

@@ -1,0 +1,159 @@
+"""``./run demo``: the example pipeline DAG end to end on the embedded Kafka broker.
+
+What it does, all under ``demo-output/`` (recreated on every run):
+
+1. starts ``kafka-eos-devbroker`` with its data in ``demo-output/broker``;
+2. points Airflow at ``demo-output/airflow`` (SQLite, migrated) and ``dags/``, and defines the
+   connections ``kafka_eos_default`` and ``spark_local`` through ``AIRFLOW_CONN_*`` variables;
+3. writes three batches of JSON user-activity events (``demo-output/input/<batch>``);
+4. runs ``dags/eos_pipeline.py`` with ``dag.test()`` once per batch (one checkpoint each).
+   The second run has a fault injected: a Spark task dies after writing part of its records;
+   Spark retries it, the retry fences the dead attempt's transaction. Then the second run is
+   cleared and run again, which must change nothing;
+5. reads the output topic with a ``read_committed`` consumer and prints the exactly-once
+   report: records expected, seen, duplicates, missing. Exit status 1 if it is not exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "demo-output"
+PIPELINE_ID = "user_activity_demo"
+TOPIC = "user-activity-per-user"
+BATCHES = ["20260301T100000", "20260301T110000", "20260301T120000"]
+FAULTY_BATCH = BATCHES[1]
+FAULT = "kill_task_after_records=25"
+
+
+def say(text: str) -> None:
+    print(f"\n=== {text}", flush=True)
+
+
+def prepare_environment(bootstrap: str) -> None:
+    """Airflow reads its configuration at import time: everything is set before importing it."""
+    airflow_home = OUT / "airflow"
+    airflow_home.mkdir(parents=True)
+    os.environ.update(
+        {
+            "AIRFLOW_HOME": str(airflow_home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get("DEMO_LOG_LEVEL", "WARNING"),
+            "AIRFLOW_CONN_KAFKA_EOS_DEFAULT": json.dumps(
+                {"conn_type": "kafka_eos", "extra": {"bootstrap.servers": bootstrap}}
+            ),
+            "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[2,3]"}),
+            "KAFKA_EOS_PIPELINE_ID": PIPELINE_ID,
+            "KAFKA_EOS_PIPELINE_TOPIC": TOPIC,
+            "KAFKA_EOS_PIPELINE_INPUT_DIR": str(OUT / "input"),
+            "KAFKA_EOS_MANIFEST_BASE_URI": (OUT / "manifests").as_uri(),
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        }
+    )
+    os.environ.pop("KAFKA_EOS_FAULT", None)
+    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True)
+
+
+def run_pipeline(dag, batch: str, *, fault: str | None = None) -> dict[str, str]:
+    import pendulum
+
+    logical_date = pendulum.parse(batch, tz="UTC")
+    if fault:
+        os.environ["KAFKA_EOS_FAULT"] = fault  # inherited by spark-submit (test-only fault hook)
+    try:
+        started = time.monotonic()
+        run = dag.test(logical_date=logical_date)
+    finally:
+        os.environ.pop("KAFKA_EOS_FAULT", None)
+    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    print(f"    run {batch}: {states} ({time.monotonic() - started:.0f}s)", flush=True)
+    return states
+
+
+def main() -> int:
+    sys.path.insert(0, str(ROOT / "dags"))
+    from eos_sample_events import write_batch
+
+    from airflow_provider_kafka_eos.testing.pytest_plugin import start_embedded_broker
+
+    shutil.rmtree(OUT, ignore_errors=True)
+    OUT.mkdir(parents=True)
+    say("starting the embedded Kafka broker (kafka-eos-devbroker)")
+    broker = start_embedded_broker({"data_dir": str(OUT / "broker"), "partitions": 3}, str(OUT))
+    print(f"    listening on {broker.bootstrap}; log: {OUT / 'broker.log'}")
+    try:
+        say("Airflow home, metadata database, connections")
+        prepare_environment(broker.bootstrap)
+        print(f"    AIRFLOW_HOME={os.environ['AIRFLOW_HOME']}")
+
+        say(f"generating input: {len(BATCHES)} batches of JSON events under {OUT / 'input'}")
+        expected: list[str] = []
+        for i, batch in enumerate(BATCHES):
+            keys = write_batch(OUT / "input", batch, users=150 + 50 * i)
+            expected += keys
+            print(f"    {batch}: {len(keys)} users")
+
+        from airflow.dag_processing.dagbag import DagBag
+
+        bag = DagBag(dag_folder=str(ROOT / "dags" / "eos_pipeline.py"))
+        if bag.import_errors:
+            print(f"the pipeline DAG does not import: {bag.import_errors}", file=sys.stderr)
+            return 1
+        dag = bag.get_dag("eos_pipeline")
+
+        say("running the pipeline DAG once per batch (preflight -> submit -> commit)")
+        failed = []
+        for batch in BATCHES:
+            fault = FAULT if batch == FAULTY_BATCH else None
+            if fault:
+                print(f"    injecting a fault into {batch}: {fault} (a Spark task dies mid-write)")
+            states = run_pipeline(dag, batch, fault=fault)
+            failed += [f"{batch}:{t}" for t, s in states.items() if s != "success"]
+        say(f"clearing and rerunning {FAULTY_BATCH} (must not write anything again)")
+        states = run_pipeline(dag, FAULTY_BATCH)
+        failed += [f"{FAULTY_BATCH} rerun:{t}" for t, s in states.items() if s != "success"]
+
+        return report(broker.bootstrap, expected, failed)
+    finally:
+        broker.stop()
+
+
+def report(bootstrap: str, expected: list[str], failed: list[str]) -> int:
+    from airflow_provider_kafka_eos.kafka.manifest import find_manifests
+    from airflow_provider_kafka_eos.testing.verify import count_keys, exactly_once_report
+
+    say("manifests")
+    for uri, manifest in find_manifests((OUT / "manifests").as_uri(), PIPELINE_ID):
+        records = sum(c.record_count for c in manifest.committables)
+        print(f"    {manifest.status.value:9} checkpoint {manifest.checkpoint_id}: "
+              f"{len(manifest.committables)} transaction(s), {records} record(s)  {uri}")
+
+    say(f"exactly-once report for topic {TOPIC} (read_committed consumer)")
+    committed = count_keys(bootstrap, TOPIC)
+    in_log = sum(count_keys(bootstrap, TOPIC, isolation="read_uncommitted").values())
+    result = exactly_once_report(committed, expected)
+    print(f"    records expected : {result.expected}")
+    print(f"    records seen     : {result.seen}")
+    print(f"    duplicates       : {len(result.duplicates)}")
+    print(f"    missing          : {len(result.missing)}")
+    print(f"    unexpected       : {len(result.unexpected)}")
+    print(f"    (records in the log incl. aborted attempts, read_uncommitted: {in_log})")
+    if failed:
+        print(f"    tasks that did not succeed: {', '.join(failed)}")
+    print()
+    print(result.render())
+    return 0 if result.ok and not failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
