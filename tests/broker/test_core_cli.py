@@ -52,3 +52,38 @@ def test_bad_listen_address_is_a_usage_error():
     assert result.returncode == 2
     assert "expected HOST:PORT" in result.stderr
     assert result.stdout == ""
+
+
+def test_port_in_use_and_data_dir_in_use_are_clear_startup_errors(tmp_path):
+    data_dir = str(tmp_path / "data")
+    process, line = start("--data-dir", data_dir)
+    try:
+        port = line.split(":")[-1].strip()
+        busy_port = subprocess.run(
+            [DEVBROKER, "--listen", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=30
+        )
+        busy_dir = subprocess.run(
+            [DEVBROKER, "--data-dir", data_dir], capture_output=True, text=True, timeout=30
+        )
+    finally:
+        process.terminate()
+        process.communicate(timeout=15)
+    assert busy_port.returncode == 1 and busy_port.stdout == ""
+    assert f"cannot listen on 127.0.0.1:{port}" in busy_port.stderr
+    assert busy_dir.returncode == 1 and busy_dir.stdout == ""
+    assert "in use by another running broker" in busy_dir.stderr
+    # once the first broker is gone the data dir is free again
+    again, line = start("--data-dir", data_dir)
+    again.terminate()
+    again.communicate(timeout=15)
+    assert line.startswith("listening on ")
+
+
+def test_unreadable_acl_file_is_a_startup_error(tmp_path):
+    acl_file = tmp_path / "acls.json"
+    acl_file.write_text("{not json")
+    result = subprocess.run(
+        [DEVBROKER, "--acl-file", str(acl_file)], capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 1 and result.stdout == ""
+    assert "cannot read the ACL file" in result.stderr

@@ -8,6 +8,7 @@ imports them all (the coordinator developer's ones guarded, so the core runs wit
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import importlib
 import json
 import logging
@@ -55,6 +56,47 @@ def load_handler_modules() -> list[str]:
     return missing
 
 
+class BrokerStartupError(RuntimeError):
+    """The broker cannot start with this configuration (the message says why and what to do)."""
+
+
+def _load_acl_file(path: str):
+    """(users, authorizer) from the ACL file; the authorizer is None without the acl module."""
+    try:
+        with open(path) as fh:
+            users = dict(json.load(fh).get("users", {}))
+    except (OSError, ValueError, AttributeError) as exc:
+        raise BrokerStartupError(f"cannot read the ACL file {path}: {exc}") from exc
+    try:
+        from .acl import Authorizer
+    except ImportError:
+        log.warning("acl_file given but the authorizer module is missing: no ACLs are enforced")
+        return users, None
+    try:
+        return users, Authorizer.from_file(path)
+    except ValueError as exc:
+        raise BrokerStartupError(str(exc)) from exc
+
+
+def lock_data_dir(data_dir: str):
+    """An exclusive lock on the data directory: two brokers appending to one log would corrupt it.
+
+    Taken by the CLI (one broker per process); in-process tests may build several Broker objects
+    over one directory on purpose (a simulated crash and restart), so Broker itself does not lock.
+    The lock is released when the returned file is closed or the process exits.
+    """
+    os.makedirs(data_dir, exist_ok=True)
+    lock = open(os.path.join(data_dir, ".lock"), "w")  # noqa: SIM115 - held for the broker's lifetime
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        lock.close()
+        raise BrokerStartupError(
+            f"data dir {data_dir} is in use by another running broker; stop it or use another --data-dir"
+        ) from exc
+    return lock
+
+
 @dataclass
 class BrokerConfig:
     host: str = "127.0.0.1"
@@ -88,23 +130,14 @@ class Broker:
         self._server: asyncio.base_events.Server | None = None
         self._api_max_versions: dict[int, int] | None = None
         self.missing_modules = load_handler_modules()
-        if self.config.data_dir:
-            os.makedirs(self.config.data_dir, exist_ok=True)
+        self.users: dict[str, str] = {}
+        self.authorizer = None
+        if self.config.acl_file:  # read first: a bad file must fail before anything is opened
+            self.users, self.authorizer = _load_acl_file(self.config.acl_file)
         self._meta = self._load_meta()
         self.cluster_id: str = self._meta["cluster_id"]
         self.topics = TopicManager(self.config.data_dir)
         self.groups = GroupCoordinator(self)
-        self.users: dict[str, str] = {}
-        self.authorizer = None
-        if self.config.acl_file:
-            with open(self.config.acl_file) as fh:
-                self.users = dict(json.load(fh).get("users", {}))
-            try:
-                from .acl import Authorizer
-            except ImportError:
-                log.warning("acl_file given but the authorizer module is missing: no ACLs are enforced")
-            else:
-                self.authorizer = Authorizer.from_file(self.config.acl_file)
         try:
             from .coordinator import TransactionCoordinator
         except ImportError:
@@ -171,13 +204,19 @@ class Broker:
         from .server import serve_connection
 
         self._api_max_versions = None
-        self._server = await asyncio.start_server(
-            lambda r, w: serve_connection(self, r, w),
-            self.config.host,
-            self.config.port,
-            reuse_address=True,
-            limit=1 << 20,
-        )
+        try:
+            self._server = await asyncio.start_server(
+                lambda r, w: serve_connection(self, r, w),
+                self.config.host,
+                self.config.port,
+                reuse_address=True,
+                limit=1 << 20,
+            )
+        except OSError as exc:
+            raise BrokerStartupError(
+                f"cannot listen on {self.config.host}:{self.config.port}: {exc.strerror or exc}; "
+                "pick another --listen address (port 0 = any free port)"
+            ) from exc
         self.port = self._server.sockets[0].getsockname()[1]
         if self.coordinator is not None:
             await self.coordinator.start()

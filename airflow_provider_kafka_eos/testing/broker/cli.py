@@ -12,7 +12,7 @@ import logging
 import signal
 import sys
 
-from .broker import Broker, BrokerConfig
+from .broker import Broker, BrokerConfig, BrokerStartupError, lock_data_dir
 
 
 def _listen_address(value: str) -> tuple[str, int]:
@@ -74,8 +74,13 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
 
 
 async def serve(config: BrokerConfig) -> None:
+    data_dir_lock = lock_data_dir(config.data_dir) if config.data_dir else None  # noqa: F841 - held until exit
     broker = Broker(config)
-    await broker.start()
+    try:
+        await broker.start()
+    except BaseException:
+        await broker.stop()
+        raise
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -96,10 +101,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         import uvloop
+
+        run = uvloop.run
     except ImportError:  # pragma: no cover - uvloop is a speed-up, not a requirement
-        asyncio.run(serve(config_from_args(args)))
-    else:
-        uvloop.run(serve(config_from_args(args)))
+        run = asyncio.run
+    try:
+        run(serve(config_from_args(args)))
+    except BrokerStartupError as exc:
+        print(f"kafka-eos-devbroker: {exc}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
