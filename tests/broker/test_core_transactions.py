@@ -93,3 +93,48 @@ def test_aborted_records_are_dropped_for_read_committed_only(kafka_broker, uniqu
     assert_exactly_once(
         count_keys(kafka_broker.bootstrap, topic, isolation="read_uncommitted", timeout_s=20), aborted + kept
     )
+
+
+def test_fetch_lists_aborted_transactions_for_read_committed_only(kafka_broker, unique_name, raw_client):
+    from kafka.protocol.consumer import FetchRequest, FetchResponse
+
+    topic = unique_name("aborted-index")
+    producer = transactional_producer(kafka_broker.bootstrap, unique_name("txn"))
+    produce_in_transaction(producer, topic, [b"x1", b"x2", b"x3"])
+    producer.abort_transaction(30)  # offsets 0-2 data, 3 abort marker
+
+    def fetch(isolation: int):
+        fetch_topic = FetchRequest.FetchTopic
+        request = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            isolation_level=isolation,
+            session_id=0,
+            session_epoch=-1,
+            forgotten_topics_data=[],
+            rack_id="",
+            topics=[
+                fetch_topic(
+                    topic=topic,
+                    partitions=[
+                        fetch_topic.FetchPartition(
+                            partition=0,
+                            current_leader_epoch=-1,
+                            fetch_offset=0,
+                            log_start_offset=-1,
+                            partition_max_bytes=1 << 20,
+                        )
+                    ],
+                )
+            ],
+        )
+        return raw_client().request(request, FetchResponse, 11).responses[0].partitions[0]
+
+    committed_view, uncommitted_view = fetch(1), fetch(0)
+    assert [(a.producer_id >= 0, a.first_offset) for a in committed_view.aborted_transactions] == [(True, 0)]
+    assert uncommitted_view.aborted_transactions is None
+    for view in (committed_view, uncommitted_view):
+        assert (view.high_watermark, view.last_stable_offset) == (4, 4)
+        assert view.records  # data and the marker are returned; the client drops what was aborted
