@@ -535,9 +535,9 @@ class TransactionAdmin:
                     failed.append(
                         BrokerUnreachableError(
                             f"EndTxn({verb}) did not complete within {self.retry_timeout_ms} ms (the "
-                            "coordinator kept answering retriable errors or did not answer); nothing is "
-                            "known to have changed, "
-                            "retry the operation",
+                            "coordinator kept answering retriable errors or did not answer); its outcome is "
+                            f"unknown: run the {verb} again (it is idempotent) before the transaction "
+                            "times out",
                             transactional_id=c.transactional_id,
                         )
                     )
