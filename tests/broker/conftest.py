@@ -31,6 +31,9 @@ class RawClient:
     def send_bytes(self, payload: bytes) -> None:
         self.sock.sendall(payload)
 
+    def read_bytes(self, size: int) -> bytes:
+        return recv_exactly(self.sock, size)
+
     def request(self, request, response_class, version: int):
         self.correlation_id += 1
         request.with_header(correlation_id=self.correlation_id, client_id="raw-test")

@@ -90,8 +90,7 @@ def test_requests_before_authentication_close_the_connection(sasl_broker, raw_cl
     request.with_header(correlation_id=1, client_id="raw")
     payload = bytes(request.encode(version=12, header=True))
     client.send_bytes(len(payload).to_bytes(4, "big") + payload)
-    assert client.is_closed_by_peer()
-    assert MetadataResponse  # the response class exists; nothing may come back before SASL
+    assert client.is_closed_by_peer()  # nothing may come back before SASL
 
 
 def test_principal_reaches_the_authorizer(sasl_broker, unique_name):
@@ -101,3 +100,17 @@ def test_principal_reaches_the_authorizer(sasl_broker, unique_name):
     producer.produce(unique_name("bob"), key=b"k", value=b"v", on_delivery=lambda err, _m: errors.append(err))
     producer.flush(15)
     assert errors and errors[0] is not None and "authoriz" in errors[0].str().lower()
+
+
+def test_handshake_v0_takes_a_raw_plain_token(sasl_broker, raw_client):
+    """SaslHandshake v0 clients send the token as a bare frame (no Kafka header) and get a bare reply."""
+    client = raw_client(sasl_broker.bootstrap)
+    handshake = client.request(SaslHandshakeRequest(mechanism="PLAIN"), SaslHandshakeResponse, 0)
+    assert handshake.error_code == 0
+    token = b"\x00admin\x00admin-secret"
+    client.send_bytes(len(token).to_bytes(4, "big") + token)
+    assert client.read_bytes(4) == b"\x00\x00\x00\x00"  # an empty frame: authenticated
+    response = client.request(
+        MetadataRequest(topics=None, allow_auto_topic_creation=False), MetadataResponse, 12
+    )
+    assert response.brokers[0].node_id == 1
