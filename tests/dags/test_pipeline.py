@@ -37,9 +37,15 @@ def pipeline_dag(airflow_db):
 def connections(kafka_broker, monkeypatch):
     monkeypatch.setenv(
         "AIRFLOW_CONN_KAFKA_EOS_DEFAULT",
-        json.dumps({"conn_type": "kafka_eos", "extra": kafka_broker.client_config()}),
+        # A secret-shaped setting (harmless on PLAINTEXT) that must never show up anywhere.
+        json.dumps(
+            {"conn_type": "kafka_eos", "extra": kafka_broker.client_config(**{"ssl.key.password": SECRET})}
+        ),
     )
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", json.dumps({"conn_type": "spark", "host": "local[2,3]"}))
+
+
+SECRET = "pipeline-secret-0815"
 
 
 def _states(run) -> dict[str, str]:
@@ -47,7 +53,7 @@ def _states(run) -> dict[str, str]:
 
 
 def test_pipeline_runs_checkpoints_exactly_once_and_a_cleared_rerun_changes_nothing(
-    pipeline_dag, connections, kafka_broker, tmp_path, unique_name
+    pipeline_dag, connections, kafka_broker, tmp_path, unique_name, capfd
 ):
     pipeline_id, topic = unique_name("activity").replace("-", "_"), unique_name("per-user")
     conf = {
@@ -77,3 +83,8 @@ def test_pipeline_runs_checkpoints_exactly_once_and_a_cleared_rerun_changes_noth
     assert _states(rerun)["commit"] == "success"
     assert sum(count_keys(kafka_broker.bootstrap, topic, isolation="read_uncommitted").values()) == written
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
+
+    # Invariant 8: the connection's secret reached no log line, manifest or command line.
+    captured = capfd.readouterr()
+    assert SECRET not in captured.out + captured.err
+    assert all(SECRET not in p.read_text() for p in (tmp_path / "manifests").rglob("*.json"))
