@@ -108,6 +108,8 @@ def main(argv: list[str]) -> dict[str, Any]:
                 manifest_uri=manifests,
             )
             prepare_s = time.perf_counter() - start
+            prepared = sum(c.record_count for c in manifest.committables)
+            assert prepared == opts["records"], f"prepared {prepared} of {opts['records']} records"
             commit_start = time.perf_counter()
             commit_manifest(config, manifest)
             commit_s = time.perf_counter() - commit_start
