@@ -22,7 +22,7 @@ from typing import Any
 
 from airflow_provider_kafka_eos.kafka.committable import Committable
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-from airflow_provider_kafka_eos.kafka.errors import SpeculativeExecutionError, UsageError
+from airflow_provider_kafka_eos.kafka.errors import ProducerFencedError, SpeculativeExecutionError, UsageError
 from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, manifest_uri, write_manifest
 from airflow_provider_kafka_eos.kafka.producer import TransactionProtocol
 from airflow_provider_kafka_eos.spark import naming_support
@@ -124,6 +124,7 @@ def write_exactly_once(
     committables = [Committable.from_dict(json.loads(r["committable"]), source="spark task result")
                     for r in rows]
     _check_one_per_transactional_id(committables)
+    _verify_still_prepared(config, committables)
 
     plan.before_manifest()
     now = _now_ms()
@@ -244,6 +245,30 @@ def _check_one_per_transactional_id(committables: list[Committable]) -> None:
                 transactional_id=c.transactional_id,
             )
         seen.add(c.transactional_id)
+
+
+def _verify_still_prepared(config: KafkaClientConfig, committables: list[Committable]) -> None:
+    """Re-check every committable on the coordinator right before the vote is written.
+
+    A task attempt that Spark gave up on (lost executor) can finish after a newer attempt of the
+    same partition fenced it; Spark keeps whichever result arrived first. Writing a manifest
+    that lists a fenced transaction would only defer the failure to the commit task, so the job
+    fails here instead and its retry (restore + produce again) repairs it.
+    """
+    from airflow_provider_kafka_eos.kafka.restore import check_committable
+    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+
+    if not committables:
+        return
+    with TransactionAdmin(config) as admin:
+        problems = check_committable(admin, committables)
+    if problems:
+        raise ProducerFencedError(
+            f"{len(problems)} prepared transaction(s) were taken over or aborted before the manifest was "
+            f"written ({problems[0]}); no manifest was written: retry the job",
+            transactional_id=problems[0].split(":", 1)[0],
+            runbook="speculative-execution",
+        )
 
 
 def _validate(topic: str, prefix: str, checkpoint_id: int, naming_strategy: str, timeout_ms: int) -> None:
