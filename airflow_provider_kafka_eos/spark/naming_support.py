@@ -104,8 +104,23 @@ def _abort_listing(admin: Any, prefix: str, protected: set[str]) -> list[str]:
 def _abort_probing(
     admin: Any, prefix: str, protected: set[str], *, checkpoint_id: int, partitions_hint: int
 ) -> list[str]:
-    # Checkpoint ids derived from time are not consecutive, so probing starts at this checkpoint:
-    # it settles earlier attempts of this checkpoint, on as many partitions as the widest attempt.
-    return abort_strategies.abort_by_probing(
+    """PROBING for this checkpoint's ids: the current partitions, then upward while ids were used.
+
+    Checkpoint ids derived from time are not consecutive, so only this checkpoint's ids are
+    probed: they are what an earlier attempt of this checkpoint (possibly with more partitions)
+    left open. Walking partitions upward stops at the first id that was never used (which the
+    probe creates on the coordinator: one extra id per restore).
+    """
+    report = abort_strategies.abort_by_probing(
         admin, prefix, range(partitions_hint), checkpoint_id, protected=protected
-    ).aborted
+    )
+    aborted = list(report.aborted)
+    partition = partitions_hint
+    while True:
+        extra = abort_strategies.abort_by_probing(
+            admin, prefix, [partition], checkpoint_id, protected=protected
+        )
+        aborted += extra.aborted
+        if not extra.decisions or extra.decisions[0].action == "unused":
+            return aborted
+        partition += 1

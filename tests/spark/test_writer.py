@@ -17,6 +17,7 @@ from airflow_provider_kafka_eos.kafka.manifest import (
 )
 from airflow_provider_kafka_eos.kafka.producer import PartitionTransaction, TransactionProtocol
 from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin, TxnState
+from airflow_provider_kafka_eos.spark.faults import FaultPlan
 from airflow_provider_kafka_eos.spark.testing_support import commit_manifest, keyed_frame
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
@@ -185,3 +186,31 @@ def _leave_open_transaction(broker, tid, topic, keys):
         txn.begin()
         txn.write_rows(keys, [b"stray"] * len(keys))
         assert txn.prepare() is not None
+
+
+def test_probing_aborts_what_a_wider_failed_attempt_of_this_checkpoint_left(
+    spark, kafka_broker, tmp_path, unique_name
+):
+    """PROBING (for clusters without ListTransactions): a 3-partition attempt failed; the retry has 2."""
+    prefix, topic = unique_name("probe"), unique_name("out")
+    with pytest.raises(Exception, match="injected failure of partition 2"):
+        _write(
+            keyed_frame(spark, "w", 90, 3),
+            kafka_broker,
+            tmp_path,
+            prefix,
+            topic,
+            9,
+            fault_plan=FaultPlan(fail_task_partition=2),
+        )
+    with _admin(kafka_broker) as admin:
+        assert admin.describe([f"{prefix}-2-9"])[f"{prefix}-2-9"].state == TxnState.ONGOING
+
+    manifest = _write(
+        keyed_frame(spark, "w", 90, 2), kafka_broker, tmp_path, prefix, topic, 9, abort_strategy="PROBING"
+    )
+    assert len(manifest.committables) == 2
+    commit_manifest(kafka_broker.bootstrap, manifest)
+    with _admin(kafka_broker) as admin:
+        assert admin.describe([f"{prefix}-2-9"])[f"{prefix}-2-9"].state != TxnState.ONGOING
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), _keys("w", 90))
