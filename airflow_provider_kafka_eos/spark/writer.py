@@ -22,7 +22,12 @@ from typing import Any
 
 from airflow_provider_kafka_eos.kafka.committable import Committable
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-from airflow_provider_kafka_eos.kafka.errors import ProducerFencedError, SpeculativeExecutionError, UsageError
+from airflow_provider_kafka_eos.kafka.errors import (
+    KafkaEosError,
+    ProducerFencedError,
+    SpeculativeExecutionError,
+    UsageError,
+)
 from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, manifest_uri, write_manifest
 from airflow_provider_kafka_eos.kafka.producer import TransactionProtocol
 from airflow_provider_kafka_eos.spark import naming_support
@@ -255,20 +260,27 @@ def _verify_still_prepared(config: KafkaClientConfig, committables: list[Committ
     that lists a fenced transaction would only defer the failure to the commit task, so the job
     fails here instead and its retry (restore + produce again) repairs it.
     """
-    from airflow_provider_kafka_eos.kafka.restore import check_committable
     from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
 
     if not committables:
         return
     with TransactionAdmin(config) as admin:
-        problems = check_committable(admin, committables)
-    if problems:
-        raise ProducerFencedError(
-            f"{len(problems)} prepared transaction(s) were taken over or aborted before the manifest was "
-            f"written ({problems[0]}); no manifest was written: retry the job",
-            transactional_id=problems[0].split(":", 1)[0],
-            runbook="speculative-execution",
-        )
+        descriptions = admin.describe([c.transactional_id for c in committables], missing_ok=True)
+        for c in committables:
+            description = descriptions.get(c.transactional_id)
+            try:
+                if description is None:
+                    raise ProducerFencedError("the coordinator no longer knows this transactional id",
+                                              transactional_id=c.transactional_id)
+                admin.verify_committable(c, description)
+            except KafkaEosError as exc:
+                # Same class, id and runbook; the cause says what the job did about it.
+                raise type(exc)(
+                    f"{exc.cause}; the job wrote no manifest and fails, so that its retry produces the "
+                    "checkpoint again",
+                    transactional_id=exc.transactional_id,
+                    runbook=exc.runbook,
+                ) from None
 
 
 def _validate(topic: str, prefix: str, checkpoint_id: int, naming_strategy: str, timeout_ms: int) -> None:

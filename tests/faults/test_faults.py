@@ -230,7 +230,7 @@ def test_commit_after_the_transaction_timed_out_fails_loudly_then_a_rerun_recove
     broker = kafka_broker_factory(abort_check_interval_ms=200)
     prefix, topic = unique_name("timeout"), unique_name("out")
     df = keyed_frame(spark, "t", 100, 2)
-    manifest = _write(df, broker, tmp_path, prefix, topic, 1, transaction_timeout_ms=3000)
+    manifest = _write(df, broker, tmp_path, prefix, topic, 1, transaction_timeout_ms=12_000)
     ids = [c.transactional_id for c in manifest.committables]
     deadline = time.monotonic() + 60
     with _admin(broker) as admin:
@@ -254,3 +254,25 @@ def test_commit_after_the_transaction_timed_out_fails_loudly_then_a_rerun_recove
     assert rerun.status is ManifestStatus.PREPARED and rerun.committables != manifest.committables
     operator.execute({})
     assert_exactly_once(count_keys(broker.bootstrap, topic), _keys("t", 100))
+
+
+def test_no_manifest_is_written_for_transactions_about_to_time_out(
+    spark, kafka_broker, tmp_path, unique_name
+):
+    """A timeout shorter than the job + commit safety margin: the job refuses to vote, changes nothing."""
+    from airflow_provider_kafka_eos.kafka.errors import TransactionTimeoutRiskError
+
+    prefix, topic = unique_name("tooshort"), unique_name("out")
+    with pytest.raises((TransactionTimeoutRiskError, DataLossError)) as excinfo:
+        _write(
+            keyed_frame(spark, "s", 20, 2),
+            kafka_broker,
+            tmp_path,
+            prefix,
+            topic,
+            1,
+            transaction_timeout_ms=3000,
+        )
+    assert "wrote no manifest" in str(excinfo.value) and "docs/runbook/" in str(excinfo.value)
+    assert find_manifests(str(tmp_path), prefix) == []
+    assert count_keys(kafka_broker.bootstrap, topic) == {}
