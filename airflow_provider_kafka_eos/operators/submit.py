@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -80,9 +81,26 @@ def _path_with_spark_submit(python: str, path: str | None) -> dict[str, str]:
 
 
 class _ManifestCapturingHook(SparkSubmitHook):
-    """SparkSubmitHook that also remembers the job's ``KAFKA_EOS_MANIFEST_URI=`` line."""
+    """SparkSubmitHook that remembers the job's ``KAFKA_EOS_MANIFEST_URI=`` line and kills the
+    whole job on ``on_kill``.
+
+    In client mode spark-submit's JVM starts the Python driver as a child; killing only the
+    spark-submit process (what the parent does) leaves that driver running and writing. So the
+    job gets its own process group, and ``on_kill`` signals the group first.
+    """
 
     reported_manifest_uri: str | None = None
+
+    def submit(self, application: str = "", **kwargs: Any) -> Any:
+        kwargs.setdefault("start_new_session", True)
+        return super().submit(application, **kwargs)
+
+    def on_kill(self) -> None:
+        process = getattr(self, "_submit_sp", None)
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGTERM)
+        super().on_kill()
 
     def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
         def tee() -> Iterator[Any]:

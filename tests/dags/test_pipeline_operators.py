@@ -126,3 +126,62 @@ def test_commit_of_an_aborted_manifest_is_a_named_data_loss(tmp_path, kafka_conn
     with pytest.raises(DataLossError) as excinfo:
         operator.execute({})
     assert "orders-0-5" in str(excinfo.value) and "docs/runbook/rerun-a-checkpoint.md" in str(excinfo.value)
+
+
+@pytest.mark.spark
+def test_on_kill_stops_the_spark_job_and_removes_the_config_file(kafka_conn, tmp_path, monkeypatch):
+    """A real spark-submit whose application blocks; on_kill must end it and clean up."""
+    import threading
+    import time
+
+    marker = tmp_path / "started"
+    app = tmp_path / "blocking_app.py"
+    app.write_text(
+        "import pathlib, time\n"
+        "def build(spark, params):\n"
+        f"    pathlib.Path({str(marker)!r}).write_text('x')\n"
+        "    time.sleep(300)\n"
+    )
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_KILL", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    operator = _submit(
+        conn_id="spark_kill", application_callable=f"{app}:build", conf={"spark.ui.enabled": "false"}
+    )
+    outcome: dict[str, BaseException] = {}
+
+    def run() -> None:
+        try:
+            operator.execute({"data_interval_end": datetime(2026, 3, 1, tzinfo=timezone.utc)})
+        except BaseException as exc:  # the thread reports what ended execute()
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert time.monotonic() < deadline and thread.is_alive(), f"the job never started: {outcome}"
+        time.sleep(0.2)
+    config_file = operator._config_file
+    assert config_file and os.path.exists(config_file)
+    operator.on_kill()
+    thread.join(60)
+    assert not thread.is_alive()
+    assert "error" in outcome  # execute failed: spark-submit was killed
+    assert operator._hook._submit_sp.poll() is not None
+    assert not os.path.exists(config_file)
+    # The Python driver (a child of spark-submit's JVM) must be gone too, not left running.
+    driver_gone_by = time.monotonic() + 30
+    while _processes_mentioning(str(app)):
+        assert time.monotonic() < driver_gone_by, f"driver still running: {_processes_mentioning(str(app))}"
+        time.sleep(0.2)
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
