@@ -49,6 +49,7 @@ def count_keys(
 ) -> Counter[bytes]:
     """How often each key appears in ``topic`` as a consumer with ``isolation`` sees it.
 
+    The end offsets are taken when the call starts: records written afterwards are not counted.
     Raises ``LookupError`` when the topic does not exist (a typo must not look like "nothing
     was written") and ``TimeoutError`` when the end offsets are not reached by the deadline.
     Records without a key count under ``b""``.
@@ -83,21 +84,22 @@ def count_keys(
                     f"count_keys({topic!r}, {isolation}): after {timeout_s:.0f} s partitions "
                     f"{sorted(pending)} are at {positions}, short of their end offsets {wanted}"
                 )
-            message = consumer.poll(min(remaining, 0.5))
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    if message.offset() >= ends.get(message.partition(), 0):
-                        pending.discard(message.partition())
+            for message in consumer.consume(num_messages=10_000, timeout=min(remaining, 0.5)):
+                partition, offset, error = message.partition(), message.offset(), message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        if offset >= ends.get(partition, 0):
+                            pending.discard(partition)
+                        continue
+                    if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                        continue  # the throw-away group is never used: READ on the topic is enough
+                    raise KafkaException(error)
+                if offset >= ends[partition]:  # written after the snapshot: not part of this count
+                    pending.discard(partition)
                     continue
-                if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
-                    continue  # the throw-away group is never used (no commits): READ on the topic is enough
-                raise KafkaException(error)
-            counts[message.key() if message.key() is not None else b""] += 1
-            if message.offset() + 1 >= ends[message.partition()]:
-                pending.discard(message.partition())
+                counts[message.key() if message.key() is not None else b""] += 1
+                if offset + 1 >= ends[partition]:
+                    pending.discard(partition)
         return counts
     finally:
         consumer.close()
