@@ -73,3 +73,33 @@ def test_api_versions_v3_reports_transaction_version_feature_and_caps_init_produ
         assert finalized["transaction.version"] == (tv, tv)
         assert {k.api_key: k.max_version for k in response.api_keys}[22] == init_pid_max
         broker.stop()
+
+
+def test_random_bodies_for_every_api_never_take_the_broker_down(
+    kafka_broker_factory, raw_client, unique_name
+):
+    """Seeded fuzzing: a valid header for every advertised API and version, then random bytes."""
+    import random
+    import socket
+
+    broker = kafka_broker_factory()
+    versions = raw_client(broker.bootstrap).request(ApiVersionsRequest(), ApiVersionsResponse, 0).api_keys
+    rng = random.Random(20261122)
+    host, port = broker.bootstrap.rsplit(":", 1)
+    for api in versions:
+        for version in range(api.min_version, api.max_version + 1):
+            for _ in range(2):
+                body = rng.randbytes(rng.randrange(0, 120))
+                header = struct.pack(">hhih", api.api_key, version, 7, 4) + b"fuzz" + b"\x00"  # + empty tags
+                frame = header + body
+                with socket.create_connection((host, int(port)), timeout=5) as sock:
+                    sock.sendall(struct.pack(">i", len(frame)) + frame)
+    assert broker.process.poll() is None
+    topic = unique_name("after-fuzz")
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(topic, key=b"still-here", value=b"v")
+    assert producer.flush(30) == 0
+    assert_exactly_once(count_keys(broker.bootstrap, topic), [b"still-here"])
+    assert "unexpected error" not in broker.log_tail(
+        100_000
+    )  # every bad body was refused, none crashed a handler

@@ -146,6 +146,8 @@ class ConnectionHandler:
                     return
                 if self.writer.transport.get_write_buffer_size() > 1 << 20:
                     await self.writer.drain()
+        except ConnectionError:
+            return  # the client went away while we were answering
         except Exception:
             log.exception("%s: unexpected error; closing the connection", self.conn.peer)
         finally:

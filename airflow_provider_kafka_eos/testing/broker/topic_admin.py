@@ -11,11 +11,12 @@ from kafka.protocol.admin import (
 
 from . import codes
 from .api import RequestContext, handles
+from .topics import MAX_PARTITIONS
 from .versions import schema_min_version
 
 _MESSAGES = {
     codes.TOPIC_ALREADY_EXISTS: "Topic '{}' already exists.",
-    codes.INVALID_PARTITIONS: "Number of partitions must be larger than 0.",
+    codes.INVALID_PARTITIONS: f"Number of partitions must be between 1 and {MAX_PARTITIONS} on this broker.",
     codes.INVALID_TOPIC_EXCEPTION: "Topic name '{}' is illegal.",
     codes.INVALID_REPLICATION_FACTOR: "Replication factor must be 1 (or -1) on this single-node broker.",
     codes.TOPIC_AUTHORIZATION_FAILED: "Authorization failed.",
@@ -37,7 +38,7 @@ def _create_one(ctx: RequestContext, topic, validate_only: bool) -> tuple[int, i
         return codes.INVALID_TOPIC_EXCEPTION, partitions
     if broker.topics.exists(topic.name):
         return codes.TOPIC_ALREADY_EXISTS, partitions
-    if partitions < 1:
+    if not 1 <= partitions <= MAX_PARTITIONS:
         return codes.INVALID_PARTITIONS, partitions
     if validate_only:
         return codes.NONE, partitions

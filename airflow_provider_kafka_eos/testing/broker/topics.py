@@ -10,6 +10,8 @@ import uuid
 from . import codes
 from .log import PartitionLog
 
+# A test broker's own limit (Kafka has none): a typo of a few zeros must not allocate millions of logs.
+MAX_PARTITIONS = 1000
 _LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 
@@ -102,7 +104,7 @@ class TopicManager:
             return codes.INVALID_TOPIC_EXCEPTION
         if name in self._logs:
             return codes.TOPIC_ALREADY_EXISTS
-        if partitions < 1:
+        if not 1 <= partitions <= MAX_PARTITIONS:
             return codes.INVALID_PARTITIONS
         self._ids[name] = uuid.uuid4()
         self._logs[name] = [PartitionLog(name, p, self._topic_dir(name, p)) for p in range(partitions)]
