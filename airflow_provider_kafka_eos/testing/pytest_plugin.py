@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -121,6 +122,17 @@ class EmbeddedBroker(BrokerHandle):
         line = self._read_listening_line()
         self.bootstrap = line.removeprefix("listening on ").strip()
         self.port = int(self.bootstrap.rsplit(":", 1)[1])
+        # Nothing else should come on stdout, but a full pipe would block the broker: keep draining it.
+        threading.Thread(target=self._drain_stdout, args=(self.process,), daemon=True).start()
+
+    def _drain_stdout(self, process: subprocess.Popen) -> None:
+        stdout = process.stdout
+        try:
+            while stdout is not None and (chunk := os.read(stdout.fileno(), 65536)):
+                with open(self.log_path, "ab") as log_file:
+                    log_file.write(chunk)
+        except (OSError, ValueError):
+            pass  # the pipe was closed by stop()/kill()
 
     def _read_listening_line(self) -> str:
         assert self.process is not None and self.process.stdout is not None
