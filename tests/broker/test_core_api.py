@@ -175,3 +175,35 @@ def test_describe_configs_reports_the_transaction_settings(kafka_broker_factory)
     assert values["unstable.api.versions.enable"] == "true"
     assert values["transactional.id.expiration.ms"] == "604800000"
     assert values["num.partitions"] == "1"
+
+
+def test_admin_clients_describe_cluster_features_groups_and_offsets(kafka_broker, unique_name):
+    """What operators' tools ask a cluster, through both admin clients."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+    from kafka import KafkaAdminClient
+
+    topic, group = unique_name("admin-view"), unique_name("group")
+    producer = Producer({"bootstrap.servers": kafka_broker.bootstrap})
+    producer.produce(topic, key=b"k", value=b"v")
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": group})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    consumer.close()
+
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    assert admin.describe_cluster().result(30).controller.id == 1
+    offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
+    assert [(tp.topic, tp.offset) for tp in offsets.topic_partitions] == [(topic, 1)]
+
+    kafka_admin = KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
+    try:
+        cluster = kafka_admin.describe_cluster()
+        assert [b["broker_id"] for b in cluster["brokers"]] == [1]
+        features = kafka_admin.describe_features()
+        assert features["transaction.version"]["finalized"] == (2, 2)
+        assert any(g["group_id"] == group for g in kafka_admin.list_groups())
+        assert kafka_admin.describe_groups([group])[group]["group_state"] == "Empty"
+        committed = kafka_admin.list_group_offsets(group)[group]
+        assert [(tp.topic, meta.offset) for tp, meta in committed.items()] == [(topic, 1)]
+    finally:
+        kafka_admin.close()

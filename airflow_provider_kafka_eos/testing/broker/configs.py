@@ -127,5 +127,4 @@ def describe_cluster(ctx: RequestContext, request: DescribeClusterRequest) -> De
                 broker_id=broker.node_id, host=broker.host, port=broker.port, rack=None
             )
         ],
-        cluster_authorized_operations=-2147483648,
     )

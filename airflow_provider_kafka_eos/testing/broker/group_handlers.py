@@ -216,7 +216,7 @@ def list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsRe
         ListGroupsResponse.ListedGroup(
             group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state
         )
-        for g in ctx.broker.groups.groups.values()
+        for g in ctx.broker.groups.known_groups()
         if ctx.authorized("DESCRIBE", "GROUP", g.group_id) and (not states or g.state in states)
     ]
     return ListGroupsResponse(throttle_time_ms=0, error_code=codes.NONE, groups=listed)
@@ -244,7 +244,8 @@ def describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> Desc
                 DescribeGroupsResponse.DescribedGroup(
                     error_code=codes.NONE,
                     group_id=group_id,
-                    group_state="Dead",
+                    # a group known only by committed offsets is Empty; an unknown one is Dead
+                    group_state="Empty" if group_id in ctx.broker.groups.offsets else "Dead",
                     protocol_type="",
                     protocol_data="",
                     members=[],

@@ -149,6 +149,13 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ membership
 
+    def known_groups(self) -> list[Group]:
+        """Groups with members or history, plus those known only by committed offsets (Empty)."""
+        known = dict(self.groups)
+        for group_id in self.offsets:
+            known.setdefault(group_id, Group(group_id))
+        return list(known.values())
+
     def group(self, group_id: str) -> Group:
         return self.groups.setdefault(group_id, Group(group_id))
 
