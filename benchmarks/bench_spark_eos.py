@@ -13,6 +13,7 @@ the embedded broker, or the cluster in ``KAFKA_BOOTSTRAP_SERVERS``.
 from __future__ import annotations
 
 import os
+import statistics
 import tempfile
 import time
 import uuid
@@ -22,7 +23,7 @@ VALUE_BYTES = 200
 
 
 def _options(argv: list[str]) -> dict[str, int]:
-    opts = {"records": 1_000_000, "partitions": 4, "rounds": 2}
+    opts = {"records": 1_000_000, "partitions": 4, "rounds": 4}
     for arg in argv:
         key, _, value = arg.lstrip("-").partition("=")
         if key in opts:
@@ -65,8 +66,7 @@ def _plain_writer(bootstrap_config: dict[str, Any], topic: str):
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    from airflow_provider_kafka_eos.spark.testing_support import commit_manifest, local_spark_session
-    from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+    from airflow_provider_kafka_eos.spark.testing_support import local_spark_session
 
     opts = _options(argv)
     broker = None
@@ -97,35 +97,23 @@ def main(argv: list[str]) -> dict[str, Any]:
         manifests = tempfile.mkdtemp(prefix="bench-manifests-")
         for i in range(opts["rounds"]):
             run = uuid.uuid4().hex[:8]
-            plain_s = write_once_plain(spark, df, config, f"bench-plain-{run}")
-            start = time.perf_counter()
-            manifest = write_exactly_once(
-                df,
-                topic=f"bench-eos-{run}",
-                kafka_config=config,
-                transactional_id_prefix=f"bench-{run}",
-                checkpoint_id=i + 1,
-                manifest_uri=manifests,
-            )
-            prepare_s = time.perf_counter() - start
-            prepared = sum(c.record_count for c in manifest.committables)
-            assert prepared == opts["records"], f"prepared {prepared} of {opts['records']} records"
-            commit_start = time.perf_counter()
-            commit_manifest(config, manifest)
-            commit_s = time.perf_counter() - commit_start
-            eos_s = prepare_s + commit_s
+            # Alternate which path goes first: the broker's log grows during a round.
+            if i % 2:
+                eos = _eos_once(df, config, run, i + 1, manifests, opts["records"])
+                plain_s = write_once_plain(spark, df, config, f"bench-plain-{run}")
+            else:
+                plain_s = write_once_plain(spark, df, config, f"bench-plain-{run}")
+                eos = _eos_once(df, config, run, i + 1, manifests, opts["records"])
             rounds.append(
                 {
                     "plain_s": round(plain_s, 3),
-                    "eos_prepare_s": round(prepare_s, 3),
-                    "eos_commit_s": round(commit_s, 3),
-                    "eos_total_s": round(eos_s, 3),
-                    "ratio_eos_over_plain": round(plain_s / eos_s, 3),
-                    "transactions": len(manifest.committables),
+                    **eos,
+                    "ratio_eos_over_plain": round(plain_s / eos["eos_total_s"], 3),
                 }
             )
         best_plain = min(r["plain_s"] for r in rounds)
         best_eos = min(r["eos_total_s"] for r in rounds)
+        median_ratio = statistics.median(r["ratio_eos_over_plain"] for r in rounds)
         return {
             "records": opts["records"],
             "value_bytes": VALUE_BYTES,
@@ -134,14 +122,44 @@ def main(argv: list[str]) -> dict[str, Any]:
             "rounds": rounds,
             "plain_records_per_s": round(opts["records"] / best_plain),
             "eos_records_per_s": round(opts["records"] / best_eos),
-            "ratio_eos_over_plain": round(best_plain / best_eos, 3),
+            "ratio_best_eos_over_best_plain": round(best_plain / best_eos, 3),
+            "ratio_eos_over_plain": round(median_ratio, 3),  # median of the paired rounds
             "target_ratio": 0.9,
-            "meets_target": best_plain / best_eos >= 0.9,
+            "meets_target": median_ratio >= 0.9,
         }
     finally:
         spark.stop()
         if broker is not None:
             broker.stop()
+
+
+def _eos_once(
+    df: Any, config: dict[str, Any], run: str, checkpoint: int, manifests: str, records: int
+) -> dict:
+    from airflow_provider_kafka_eos.spark.testing_support import commit_manifest
+    from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+
+    start = time.perf_counter()
+    manifest = write_exactly_once(
+        df,
+        topic=f"bench-eos-{run}",
+        kafka_config=config,
+        transactional_id_prefix=f"bench-{run}",
+        checkpoint_id=checkpoint,
+        manifest_uri=manifests,
+    )
+    prepare_s = time.perf_counter() - start
+    prepared = sum(c.record_count for c in manifest.committables)
+    assert prepared == records, f"prepared {prepared} of {records} records"
+    commit_start = time.perf_counter()
+    commit_manifest(config, manifest)
+    commit_s = time.perf_counter() - commit_start
+    return {
+        "eos_prepare_s": round(prepare_s, 3),
+        "eos_commit_s": round(commit_s, 3),
+        "eos_total_s": round(prepare_s + commit_s, 3),
+        "transactions": len(manifest.committables),
+    }
 
 
 def write_once_plain(spark: Any, df: Any, config: dict[str, Any], topic: str) -> float:

@@ -149,16 +149,25 @@ class PartitionTransaction:
     # -- the transaction ---------------------------------------------------------------------
 
     def begin(self) -> None:
-        """Fence earlier attempts of this id, learn our producer id/epoch, open the transaction."""
+        """Fence earlier attempts of this id and open the transaction.
+
+        The producer id/epoch this fencing obtained are read from librdkafka's statistics
+        later (:meth:`identity`), so producing does not wait for a statistics interval.
+        """
         producer = self._require_producer()
         try:
             producer.init_transactions(self._init_timeout_s)
         except Exception as exc:
             raise _translate(exc, self.transactional_id, "init_transactions") from None
-        self.producer_id, self.producer_epoch = self._wait_for_producer_identity()
         producer.begin_transaction()
-        log.info("%s: transaction begun (producer id %d, epoch %d)",
-                 self.transactional_id, self.producer_id, self.producer_epoch)
+
+    def identity(self) -> tuple[int, int]:
+        """The producer id and epoch this producer holds (from the statistics JSON)."""
+        if self.producer_id < 0:
+            self.producer_id, self.producer_epoch = self._wait_for_producer_identity()
+            log.info("%s: transaction open under producer id %d, epoch %d",
+                     self.transactional_id, self.producer_id, self.producer_epoch)
+        return self.producer_id, self.producer_epoch
 
     def write_rows(
         self,
@@ -260,6 +269,7 @@ class PartitionTransaction:
         if self._produced == 0:
             self.release()
             return None
+        self.identity()
         committable = self._verify()
         self.release()
         return committable
@@ -322,13 +332,16 @@ class PartitionTransaction:
         """Poll until librdkafka's statistics report the id/epoch init_transactions obtained."""
         producer = self._require_producer()
         deadline = time.monotonic() + max(5.0, 50 * STATISTICS_INTERVAL_MS / 1000)
-        self._stats = {}
-        while time.monotonic() < deadline:
-            producer.poll(STATISTICS_INTERVAL_MS / 1000)
+        while True:
+            # Statistics emitted after init_transactions() (state Assigned) carry our id/epoch;
+            # any received while producing and flushing will do.
             eos = self._stats.get("eos") or {}
             pid = int(eos.get("producer_id", -1))
             if pid >= 0 and eos.get("idemp_state") == "Assigned":
                 return pid, int(eos.get("producer_epoch", -1))
+            if time.monotonic() >= deadline:
+                break
+            producer.poll(STATISTICS_INTERVAL_MS / 1000)
         raise KafkaEosError(
             "librdkafka did not report a producer id/epoch in its statistics after init_transactions",
             transactional_id=self.transactional_id,

@@ -109,46 +109,46 @@ def write_exactly_once(
         id_for_partition = naming_support.id_factory(naming_strategy, transactional_id_prefix, checkpoint_id,
                                                      partitions=partitions, in_use=in_use)
 
-    started_ms = _now_ms()
-    prepare = _partition_preparer(
-        confluent_config=config.confluent(),
-        topic=topic,
-        id_for_partition=id_for_partition,
-        transaction_timeout_ms=transaction_timeout_ms,
-        protocol=protocol,
-        has_headers=headers_col is not None,
-        has_partition=partition_col is not None,
-        plan=plan,
-    )
-    columns = [df[key_col].alias("k"), df[value_col].alias("v")]
-    if headers_col is not None:
-        columns.append(df[headers_col].alias("h"))
-    if partition_col is not None:
-        columns.append(df[partition_col].cast("int").alias("p"))
-    rows = df.select(*columns).mapInArrow(prepare, _COMMITTABLE_SCHEMA).collect()
-    committables = [Committable.from_dict(json.loads(r["committable"]), source="spark task result")
-                    for r in rows]
-    _check_one_per_transactional_id(committables)
-    _verify_still_prepared(config, committables)
+        started_ms = _now_ms()
+        prepare = _partition_preparer(
+            confluent_config=config.confluent(),
+            topic=topic,
+            id_for_partition=id_for_partition,
+            transaction_timeout_ms=transaction_timeout_ms,
+            protocol=protocol,
+            has_headers=headers_col is not None,
+            has_partition=partition_col is not None,
+            plan=plan,
+        )
+        columns = [df[key_col].alias("k"), df[value_col].alias("v")]
+        if headers_col is not None:
+            columns.append(df[headers_col].alias("h"))
+        if partition_col is not None:
+            columns.append(df[partition_col].cast("int").alias("p"))
+        rows = df.select(*columns).mapInArrow(prepare, _COMMITTABLE_SCHEMA).collect()
+        committables = [Committable.from_dict(json.loads(r["committable"]), source="spark task result")
+                        for r in rows]
+        _check_one_per_transactional_id(committables)
+        _verify_still_prepared(admin, committables)
 
-    plan.before_manifest()
-    now = _now_ms()
-    manifest = Manifest(
-        pipeline_id=pipeline_id,
-        checkpoint_id=checkpoint_id,
-        transactional_id_prefix=transactional_id_prefix,
-        naming_strategy=naming_strategy,
-        topic=topic,
-        status=ManifestStatus.PREPARED,
-        committables=sorted(committables, key=lambda c: c.transactional_id),
-        created_at_ms=now,
-        updated_at_ms=now,
-    )
-    write_manifest(this_uri, manifest)
-    log.info("checkpoint %d of %s prepared: %d transaction(s), %d record(s) in %.1fs -> %s", checkpoint_id,
-             pipeline_id, len(committables), sum(c.record_count for c in committables),
-             (now - started_ms) / 1000, this_uri)
-    return manifest
+        plan.before_manifest()
+        now = _now_ms()
+        manifest = Manifest(
+            pipeline_id=pipeline_id,
+            checkpoint_id=checkpoint_id,
+            transactional_id_prefix=transactional_id_prefix,
+            naming_strategy=naming_strategy,
+            topic=topic,
+            status=ManifestStatus.PREPARED,
+            committables=sorted(committables, key=lambda c: c.transactional_id),
+            created_at_ms=now,
+            updated_at_ms=now,
+        )
+        write_manifest(this_uri, manifest)
+        log.info("checkpoint %d of %s prepared: %d transaction(s), %d record(s) in %.1fs -> %s",
+                 checkpoint_id, pipeline_id, len(committables), sum(c.record_count for c in committables),
+                 (now - started_ms) / 1000, this_uri)
+        return manifest
 
 
 def manifest_uri_for(base_uri: str, pipeline_id: str, checkpoint_id: int) -> str:
@@ -185,23 +185,23 @@ def _partition_preparer(
     """The function Spark runs once per partition (it is pickled with everything it closes over)."""
 
     def prepare_partition(batches: Iterator[Any]) -> Iterator[Any]:
+        from concurrent.futures import ThreadPoolExecutor
+
         import pyarrow as pa
         from pyspark import TaskContext
 
         from airflow_provider_kafka_eos.kafka.producer import PartitionTransaction
+        from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
         from airflow_provider_kafka_eos.spark.faults import kill_worker
 
         context = TaskContext.get()
         partition, attempt = context.partitionId(), context.attemptNumber()
         transactional_id = id_for_partition(partition)
-        admin_holder: dict[str, Any] = {}
-
-        def describe(ids: list[str]) -> Any:
-            from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
-
-            admin = TransactionAdmin(KafkaClientConfig.from_mapping(confluent_config, source="spark task"))
-            admin_holder["admin"] = admin.__enter__()
-            return admin_holder["admin"].describe(ids)
+        # The verification after flush needs an admin connection: open it while rows are written.
+        connecting = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-eos-admin")
+        admin_future = connecting.submit(
+            lambda: TransactionAdmin(KafkaClientConfig.from_mapping(confluent_config, source="spark task"))
+        )
 
         txn = PartitionTransaction(
             confluent_config=confluent_config,
@@ -209,7 +209,7 @@ def _partition_preparer(
             topic=topic,
             transaction_timeout_ms=transaction_timeout_ms,
             protocol=protocol,
-            describe=describe,
+            describe=lambda ids: admin_future.result().describe(ids),
         )
         try:
             txn.begin()
@@ -231,9 +231,9 @@ def _partition_preparer(
             plan.check_task_failure(partition)
             committable = txn.prepare()
         finally:
-            admin = admin_holder.get("admin")
-            if admin is not None:
-                admin.__exit__(None, None, None)
+            connecting.shutdown(wait=True)
+            if admin_future.exception() is None:
+                admin_future.result().close()
         if committable is not None:
             yield pa.RecordBatch.from_pydict({"committable": [json.dumps(committable.to_dict())]})
 
@@ -252,7 +252,7 @@ def _check_one_per_transactional_id(committables: list[Committable]) -> None:
         seen.add(c.transactional_id)
 
 
-def _verify_still_prepared(config: KafkaClientConfig, committables: list[Committable]) -> None:
+def _verify_still_prepared(admin: Any, committables: list[Committable]) -> None:
     """Re-check every committable on the coordinator right before the vote is written.
 
     A task attempt that Spark gave up on (lost executor) can finish after a newer attempt of the
@@ -260,27 +260,24 @@ def _verify_still_prepared(config: KafkaClientConfig, committables: list[Committ
     that lists a fenced transaction would only defer the failure to the commit task, so the job
     fails here instead and its retry (restore + produce again) repairs it.
     """
-    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
-
     if not committables:
         return
-    with TransactionAdmin(config) as admin:
-        descriptions = admin.describe([c.transactional_id for c in committables], missing_ok=True)
-        for c in committables:
-            description = descriptions.get(c.transactional_id)
-            try:
-                if description is None:
-                    raise ProducerFencedError("the coordinator no longer knows this transactional id",
-                                              transactional_id=c.transactional_id)
-                admin.verify_committable(c, description)
-            except KafkaEosError as exc:
-                # Same class, id and runbook; the cause says what the job did about it.
-                raise type(exc)(
-                    f"{exc.cause}; the job wrote no manifest and fails, so that its retry produces the "
-                    "checkpoint again",
-                    transactional_id=exc.transactional_id,
-                    runbook=exc.runbook,
-                ) from None
+    descriptions = admin.describe([c.transactional_id for c in committables], missing_ok=True)
+    for c in committables:
+        description = descriptions.get(c.transactional_id)
+        try:
+            if description is None:
+                raise ProducerFencedError("the coordinator no longer knows this transactional id",
+                                          transactional_id=c.transactional_id)
+            admin.verify_committable(c, description)
+        except KafkaEosError as exc:
+            # Same class, id and runbook; the cause says what the job did about it.
+            raise type(exc)(
+                f"{exc.cause}; the job wrote no manifest and fails, so that its retry produces the "
+                "checkpoint again",
+                transactional_id=exc.transactional_id,
+                runbook=exc.runbook,
+            ) from None
 
 
 def _validate(topic: str, prefix: str, checkpoint_id: int, naming_strategy: str, timeout_ms: int) -> None:

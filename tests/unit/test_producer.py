@@ -58,9 +58,10 @@ def test_statistics_report_the_producer_id_and_epoch_the_coordinator_holds(kafka
     # A second producer with the same id fences the first: the stats must show the bumped epoch.
     second = _txn(kafka_broker, admin, tid, topic)
     second.begin()
-    assert second.producer_id == committable.producer_id
-    assert second.producer_epoch > committable.producer_epoch
-    assert admin.describe([tid])[tid].producer_epoch == second.producer_epoch
+    second_id, second_epoch = second.identity()
+    assert second_id == committable.producer_id
+    assert second_epoch > committable.producer_epoch
+    assert admin.describe([tid])[tid].producer_epoch == second_epoch
     second.release()
     assert count_keys(kafka_broker.bootstrap, topic) == {}  # the fenced transaction was aborted
 
