@@ -5,6 +5,8 @@ Every test ends with a read_committed consumer: each expected key exactly once, 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
@@ -214,3 +216,52 @@ def test_probing_aborts_what_a_wider_failed_attempt_of_this_checkpoint_left(
     with _admin(kafka_broker) as admin:
         assert admin.describe([f"{prefix}-2-9"])[f"{prefix}-2-9"].state != TxnState.ONGOING
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), _keys("w", 90))
+
+
+@pytest.mark.parametrize("transaction_version", [1, 2])
+def test_committables_record_the_clusters_commit_protocol(
+    spark, kafka_broker_factory, tmp_path, unique_name, transaction_version
+):
+    """TV1 and TV2 (Kafka 4) clusters: the committable says which EndTxn the commit must send."""
+    broker = kafka_broker_factory(transaction_version=transaction_version)
+    prefix, topic = unique_name(f"tv{transaction_version}"), unique_name("out")
+    manifest = _write(keyed_frame(spark, "v", 60, 2), broker, tmp_path, prefix, topic, 1)
+    assert {c.transaction_version for c in manifest.committables} == {transaction_version}
+    end_txn = {c.end_txn_version for c in manifest.committables}
+    assert end_txn == {5} if transaction_version == 2 else max(end_txn) <= 4
+    commit_manifest(broker.bootstrap, manifest)
+    assert_exactly_once(count_keys(broker.bootstrap, topic), _keys("v", 60))
+
+
+def test_headers_and_partition_columns_travel_through_arrow(spark, kafka_broker, tmp_path, unique_name):
+    from confluent_kafka import Consumer, TopicPartition
+
+    prefix, topic = unique_name("hdrs"), unique_name("out")
+    df = spark.createDataFrame(
+        [(f"h-{i}", f"v{i}", [("trace", f"t{i}".encode())], 0) for i in range(20)],
+        "key string, value string, headers array<struct<key: string, value: binary>>, part int",
+    ).repartition(2)
+    manifest = _write(
+        df, kafka_broker, tmp_path, prefix, topic, 1, headers_col="headers", partition_col="part"
+    )
+    assert {p.partition for c in manifest.committables for p in c.partitions} == {0}
+    commit_manifest(kafka_broker.bootstrap, manifest)
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), _keys("h", 20))
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka_broker.bootstrap,
+            "group.id": unique_name("g"),
+            "isolation.level": "read_committed",
+        }
+    )
+    seen = {}
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 20
+        while len(seen) < 20 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                seen[msg.key().decode()] = msg.headers()
+    finally:
+        consumer.close()
+    assert seen["h-7"] == [("trace", b"t7")] and len(seen) == 20
