@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import socket
 import struct
 
 import pytest
@@ -80,7 +82,6 @@ def test_random_bodies_for_every_api_never_take_the_broker_down(
 ):
     """Seeded fuzzing: a valid header for every advertised API and version, then random bytes."""
     import random
-    import socket
 
     broker = kafka_broker_factory()
     versions = raw_client(broker.bootstrap).request(ApiVersionsRequest(), ApiVersionsResponse, 0).api_keys
@@ -103,3 +104,76 @@ def test_random_bodies_for_every_api_never_take_the_broker_down(
     assert "unexpected error" not in broker.log_tail(
         100_000
     )  # every bad body was refused, none crashed a handler
+
+
+def test_pipelined_requests_are_answered_in_order(raw_client):
+    """200 requests sent before reading any answer (more than the broker queues before pausing reads)."""
+    client = raw_client()
+    payloads = []
+    for correlation_id in range(1, 201):
+        request = MetadataRequest(topics=[], allow_auto_topic_creation=False)
+        request.with_header(correlation_id=correlation_id, client_id="pipelined")
+        payload = bytes(request.encode(version=12, header=True))
+        payloads.append(struct.pack(">i", len(payload)) + payload)
+    client.send_bytes(b"".join(payloads))
+    for correlation_id in range(1, 201):
+        client.correlation_id = correlation_id
+        assert client.read_response(MetadataResponse, 12).brokers  # read_response checks the order
+
+
+def test_frames_split_at_awkward_points_are_reassembled(kafka_broker, raw_client, unique_name):
+    """A 300 KB produce request (bigger than the 64 KB receive buffer) sent in ragged pieces.
+
+    With TCP_NODELAY each piece leaves as its own segment; the kernel may still merge some on the
+    receiving side, so the splits exercised vary, but the frame is always bigger than the buffer.
+    """
+    import os
+
+    from kafka.protocol.producer import ProduceRequest, ProduceResponse
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    topic = unique_name("ragged")
+    client = raw_client()
+    client.request(
+        MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=True
+        ),
+        MetadataResponse,
+        12,
+    )
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    for i in range(30):
+        builder.append(
+            i, timestamp=1_700_000_000_000, key=f"k{i}".encode(), value=os.urandom(10_000), headers=[]
+        )
+    data = ProduceRequest.TopicProduceData
+    request = ProduceRequest(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=5000,
+        topic_data=[
+            data(
+                name=topic,
+                partition_data=[data.PartitionProduceData(index=0, records=bytes(builder.build()))],
+            )
+        ],
+    )
+    client.correlation_id += 1
+    request.with_header(correlation_id=client.correlation_id, client_id="ragged")
+    payload = bytes(request.encode(version=9, header=True))
+    frame = struct.pack(">i", len(payload)) + payload
+    assert len(frame) > 300_000
+    cuts = [0, 2, 5, 11, 4099, 70_000, 70_001, len(frame)]  # inside the size, the header, the body
+    for start, end in itertools.pairwise(cuts):
+        client.send_bytes(frame[start:end])
+    response = client.read_response(ProduceResponse, 9)
+    assert response.responses[0].partition_responses[0].error_code == 0
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [f"k{i}".encode() for i in range(30)])

@@ -201,16 +201,12 @@ class Broker:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        from .server import serve_connection
+        from .server import FrameProtocol
 
         self._api_max_versions = None
         try:
-            self._server = await asyncio.start_server(
-                lambda r, w: serve_connection(self, r, w),
-                self.config.host,
-                self.config.port,
-                reuse_address=True,
-                limit=1 << 20,
+            self._server = await asyncio.get_running_loop().create_server(
+                lambda: FrameProtocol(self), self.config.host, self.config.port, reuse_address=True
             )
         except OSError as exc:
             raise BrokerStartupError(
@@ -226,10 +222,13 @@ class Broker:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
-            tasks = [h.task for h in list(self.connections) if h.task is not None]
+            handlers = list(self.connections)
+            tasks = [h.task for h in handlers if h.task is not None]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            for handler in handlers:
+                handler.transport.close()
             try:
                 await asyncio.wait_for(self._server.wait_closed(), timeout=5)
             except asyncio.TimeoutError:

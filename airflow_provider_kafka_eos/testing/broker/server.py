@@ -1,4 +1,4 @@
-"""The network layer: one asyncio task per connection, Kafka framing, headers, dispatch.
+"""The network layer: a buffered protocol and one asyncio task per connection, framing, dispatch.
 
 Requests on one connection are answered strictly in order (Kafka mutes a channel while a
 request is in flight, and clients rely on that ordering). Anything malformed closes only the
@@ -11,6 +11,7 @@ import asyncio
 import inspect
 import logging
 import struct
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -111,51 +112,176 @@ def response_header(correlation_id: int, api_key: int, flexible: bool) -> bytes:
     return _INT32.pack(correlation_id)
 
 
-class ConnectionHandler:
-    """Reads frames from one client and answers them, one at a time, in order."""
+class FrameProtocol(asyncio.BufferedProtocol):
+    """Receives Kafka frames with as few copies as asyncio allows, and queues them whole.
 
-    def __init__(self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    Small frames land in a 64 KiB scratch buffer and are copied out once; a frame larger than
+    that (a produce request of a megabyte) gets its own buffer, and the kernel writes the rest of
+    it straight there (``recv_into``), so big payloads are never copied on the way in. Reading
+    pauses while more than a few frames wait, so a slow handler pushes back on the client.
+    """
+
+    SCRATCH_BYTES = 64 * 1024
+    _PAUSE_AT, _RESUME_AT = 16, 4
+
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername")
+        self.transport: asyncio.Transport | None = None
+        self.frames: deque[bytes | bytearray] = deque()
+        self.bad_frame_size: int | None = None
+        self.closed = False
+        self._scratch = bytearray(self.SCRATCH_BYTES)
+        self._filled = 0
+        self._big: bytearray | None = None
+        self._big_filled = 0
+        self._reading_paused = False
+        self._writing_paused = False
+        self._frame_waiter: asyncio.Future | None = None
+        self._write_waiter: asyncio.Future | None = None
+
+    # ------------------------------------------------------------------ asyncio callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        handler = ConnectionHandler(self.broker, self)
+        handler.task = asyncio.get_running_loop().create_task(handler.serve())
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:
+            return memoryview(self._big)[self._big_filled :]
+        return memoryview(self._scratch)[self._filled :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._big is not None:
+            self._big_filled += nbytes
+            if self._big_filled == len(self._big):
+                big, self._big = self._big, None
+                self._push(big)
+            return
+        self._filled += nbytes
+        self._split_scratch()
+
+    def eof_received(self) -> bool:
+        return False  # close the transport: a half-closed client sends no more requests
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._wake("_frame_waiter")
+        self._wake("_write_waiter")
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._wake("_write_waiter")
+
+    # ------------------------------------------------------------------ framing
+
+    def _split_scratch(self) -> None:
+        data, pos, end = self._scratch, 0, self._filled
+        while end - pos >= 4 and self.bad_frame_size is None:
+            (size,) = _INT32.unpack_from(data, pos)
+            if size < 0 or size > MAX_REQUEST_BYTES:
+                self.bad_frame_size = size
+                self._wake("_frame_waiter")
+                break
+            if end - pos - 4 >= size:
+                self._push(bytes(memoryview(data)[pos + 4 : pos + 4 + size]))
+                pos += 4 + size
+                continue
+            if 4 + size > len(data):  # too big for the scratch buffer: receive the rest in place
+                have = end - pos - 4
+                self._big = bytearray(size)
+                self._big[:have] = memoryview(data)[pos + 4 : end]
+                self._big_filled = have
+                pos = end
+            break
+        if pos:
+            rest = end - pos
+            data[:rest] = data[pos:end]
+            self._filled = rest
+
+    def _push(self, frame: bytes | bytearray) -> None:
+        self.frames.append(frame)
+        self._wake("_frame_waiter")
+        if len(self.frames) >= self._PAUSE_AT and not self._reading_paused and self.transport is not None:
+            self.transport.pause_reading()
+            self._reading_paused = True
+
+    def _wake(self, attribute: str) -> None:
+        waiter = getattr(self, attribute)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        setattr(self, attribute, None)
+
+    # ------------------------------------------------------------------ for the handler
+
+    async def next_frame(self) -> bytes | bytearray | None:
+        """The next whole frame, or None when the connection is over (closed or a bad frame size)."""
+        while not self.frames:
+            if self.closed or self.bad_frame_size is not None:
+                return None
+            self._frame_waiter = asyncio.get_running_loop().create_future()
+            await self._frame_waiter
+        frame = self.frames.popleft()
+        if self._reading_paused and len(self.frames) <= self._RESUME_AT and not self.closed:
+            self.transport.resume_reading()
+            self._reading_paused = False
+        return frame
+
+    async def drain(self) -> None:
+        """Wait while the transport's write buffer is over its high-water mark."""
+        while self._writing_paused and not self.closed:
+            self._write_waiter = asyncio.get_running_loop().create_future()
+            await self._write_waiter
+
+
+class ConnectionHandler:
+    """Answers one client's frames, one at a time, in order."""
+
+    def __init__(self, broker: Broker, protocol: FrameProtocol) -> None:
+        self.broker = broker
+        self.protocol = protocol
+        self.transport = protocol.transport
+        peer = self.transport.get_extra_info("peername")
         self.task: asyncio.Task | None = None
         self.conn = Connection(
             peer=f"{peer[0]}:{peer[1]}" if peer else "?", sasl_required=broker.sasl_enabled
         )
 
-    async def run(self) -> None:
+    async def serve(self) -> None:
+        self.broker.connections.add(self)
         try:
-            while True:
-                try:
-                    prefix = await self.reader.readexactly(4)
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    return
-                (size,) = _INT32.unpack(prefix)
-                if size < 0 or size > MAX_REQUEST_BYTES:
-                    log.info("%s: frame size %d out of range; closing", self.conn.peer, size)
-                    return
-                try:
-                    frame = await self.reader.readexactly(size)
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    return
+            await self.run()
+        except asyncio.CancelledError:
+            pass  # the broker is stopping
+        finally:
+            self.broker.connections.discard(self)
+            self.transport.close()
+
+    async def run(self) -> None:
+        protocol = self.protocol
+        try:
+            while (frame := await protocol.next_frame()) is not None:
                 try:
                     await self.handle_frame(frame)
                 except CloseConnection as close:
                     log.info("%s: closing connection: %s", self.conn.peer, close)
                     return
-                if self.writer.transport.get_write_buffer_size() > 1 << 20:
-                    await self.writer.drain()
+                await protocol.drain()
+            if protocol.bad_frame_size is not None:
+                log.info("%s: frame size %d out of range; closing", self.conn.peer, protocol.bad_frame_size)
         except ConnectionError:
             return  # the client went away while we were answering
         except Exception:
             log.exception("%s: unexpected error; closing the connection", self.conn.peer)
-        finally:
-            self.writer.close()
 
     def send(self, payload: bytes | bytearray, header: bytes) -> None:
-        self.writer.write(_INT32.pack(len(header) + len(payload)) + header)
-        self.writer.write(payload)
+        if self.transport.is_closing():
+            return
+        self.transport.write(_INT32.pack(len(header) + len(payload)) + header)
+        self.transport.write(payload)
 
     async def handle_frame(self, frame: bytes) -> None:
         if self.conn.sasl_raw:
@@ -202,7 +328,7 @@ class ConnectionHandler:
         except CloseConnection as close:
             if close.response is not None:
                 self._send_response(close.response, api_key, api_version, correlation_id, reg)
-                await self.writer.drain()
+                await self.protocol.drain()
             raise
         if response is None:
             return
@@ -219,17 +345,3 @@ class ConnectionHandler:
             for k, mn, mx in advertised_versions(self.broker)
         ]
         return ApiVersionsResponse(error_code=codes.UNSUPPORTED_VERSION, api_keys=keys).encode(version=0)
-
-
-async def serve_connection(
-    broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-) -> None:
-    handler = ConnectionHandler(broker, reader, writer)
-    handler.task = asyncio.current_task()
-    broker.connections.add(handler)
-    try:
-        await handler.run()
-    except asyncio.CancelledError:
-        pass  # the broker is stopping
-    finally:
-        broker.connections.discard(handler)
