@@ -124,12 +124,9 @@ def run(args: argparse.Namespace) -> str:
     from pyspark.sql import SparkSession
 
     from airflow_provider_kafka_eos.kafka.errors import UsageError
+    from airflow_provider_kafka_eos.kafka.manifest import manifest_uri
     from airflow_provider_kafka_eos.spark.faults import FaultPlan
-    from airflow_provider_kafka_eos.spark.writer import (
-        DEFAULT_TRANSACTION_TIMEOUT_MS,
-        manifest_uri_for,
-        write_exactly_once,
-    )
+    from airflow_provider_kafka_eos.spark.writer import DEFAULT_TRANSACTION_TIMEOUT_MS, write_exactly_once
 
     params = _json_object(args.params, "--params")
     config = load_client_config()
@@ -160,7 +157,7 @@ def run(args: argparse.Namespace) -> str:
         fault_plan=plan,
     )
     plan.after_manifest()
-    uri = manifest_uri_for(args.manifest_base_uri, args.pipeline_id, manifest.checkpoint_id)
+    uri = manifest_uri(args.manifest_base_uri, args.pipeline_id, manifest.checkpoint_id)
     log.info("checkpoint %d: manifest %s is %s with %d transaction(s)", manifest.checkpoint_id, uri,
              manifest.status.value, len(manifest.committables))
     return uri

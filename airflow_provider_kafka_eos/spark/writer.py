@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from airflow_provider_kafka_eos.kafka import manifest as manifests
 from airflow_provider_kafka_eos.kafka.committable import Committable
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import (
@@ -28,7 +29,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
     SpeculativeExecutionError,
     UsageError,
 )
-from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, manifest_uri, write_manifest
+from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, write_manifest
 from airflow_provider_kafka_eos.kafka.producer import TransactionProtocol
 from airflow_provider_kafka_eos.spark import naming_support
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
@@ -75,7 +76,7 @@ def write_exactly_once(
     _validate(topic, transactional_id_prefix, checkpoint_id, naming_strategy, transaction_timeout_ms)
     refuse_speculation(df.sparkSession)
     plan = fault_plan if fault_plan is not None else FaultPlan.from_env()
-    this_uri = manifest_uri_for(manifest_uri, pipeline_id, checkpoint_id)
+    this_uri = manifests.manifest_uri(manifest_uri, pipeline_id, checkpoint_id)
 
     from airflow_provider_kafka_eos.kafka.restore import restore_pipeline
     from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
@@ -149,10 +150,6 @@ def write_exactly_once(
                  checkpoint_id, pipeline_id, len(committables), sum(c.record_count for c in committables),
                  (now - started_ms) / 1000, this_uri)
         return manifest
-
-
-def manifest_uri_for(base_uri: str, pipeline_id: str, checkpoint_id: int) -> str:
-    return manifest_uri(base_uri, pipeline_id, checkpoint_id)
 
 
 def refuse_speculation(spark: Any) -> None:
