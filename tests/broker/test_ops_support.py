@@ -8,17 +8,16 @@ committable is read back from the coordinator (DescribeTransactions), as the tas
 
 from __future__ import annotations
 
-import gc
 import time
 import uuid
 from collections.abc import Iterable, Sequence
 
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from airflow_provider_kafka_eos.kafka.committable import Committable
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin, TransactionDescription
+from airflow_provider_kafka_eos.testing.transactions import produce_transaction
 
 
 def unique(prefix: str) -> str:
@@ -54,24 +53,15 @@ def open_transaction(
 
     ``bootstrap`` is a bootstrap string or a librdkafka config (e.g. with SASL settings).
     """
-    base = {"bootstrap.servers": bootstrap} if isinstance(bootstrap, str) else dict(bootstrap)
-    producer = Producer(
-        {
-            **base,
-            "transactional.id": transactional_id,
-            "transaction.timeout.ms": timeout_ms,
-            "linger.ms": 0,
-        }
+    produce_transaction(
+        bootstrap,
+        transactional_id,
+        topic,
+        keys,
+        partitions=list(partitions),
+        transaction_timeout_ms=timeout_ms,
+        **{"linger.ms": 0},
     )
-    producer.init_transactions(15)
-    producer.begin_transaction()
-    parts = list(partitions)
-    for i, key in enumerate(keys):
-        producer.produce(topic, key=key, value=b"v", partition=parts[i % len(parts)])
-    remaining = producer.flush(15)
-    assert remaining == 0, f"{remaining} record(s) not delivered"
-    del producer  # release without close(): close() would abort the open transaction
-    gc.collect()
     described = admin.describe([transactional_id])[transactional_id]
     assert described.state == "Ongoing", (
         f"{transactional_id} is {described.state} after the producer was released"

@@ -9,11 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
-
 from airflow_provider_kafka_eos.kafka.committable import Committable, TopicPartition
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+from airflow_provider_kafka_eos.testing.transactions import produce_transaction
 
 CLI = str(Path(sys.executable).with_name("kafka-eos-txn"))
 
@@ -37,19 +36,7 @@ def open_transaction(
     The producer is released by dropping the reference (never ``close()``, which aborts in
     confluent-kafka 2.16), so the transaction stays open on the coordinator.
     """
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "transactional.id": transactional_id,
-            "transaction.timeout.ms": timeout_ms,
-        }
-    )
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for key in keys:
-        producer.produce(topic, key=key, value=b"v-" + key)
-    assert producer.flush(30) == 0
-    del producer
+    produce_transaction(bootstrap, transactional_id, topic, keys, transaction_timeout_ms=timeout_ms)
 
 
 def describe(bootstrap: str, transactional_id: str):

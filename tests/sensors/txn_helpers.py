@@ -13,12 +13,11 @@ import json
 import time
 from collections.abc import Sequence
 
-from confluent_kafka import Producer
-
 from airflow_provider_kafka_eos.kafka.committable import Committable
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, manifest_uri, write_manifest
 from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+from airflow_provider_kafka_eos.testing.transactions import produce_transaction
 
 
 def produce_in_transaction(
@@ -31,22 +30,15 @@ def produce_in_transaction(
     partition: int = 0,
 ) -> None:
     """Write ``keys`` in one transaction; commit it, or leave it open (Ongoing) on the coordinator."""
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "transactional.id": transactional_id,
-            "transaction.timeout.ms": 600_000,
-        }
+    produce_transaction(
+        bootstrap,
+        transactional_id,
+        topic,
+        [key.encode() for key in keys],
+        commit=commit,
+        partitions=[partition],
+        transaction_timeout_ms=600_000,
     )
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for key in keys:
-        producer.produce(topic, key=key.encode(), value=b"v", partition=partition)
-    remaining = producer.flush(30)
-    assert remaining == 0, f"{remaining} record(s) of {transactional_id} were not delivered"
-    if commit:
-        producer.commit_transaction(30)
-    del producer  # released without close(): an open transaction stays open
 
 
 def wait_until_older_than(

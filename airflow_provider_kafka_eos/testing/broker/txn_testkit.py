@@ -21,6 +21,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
 
+from airflow_provider_kafka_eos.testing.transactions import produce_transaction
+
 _INT32 = struct.Struct(">i")
 
 
@@ -119,9 +121,7 @@ def leave_open(bootstrap: str, transactional_id: str, topic: str, keys: list[byt
     The producer is released by dropping the reference, never ``close()``d: confluent-kafka's
     close() aborts an open transaction (see prior-art.md), destroy does not.
     """
-    producer = transactional_producer(bootstrap, transactional_id, **config)
-    produce_in_transaction(producer, topic, keys)
-    del producer
+    produce_transaction(bootstrap, transactional_id, topic, keys, **config)
 
 
 def admin(bootstrap: str, **config: Any) -> KafkaAdminClient:
