@@ -8,6 +8,7 @@ the dags folder, so DAG tests run exactly the files users copy.
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 import subprocess
@@ -27,6 +28,9 @@ os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO")
 # Spark workers must run this interpreter (the venv's), not the first python3 on PATH.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# py4j logs "Closing down clientserver connection" from a finaliser at interpreter exit, after
+# pytest closed its streams; that INFO line adds only a "Logging error" trace after the summary.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture(scope="session")

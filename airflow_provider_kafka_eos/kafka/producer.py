@@ -159,7 +159,12 @@ class PartitionTransaction:
         try:
             producer.init_transactions(self._init_timeout_s)
         except Exception as exc:
-            raise _translate(exc, self.transactional_id, "init_transactions") from None
+            error = _translate(exc, self.transactional_id, "init_transactions")
+            # A producer that could not initialise holds no transaction; drop it (and this
+            # frame's reference, which the traceback would keep) so it stops dialling the brokers.
+            del producer
+            self.release()
+            raise error from None
         producer.begin_transaction()
 
     def identity(self) -> tuple[int, int]:
