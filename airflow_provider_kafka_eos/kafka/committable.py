@@ -75,7 +75,10 @@ class Committable:
     producer_id: int
     producer_epoch: int
     partitions: tuple[TopicPartition, ...]
-    record_count: int
+    # None only for a committable built by hand from (id, producer id, epoch), e.g. a manual
+    # commit: nobody counted its records. A manifest always holds a positive count (from_dict
+    # requires an int, and write_manifest validates by a round trip).
+    record_count: int | None
     prepared_at_ms: int  # wall clock when the task verified the transaction
     transaction_start_ms: int  # coordinator's txnStartTimestamp (DescribeTransactions)
     transaction_timeout_ms: int
@@ -91,6 +94,11 @@ class Committable:
         )
         object.__setattr__(self, "partitions", parts)
         self.validate(_SOURCE.get())
+
+    @property
+    def records_text(self) -> str:
+        """For messages: "250 record(s)", or that nobody counted them."""
+        return "record count unknown" if self.record_count is None else f"{self.record_count} record(s)"
 
     @property
     def deadline_ms(self) -> int:
@@ -113,7 +121,7 @@ class Committable:
             raise ManifestError(
                 f"{where}: field 'partitions' must not be empty (an empty transaction has no committable)"
             )
-        if self.record_count <= 0:
+        if self.record_count is not None and self.record_count <= 0:
             raise ManifestError(f"{where}: field 'record_count' must be > 0, got {self.record_count}")
         if self.transaction_timeout_ms <= 0:
             raise ManifestError(f"{where}: field 'transaction_timeout_ms' must be > 0")
@@ -176,7 +184,7 @@ class Committable:
     def __str__(self) -> str:
         return (
             f"{self.transactional_id} (producer id {self.producer_id}, epoch {self.producer_epoch}, "
-            f"{len(self.partitions)} partition(s), {self.record_count} record(s))"
+            f"{len(self.partitions)} partition(s), {self.records_text})"
         )
 
 

@@ -850,7 +850,7 @@ def verify_committable(
         )
         raise DataLossError(
             f"the prepared transaction (producer id {c.producer_id}, epoch {c.producer_epoch}, "
-            f"{c.record_count} record(s)) {how} (state {_state(state)}, epoch "
+            f"{c.records_text}) {how} (state {_state(state)}, epoch "
             f"{d.producer_epoch}){_timeout_hint(c, now)}; its records can no longer be committed",
             transactional_id=tid,
         )

@@ -77,6 +77,7 @@ def test_committable_two_phase_defaults_to_false_when_absent():
         (lambda d: d.update(partitions=[]), "'partitions' must not be empty"),
         (lambda d: d.update(partitions=[{"topic": "t"}]), "partitions[0].partition"),
         (lambda d: d.update(record_count=0), "'record_count' must be > 0"),
+        (lambda d: d.update(record_count=None), "'record_count' must be int"),
         (lambda d: d.update(transaction_version=3), "'transaction_version' must be 1 or 2"),
         (lambda d: d.update(end_txn_version=4), "transaction_version 2 needs end_txn_version 5"),
         (lambda d: d.update(password="x"), "unknown field 'password'"),
@@ -90,6 +91,18 @@ def test_committable_validation_names_the_field(mutate, needle):
         Committable.from_dict(data, source="s3://b/m.json committables[0]")
     assert needle in str(info.value)
     assert "s3://b/m.json committables[0]" in str(info.value)
+
+
+def test_a_hand_built_committable_may_have_no_record_count_but_a_manifest_may_not(tmp_path):
+    """A manual commit (id + producer id + epoch) knows no record count and must not invent one;
+    a manifest, written by the writer that counted, always carries it."""
+    uncounted = committable(record_count=None)
+    assert "record count unknown" in str(uncounted)
+    with_uncounted = manifest()
+    with_uncounted.committables = [uncounted]
+    with pytest.raises(ManifestError, match="record_count"):
+        write_manifest(str(tmp_path / "m.json"), with_uncounted)
+    assert not list(tmp_path.iterdir())  # nothing written, not even a temp file
 
 
 def test_tv1_committable_must_not_use_end_txn_v5():
