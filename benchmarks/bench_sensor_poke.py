@@ -183,7 +183,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="bench-airflow-"))
     if args.bootstrap:
         return {**run(args.bootstrap, args.count), "broker": args.bootstrap}
-    from airflow_provider_kafka_eos.testing.pytest_plugin import start_embedded_broker
+    from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
 
     broker = start_embedded_broker({"partitions": PARTITIONS, "log_level": "WARNING"})
     try:

@@ -72,7 +72,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     broker = None
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
-        from airflow_provider_kafka_eos.testing.pytest_plugin import start_embedded_broker
+        from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
 
         broker = start_embedded_broker({"partitions": opts["partitions"], "log_level": "WARNING"})
         bootstrap = broker.bootstrap

@@ -256,7 +256,7 @@ def main(argv: list[str]) -> dict[str, Any]:
         result = run(args.bootstrap, args.commit_count, args.lingering_count)
         result["broker"] = args.bootstrap
         return result
-    from airflow_provider_kafka_eos.testing.pytest_plugin import start_embedded_broker
+    from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
 
     broker = start_embedded_broker({"partitions": PARTITIONS, "log_level": "WARNING"})
     try:

@@ -84,7 +84,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT / "dags"))
     from eos_sample_events import write_batch
 
-    from airflow_provider_kafka_eos.testing.pytest_plugin import start_embedded_broker
+    from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
 
     shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir(parents=True)

@@ -49,7 +49,7 @@ def listed(txn_admin, **filters) -> dict[str, tuple[int, str]]:
 @pytest.fixture(scope="module")
 def population(kafka_broker, txn_admin):
     """Under one unique prefix: two open transactions, one committed, one Empty."""
-    from airflow_provider_kafka_eos.testing.pytest_plugin import unique_name
+    from airflow_provider_kafka_eos.testing.embedded import unique_name
 
     prefix = unique_name("adm")
     topic = unique_name("adm-topic")

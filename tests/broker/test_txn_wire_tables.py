@@ -26,7 +26,7 @@ TV1, TV2 = 3, 5  # EndTxn request versions
 
 @pytest.fixture(scope="module")
 def topic(kafka_broker):
-    from airflow_provider_kafka_eos.testing.pytest_plugin import unique_name
+    from airflow_provider_kafka_eos.testing.embedded import unique_name
 
     name = unique_name("tables")
     create_topic(kafka_broker.bootstrap, name, 2)

@@ -13,7 +13,7 @@ from txn_helpers import produce_in_transaction, set_kafka_eos_connection
 from airflow_provider_kafka_eos.kafka.classify import Findings, ScanSpec
 from airflow_provider_kafka_eos.kafka.errors import BrokerUnreachableError, ConfigError
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
-from airflow_provider_kafka_eos.testing.pytest_plugin import unique_name
+from airflow_provider_kafka_eos.testing.embedded import unique_name
 from airflow_provider_kafka_eos.triggers.lingering import LingeringTransactionTrigger
 
 SECRET = "s3cr3t-never-serialised"
