@@ -80,6 +80,18 @@ class BrokerHandle:
         """librdkafka config for this broker (bootstrap only; add SASL settings yourself)."""
         return {"bootstrap.servers": self.bootstrap, **extra}
 
+    def sasl_config(self, user: str, password: str, **extra: Any) -> dict[str, Any]:
+        """librdkafka config for a SASL/PLAIN user of a broker started with an ``acl_file``."""
+        return self.client_config(
+            **{
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": user,
+                "sasl.password": password,
+                **extra,
+            }
+        )
+
     def _needs_embedded(self, what: str) -> None:
         import pytest  # only a test ever holds a handle on a real cluster
 

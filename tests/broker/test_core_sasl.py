@@ -43,19 +43,9 @@ def sasl_broker(kafka_broker_factory, tmp_path):
     return kafka_broker_factory(acl_file=str(acl_file))
 
 
-def sasl_config(broker, user: str, password: str) -> dict:
-    return {
-        "bootstrap.servers": broker.bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": user,
-        "sasl.password": password,
-    }
-
-
 def test_authenticated_user_round_trip(sasl_broker, unique_name):
     topic = unique_name("alice")
-    config = sasl_config(sasl_broker, "alice", "alice-secret")
+    config = sasl_broker.sasl_config("alice", "alice-secret")
     producer = Producer(config)
     producer.produce(topic, key=b"k1", value=b"v")
     assert producer.flush(30) == 0
@@ -64,7 +54,7 @@ def test_authenticated_user_round_trip(sasl_broker, unique_name):
 
 def test_wrong_password_is_refused(sasl_broker):
     errors = []
-    admin = AdminClient({**sasl_config(sasl_broker, "alice", "not-the-password"), "error_cb": errors.append})
+    admin = AdminClient({**sasl_broker.sasl_config("alice", "not-the-password"), "error_cb": errors.append})
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=2)
     admin.poll(0)  # deliver the error callbacks
@@ -95,7 +85,7 @@ def test_requests_before_authentication_close_the_connection(sasl_broker, raw_cl
 
 def test_principal_reaches_the_authorizer(sasl_broker, unique_name):
     """alice may only write ``alice-*`` topics (an ACL); elsewhere she gets TOPIC_AUTHORIZATION_FAILED."""
-    producer = Producer({**sasl_config(sasl_broker, "alice", "alice-secret"), "message.timeout.ms": 5000})
+    producer = Producer({**sasl_broker.sasl_config("alice", "alice-secret"), "message.timeout.ms": 5000})
     errors = []
     producer.produce(unique_name("bob"), key=b"k", value=b"v", on_delivery=lambda err, _m: errors.append(err))
     producer.flush(15)

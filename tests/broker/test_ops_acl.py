@@ -49,18 +49,8 @@ def acl_broker(kafka_broker_factory, tmp_path):
     return kafka_broker_factory(acl_file=str(acl_file))
 
 
-def sasl(broker, user: str, password: str) -> dict:
-    return {
-        "bootstrap.servers": broker.bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": user,
-        "sasl.password": password,
-    }
-
-
 def test_missing_write_acl_is_named_and_changes_nothing(acl_broker):
-    admin_cfg = sasl(acl_broker, "admin", "admin-pw")
+    admin_cfg = acl_broker.sasl_config("admin", "admin-pw")
     topic = f"{PREFIX}-{unique('t')}"
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -72,7 +62,7 @@ def test_missing_write_acl_is_named_and_changes_nothing(acl_broker):
         before = super_admin.describe([tid])
 
         with TransactionAdmin(
-            KafkaClientConfig.from_mapping(sasl(acl_broker, "viewer", "viewer-pw-123"))
+            KafkaClientConfig.from_mapping(acl_broker.sasl_config("viewer", "viewer-pw-123"))
         ) as viewer:
             assert viewer.describe([tid])[tid].state == "Ongoing"  # DESCRIBE is granted
             with pytest.raises(AuthorizationError) as commit_err:
@@ -85,7 +75,7 @@ def test_missing_write_acl_is_named_and_changes_nothing(acl_broker):
 
         with (
             TransactionAdmin(
-                KafkaClientConfig.from_mapping(sasl(acl_broker, "stranger", "stranger-pw"))
+                KafkaClientConfig.from_mapping(acl_broker.sasl_config("stranger", "stranger-pw"))
             ) as nobody,
             pytest.raises(AuthorizationError, match="DESCRIBE on TransactionalId"),
         ):
@@ -97,11 +87,11 @@ def test_missing_write_acl_is_named_and_changes_nothing(acl_broker):
 
 def test_wrong_password_is_an_authentication_error_and_secrets_stay_out_of_logs(acl_broker, caplog):
     caplog.set_level(logging.DEBUG)
-    wrong = KafkaClientConfig.from_mapping(sasl(acl_broker, "viewer", "not-the-pw-456"))
+    wrong = KafkaClientConfig.from_mapping(acl_broker.sasl_config("viewer", "not-the-pw-456"))
     with pytest.raises(AuthorizationError) as info:
         TransactionAdmin(wrong, connect_timeout_ms=3000)
     assert "authentication" in str(info.value).lower()
-    right = KafkaClientConfig.from_mapping(sasl(acl_broker, "viewer", "viewer-pw-123"))
+    right = KafkaClientConfig.from_mapping(acl_broker.sasl_config("viewer", "viewer-pw-123"))
     with TransactionAdmin(right) as admin:
         admin.list(prefixes=[PREFIX])
     assert "Starting KafkaAdminClient" in caplog.text  # the record we redact was emitted
