@@ -16,39 +16,27 @@ _PartitionData = FetchResponse.FetchableTopicResponse.PartitionData
 _Aborted = _PartitionData.AbortedTransaction
 
 
+def _partition_error(partition: int, error_code: int):
+    """A partition answer that carries only an error (no offsets, no records)."""
+    return _PartitionData(
+        partition_index=partition,
+        error_code=error_code,
+        high_watermark=-1,
+        last_stable_offset=-1,
+        log_start_offset=-1,
+        aborted_transactions=None,
+        preferred_read_replica=-1,
+        records=b"",
+    )
+
+
 def _read_partition(ctx: RequestContext, name: str, part, isolation: int, budget: int, first: bool):
     """(PartitionData, bytes returned, log or None) for one requested partition."""
     log = ctx.broker.topics.get(name, part.partition)
     if not ctx.authorized("READ", "TOPIC", name):
-        return (
-            _PartitionData(
-                partition_index=part.partition,
-                error_code=codes.TOPIC_AUTHORIZATION_FAILED,
-                high_watermark=-1,
-                last_stable_offset=-1,
-                log_start_offset=-1,
-                aborted_transactions=None,
-                preferred_read_replica=-1,
-                records=b"",
-            ),
-            0,
-            None,
-        )
+        return _partition_error(part.partition, codes.TOPIC_AUTHORIZATION_FAILED), 0, None
     if log is None:
-        return (
-            _PartitionData(
-                partition_index=part.partition,
-                error_code=codes.UNKNOWN_TOPIC_OR_PARTITION,
-                high_watermark=-1,
-                last_stable_offset=-1,
-                log_start_offset=-1,
-                aborted_transactions=None,
-                preferred_read_replica=-1,
-                records=b"",
-            ),
-            0,
-            None,
-        )
+        return _partition_error(part.partition, codes.UNKNOWN_TOPIC_OR_PARTITION), 0, None
     hw, lso = log.high_watermark, log.last_stable_offset
     offset = part.fetch_offset
     common = {
