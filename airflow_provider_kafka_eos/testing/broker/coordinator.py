@@ -308,12 +308,9 @@ class TransactionCoordinator:
         wanted = set(partitions)
         with self._lock:
             txn = self._txns.get(transactional_id)
-            if txn is None or txn.producer_id != producer_id:
-                return Err.INVALID_PRODUCER_ID_MAPPING
-            if txn.producer_epoch != producer_epoch:
-                return Err.PRODUCER_FENCED
-            if txn.state in PREPARE_STATES:
-                return Err.CONCURRENT_TRANSACTIONS
+            refused = _refuse_producer(txn, producer_id, producer_epoch)
+            if refused is not None:
+                return refused
             if txn.state is S.ONGOING and wanted <= txn.partitions:
                 return Err.NONE
             self._add_to_transaction(txn, wanted)
@@ -352,12 +349,9 @@ class TransactionCoordinator:
         """
         with self._lock:
             txn = self._txns.get(transactional_id)
-            if txn is None or txn.producer_id != producer_id:
-                return Err.INVALID_PRODUCER_ID_MAPPING
-            if txn.producer_epoch != producer_epoch:
-                return Err.PRODUCER_FENCED
-            if txn.state in PREPARE_STATES:
-                return Err.CONCURRENT_TRANSACTIONS
+            refused = _refuse_producer(txn, producer_id, producer_epoch)
+            if refused is not None:
+                return refused
             if txn.state is S.ONGOING and (topic, partition) in txn.partitions:
                 return Err.NONE
             if implicit_add and txn.state in (S.ONGOING, S.EMPTY, *COMPLETE_STATES):
@@ -832,3 +826,18 @@ def handle_txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequest) -
     return response(
         throttle_time_ms=0, topics=[topic_cls(name=t, partitions=parts) for t, parts in by_topic.items()]
     )
+
+
+def _refuse_producer(txn: TxnMetadata | None, producer_id: int, producer_epoch: int) -> Err | None:
+    """The checks Kafka makes first when a producer adds partitions (explicitly or by producing).
+
+    Unknown id or another producer id, then a stale epoch, then a pending transition; ``None``
+    when the producer may go on.
+    """
+    if txn is None or txn.producer_id != producer_id:
+        return Err.INVALID_PRODUCER_ID_MAPPING
+    if txn.producer_epoch != producer_epoch:
+        return Err.PRODUCER_FENCED
+    if txn.state in PREPARE_STATES:
+        return Err.CONCURRENT_TRANSACTIONS
+    return None
