@@ -27,7 +27,7 @@ def produce_transaction(
     *,
     commit: bool = False,
     partitions: Sequence[int] | None = None,
-    transaction_timeout_ms: int = 120_000,
+    transaction_timeout_ms: int | None = None,
     value: Callable[[bytes], bytes] = _default_value,
     **producer_config: Any,
 ) -> None:
@@ -35,20 +35,17 @@ def produce_transaction(
 
     ``partitions`` spreads the keys round-robin over those partitions (default: the client's
     partitioner). ``bootstrap_or_config`` is a bootstrap string or a librdkafka config (SASL...).
+    ``transaction_timeout_ms`` defaults to the client's own default (60 s in librdkafka).
     """
     base = (
         {"bootstrap.servers": bootstrap_or_config}
         if isinstance(bootstrap_or_config, str)
         else dict(bootstrap_or_config)
     )
-    producer = Producer(
-        {
-            **base,
-            "transactional.id": transactional_id,
-            "transaction.timeout.ms": transaction_timeout_ms,
-            **producer_config,
-        }
-    )
+    settings = {**base, "transactional.id": transactional_id, **producer_config}
+    if transaction_timeout_ms is not None:
+        settings["transaction.timeout.ms"] = transaction_timeout_ms
+    producer = Producer(settings)
     producer.init_transactions(30)
     producer.begin_transaction()
     targets = list(partitions or ())
