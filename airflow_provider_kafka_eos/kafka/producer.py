@@ -242,9 +242,10 @@ class PartitionTransaction:
 
     def flush(self, timeout_s: float = 120.0) -> None:
         """Wait for every produced record to be acknowledged; raise on any delivery failure."""
-        producer = self._require_producer()
         try:
-            remaining = producer.flush(timeout_s)
+            # No local name for the producer: a raised error's traceback keeps this frame, and
+            # must not keep a fenced producer alive (and dialling the brokers) with it.
+            remaining = self._require_producer().flush(timeout_s)
         except Exception as exc:  # KafkaException, or SystemError wrapping one raised in a callback
             raise _translate(exc, self.transactional_id, "flush") from None
         if remaining:
@@ -271,14 +272,16 @@ class PartitionTransaction:
         transaction fails on Kafka). The coordinator never saw a partition for it, so there is
         nothing to abort either.
         """
-        self.flush()
-        if self._produced == 0:
+        try:
+            self.flush()
+            if self._produced == 0:
+                return None
+            self.identity()
+            return self._verify()
+        finally:
+            # Prepared, empty or failed (fenced by a newer attempt, undeliverable): this
+            # producer's work is over either way; dropping it never aborts the transaction.
             self.release()
-            return None
-        self.identity()
-        committable = self._verify()
-        self.release()
-        return committable
 
     def release(self) -> None:
         """Drop the producer without ``close()`` (close() would abort the prepared transaction)."""

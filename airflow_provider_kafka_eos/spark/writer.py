@@ -228,6 +228,7 @@ def _partition_preparer(
             plan.check_task_failure(partition)
             committable = txn.prepare()
         finally:
+            txn.release()  # also on failure: a fenced or failed producer must not linger in the worker
             connecting.shutdown(wait=True)
             if admin_future.exception() is None:
                 admin_future.result().close()
