@@ -9,8 +9,8 @@ driver and shipped to the tasks inside the task closure, so executors need no en
     and then its Python worker dies (``os._exit``), on attempt 0 only: Spark retries the
     task, and the retry must fence the dead attempt's open transaction.
 ``fail_task_partition=P``
-    the task of partition P raises on every attempt, after the other partitions prepared:
-    the job fails with prepared transactions and no manifest.
+    the task of partition P raises on every attempt once its records reached the broker
+    (flushed, its transaction open): the job fails with open transactions and no manifest.
 ``exit_before_manifest``
     the driver exits (code 86) after every partition prepared, before the manifest is written.
 ``exit_after_manifest``

@@ -225,6 +225,8 @@ def _partition_preparer(
                 if kill_at is not None:
                     txn.flush()
                     kill_worker()
+            if plan.fail_task_partition == partition:  # tests only: fail once the records reached Kafka
+                txn.flush()
             plan.check_task_failure(partition)
             committable = txn.prepare()
         finally:
