@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 # Ours first, theirs after: a later registration of the same API key wins, so the transaction
 # coordinator's InitProducerId replaces the idempotent-only fallback in ``produce_ids``.
-_CORE_HANDLER_MODULES = (
+CORE_HANDLER_MODULES = (
     "api_versions",
     "metadata",
     "topic_admin",
@@ -45,7 +45,7 @@ _PRODUCER_ID_BLOCK = 1000
 def load_handler_modules() -> list[str]:
     """Import every handler module so it registers; returns the optional ones that are missing."""
     missing = []
-    for name in _CORE_HANDLER_MODULES:
+    for name in CORE_HANDLER_MODULES:
         importlib.import_module(f"{__package__}.{name}")
     for name in _OPTIONAL_HANDLER_MODULES:
         try:
