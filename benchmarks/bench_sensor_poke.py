@@ -46,45 +46,12 @@ def _diff(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
     }
 
 
-def _prepared_manifest(admin: Any, base_uri: str, topic: str, ids: list[str]) -> None:
-    """A PREPARED manifest listing ``ids`` (built from DescribeTransactions, as the driver does)."""
-    from airflow_provider_kafka_eos.kafka.committable import Committable
-    from airflow_provider_kafka_eos.kafka.manifest import (
-        Manifest,
-        ManifestStatus,
-        manifest_uri,
-        write_manifest,
-    )
-
-    tv = 2 if admin.transaction_version() >= 2 else 1
-    end_txn = admin.end_txn_version()
-    now = int(time.time() * 1000)
-    committables = [
-        Committable(
-            transactional_id=tid,
-            producer_id=d.producer_id,
-            producer_epoch=d.producer_epoch,
-            partitions=d.partitions,
-            record_count=1,
-            prepared_at_ms=now,
-            transaction_start_ms=d.start_time_ms,
-            transaction_timeout_ms=d.timeout_ms,
-            transaction_version=tv,
-            end_txn_version=end_txn,
-        )
-        for tid, d in admin.describe(ids).items()
-    ]
-    write_manifest(
-        manifest_uri(base_uri, "bench", 1),
-        Manifest("bench", 1, "bench", "INCREMENTING", topic, ManifestStatus.PREPARED, committables, now, now),
-    )
-
-
 def run(bootstrap: str, count: int) -> dict[str, Any]:
     from airflow_provider_kafka_eos.kafka.classify import ScanSpec, scan
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
     from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
     from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
+    from airflow_provider_kafka_eos.testing.transactions import write_prepared_manifest
     from benchmarks.bench_txn_ops import seed_open_transactions
 
     run_id = uuid.uuid4().hex[:8]
@@ -103,7 +70,7 @@ def run(bootstrap: str, count: int) -> dict[str, Any]:
     started = time.perf_counter()
     with TransactionAdmin(config) as seeder:
         seed_open_transactions(seeder.wire, ids + foreign, topic, with_records=False)
-        _prepared_manifest(seeder, base_uri, topic, pending)
+        write_prepared_manifest(seeder, base_uri, "bench", topic, pending)
         # min_age below is 1 s: wait (bounded) until the newest transaction is that old
         deadline = time.monotonic() + 30
         while (seeder.describe([foreign[-1]])[foreign[-1]].age_ms() or 0) < 1000:

@@ -9,10 +9,14 @@ because confluent-kafka 2.16's ``close()`` aborts an open transaction (prior-art
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Producer
+
+from airflow_provider_kafka_eos.kafka.committable import Committable
+from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, manifest_uri, write_manifest
 
 
 def _default_value(key: bytes) -> bytes:
@@ -60,3 +64,50 @@ def produce_transaction(
         producer.commit_transaction(30)
     del producer  # released without close(): an open transaction stays open
     gc.collect()
+
+
+def write_prepared_manifest(
+    admin: Any,
+    base_uri: str,
+    pipeline_id: str,
+    topic: str,
+    transactional_ids: Sequence[str],
+    *,
+    checkpoint_id: int = 1,
+    prefix: str = "",
+) -> str:
+    """A PREPARED manifest listing these open transactions, as the Spark driver would write it."""
+    described = admin.describe(transactional_ids)
+    tv = admin.transaction_version()
+    committables = [
+        Committable(
+            transactional_id=tid,
+            producer_id=d.producer_id,
+            producer_epoch=d.producer_epoch,
+            partitions=d.partitions,
+            record_count=1,
+            prepared_at_ms=int(time.time() * 1000),
+            transaction_start_ms=d.start_time_ms,
+            transaction_timeout_ms=d.timeout_ms,
+            transaction_version=2 if tv >= 2 else 1,
+            end_txn_version=admin.end_txn_version(),
+        )
+        for tid, d in described.items()
+    ]
+    now = int(time.time() * 1000)
+    uri = manifest_uri(base_uri, pipeline_id, checkpoint_id)
+    write_manifest(
+        uri,
+        Manifest(
+            pipeline_id=pipeline_id,
+            checkpoint_id=checkpoint_id,
+            transactional_id_prefix=prefix or pipeline_id,
+            naming_strategy="INCREMENTING",
+            topic=topic,
+            status=ManifestStatus.PREPARED,
+            committables=committables,
+            created_at_ms=now,
+            updated_at_ms=now,
+        ),
+    )
+    return uri

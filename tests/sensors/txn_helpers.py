@@ -13,11 +13,12 @@ import json
 import time
 from collections.abc import Sequence
 
-from airflow_provider_kafka_eos.kafka.committable import Committable
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, manifest_uri, write_manifest
 from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
-from airflow_provider_kafka_eos.testing.transactions import produce_transaction
+from airflow_provider_kafka_eos.testing.transactions import (  # noqa: F401  (re-exported for the tests)
+    produce_transaction,
+    write_prepared_manifest,
+)
 
 
 def produce_in_transaction(
@@ -53,53 +54,6 @@ def wait_until_older_than(
         if time.monotonic() > deadline:
             raise AssertionError(f"{transactional_id} did not reach age {age_ms} ms (at {age} ms)")
         time.sleep(0.05)  # polling interval of a deadline-bounded wait for a clock condition
-
-
-def write_prepared_manifest(
-    admin: TransactionAdmin,
-    base_uri: str,
-    pipeline_id: str,
-    topic: str,
-    transactional_ids: Sequence[str],
-    *,
-    checkpoint_id: int = 1,
-    prefix: str = "",
-) -> str:
-    """A PREPARED manifest listing these open transactions, as the Spark driver would write it."""
-    described = admin.describe(transactional_ids)
-    tv = admin.transaction_version()
-    committables = [
-        Committable(
-            transactional_id=tid,
-            producer_id=d.producer_id,
-            producer_epoch=d.producer_epoch,
-            partitions=d.partitions,
-            record_count=1,
-            prepared_at_ms=int(time.time() * 1000),
-            transaction_start_ms=d.start_time_ms,
-            transaction_timeout_ms=d.timeout_ms,
-            transaction_version=2 if tv >= 2 else 1,
-            end_txn_version=admin.end_txn_version(),
-        )
-        for tid, d in described.items()
-    ]
-    now = int(time.time() * 1000)
-    uri = manifest_uri(base_uri, pipeline_id, checkpoint_id)
-    write_manifest(
-        uri,
-        Manifest(
-            pipeline_id=pipeline_id,
-            checkpoint_id=checkpoint_id,
-            transactional_id_prefix=prefix or pipeline_id,
-            naming_strategy="INCREMENTING",
-            topic=topic,
-            status=ManifestStatus.PREPARED,
-            committables=committables,
-            created_at_ms=now,
-            updated_at_ms=now,
-        ),
-    )
-    return uri
 
 
 def states(admin: TransactionAdmin, ids: Sequence[str]) -> dict[str, str]:
