@@ -32,6 +32,7 @@ _FLAGS = {
     "acl_file": "--acl-file",
     "transactional_id_expiration_ms": "--transactional-id-expiration-ms",
     "node_id": "--node-id",
+    "marker_delay_ms": "--marker-delay-ms",
 }
 _SWITCHES = {"two_phase_commit": "--two-phase-commit"}
 _NEGATED_SWITCHES = {"auto_create_topics": "--no-auto-create-topics"}

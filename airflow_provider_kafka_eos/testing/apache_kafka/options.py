@@ -39,6 +39,9 @@ class KafkaOptions:
     default_partitions: int = 1
     auto_create_topics: bool = True
     transactional_id_expiration_ms: int = 604_800_000
+    # The embedded broker's injected marker delay; real Kafka writes markers asynchronously on
+    # its own, so the option is accepted (tests that ask for the window get it) and ignored.
+    marker_delay_ms: int = 0
     heap: str = "384m"
     log_level: str = "INFO"
 

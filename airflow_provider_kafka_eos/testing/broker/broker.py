@@ -112,6 +112,7 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = 604800000
     auto_create_topics: bool = True
     group_initial_rebalance_delay_ms: int = 0  # Kafka's default is 3000; tests want joins to be quick
+    marker_delay_ms: int = 0  # > 0: markers written that much after EndTxn, as Kafka's async ones
 
     def __post_init__(self) -> None:
         if self.transaction_version not in (1, 2):

@@ -51,6 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--transactional-id-expiration-ms", type=int, default=604800000)
     parser.add_argument("--no-auto-create-topics", dest="auto_create_topics", action="store_false")
+    parser.add_argument(
+        "--marker-delay-ms",
+        type=int,
+        default=0,
+        help="write transaction markers this long after EndTxn (Kafka writes them asynchronously; "
+        "meanwhile the id answers CONCURRENT_TRANSACTIONS)",
+    )
     parser.add_argument("--log-level", default="WARNING")
     return parser
 
@@ -70,6 +77,7 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
         acl_file=args.acl_file,
         transactional_id_expiration_ms=args.transactional_id_expiration_ms,
         auto_create_topics=args.auto_create_topics,
+        marker_delay_ms=args.marker_delay_ms,
     )
 
 
