@@ -88,3 +88,20 @@ def test_the_next_transaction_of_the_same_producer_waits_out_the_window(delayed,
         producer.commit_transaction(30)
     del producer
     assert_exactly_once(count_keys(broker.bootstrap, topic), expected)
+
+
+def test_a_commit_repeated_while_the_markers_are_in_flight_sends_no_end_txn(delayed):
+    """The retry of a commit task finds PrepareCommit: it waits for CompleteCommit, EndTxn is not resent."""
+    broker, admin = delayed
+    topic = create_topic(broker.bootstrap, unique("window-again"), partitions=2)
+    tid = unique("window-again") + "-0-1"
+    keys = keys_for(tid, 10)
+    committable = open_transaction(broker.bootstrap, admin, tid, topic, keys, partitions=(0, 1))
+    admin.commit([committable])
+    sent = admin.requests_sent.get("EndTxn", 0)
+
+    again = admin.commit([committable])
+
+    assert [o.outcome for o in again] == ["already_committed"]
+    assert admin.requests_sent.get("EndTxn", 0) == sent
+    assert_exactly_once(count_keys(broker.bootstrap, topic), keys)

@@ -130,6 +130,8 @@ def node_properties(
         "transactional.id.expiration.ms": str(opts.transactional_id_expiration_ms),
         "transaction.two.phase.commit.enable": str(opts.two_phase_commit).lower(),
         "group.initial.rebalance.delay.ms": "0",
+        # Kafka's floor is 6 s; tests of session expiry use 1 s sessions (the embedded broker's floor).
+        "group.min.session.timeout.ms": "500",
         "num.network.threads": "2",
         "num.io.threads": "4",
         "background.threads": "4",
