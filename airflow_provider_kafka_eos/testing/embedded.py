@@ -179,6 +179,10 @@ class EmbeddedBroker(BrokerHandle):
             )
         return line
 
+    def running(self) -> bool:
+        """The broker process is alive."""
+        return self.process is not None and self.process.poll() is None
+
     def log_tail(self, lines: int = 40) -> str:
         try:
             with open(self.log_path, errors="replace") as fh:

@@ -202,6 +202,10 @@ class ApacheKafkaCluster(BrokerHandle):
             self.stop_node(node_id)
             raise
 
+    def running(self) -> bool:
+        """Every node's JVM is alive."""
+        return bool(self.nodes) and all(node.running() for node in self.nodes)
+
     def node(self, node_id: int) -> KafkaNode:
         for node in self.nodes:
             if node.node_id == node_id:

@@ -791,6 +791,10 @@ def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsToTxnReq
                     partition,
                     implicit_add=not txn.verify_only,
                 )
+                if txn.verify_only and err is Err.INVALID_TXN_STATE:
+                    # handleVerifyPartitionsInTransaction: a partition not in the transaction
+                    # (whatever the state) is TRANSACTION_ABORTABLE for the leader to pass on.
+                    err = Err.TRANSACTION_ABORTABLE
                 by_topic.setdefault(topic.name, {})[partition] = int(err)
         results.append(
             response.AddPartitionsToTxnResult(
