@@ -96,6 +96,15 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def _new_cluster_id() -> str:
+    """A Kafka cluster id (base64url of 16 random bytes); like ``Uuid.randomUuid`` never one
+    starting with '-', which command-line parsers take for an option."""
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not candidate.startswith("-"):
+            return candidate
+
+
 def _port_is_free(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
@@ -252,7 +261,8 @@ class ApacheKafkaCluster(BrokerHandle):
                 )
             )
         state["nodes"] = [{"node_id": n.node_id, "controller_port": n.controller_port} for n in nodes]
-        state.setdefault("cluster_id", base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode())
+        if "cluster_id" not in state:
+            state["cluster_id"] = _new_cluster_id()
         (self.data_dir / "cluster.json").write_text(json.dumps(state, indent=2) + "\n")
         return nodes
 
@@ -320,8 +330,7 @@ class ApacheKafkaCluster(BrokerHandle):
                     "format",
                     "--config",
                     str(node.directory / "server.properties"),
-                    "--cluster-id",
-                    self.cluster_id,
+                    f"--cluster-id={self.cluster_id}",
                     "--feature",
                     f"transaction.version={self.options.transaction_version}",
                 ],
