@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -28,6 +29,9 @@ ENV_COMMAND_CONFIG = "KAFKA_EOS_COMMAND_CONFIG"
 ENV_SASL_USERNAME = "KAFKA_EOS_SASL_USERNAME"
 ENV_SASL_PASSWORD = "KAFKA_EOS_SASL_PASSWORD"
 ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
+DEFAULT_TIMEOUT = "60s"
+# How long connecting to the cluster may take at most (less when --timeout is shorter).
+CONNECT_TIMEOUT_MS = 10_000
 
 EPILOG = f"""\
 examples:
@@ -123,9 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--timeout",
-        default="10s",
+        default=DEFAULT_TIMEOUT,
         metavar="DURATION",
-        help="how long to wait for the cluster to answer (default 10s)",
+        help=f"deadline for the whole command, whatever the cluster does or does not answer "
+        f"(default {DEFAULT_TIMEOUT}; must be positive)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log the Kafka client's debug output")
     return parser
@@ -158,7 +163,8 @@ def _client_config(args: argparse.Namespace, env: Any) -> Any:
 
 def _request(args: argparse.Namespace) -> Any:
     from airflow_provider_kafka_eos.kafka.errors import UsageError
-    from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest, parse_duration_ms
+    from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest
+    from airflow_provider_kafka_eos.kafka.validation import parse_duration_ms
 
     manifests = list(args.manifest)
     manifest_uri = None
@@ -259,15 +265,23 @@ def run(
     args = build_parser().parse_args(argv)
     _quiet_client_logs(args.verbose)
     try:
-        from airflow_provider_kafka_eos.kafka.resolution import parse_duration_ms
+        from airflow_provider_kafka_eos.kafka.validation import MAX_DURATION_MS, parse_duration_ms
 
+        # The deadline starts before anything else can wait: every call below is bounded by it.
+        timeout_ms = parse_duration_ms(args.timeout, what="--timeout", positive=True, max_ms=MAX_DURATION_MS)
+        if timeout_ms is None:
+            raise UsageError(f"--timeout must be a positive duration like 30s (default {DEFAULT_TIMEOUT})")
+        deadline = time.monotonic() + timeout_ms / 1000
         request = _request(args)
         config = _client_config(args, env)
-        timeout_ms = parse_duration_ms(args.timeout, what="--timeout") or 10_000
         interactive = stdout.isatty() and not args.json
         with (
             TransactionAdmin(
-                config, connect_timeout_ms=timeout_ms, request_timeout_ms=max(timeout_ms, 5000)
+                config,
+                connect_timeout_ms=min(timeout_ms, CONNECT_TIMEOUT_MS),
+                request_timeout_ms=timeout_ms,
+                retry_timeout_ms=timeout_ms,
+                deadline=deadline,
             ) as admin,
             _ProgressBar(interactive, stderr) as bar,
         ):
