@@ -26,7 +26,7 @@ from typing import Any, TextIO
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 PROG = "kafka-eos-txn"
 ENV_COMMAND_CONFIG = "KAFKA_EOS_COMMAND_CONFIG"
-ENV_SASL_USERNAME = "KAFKA_EOS_SASL_USERNAME"
+ENV_SASL_USERNAME = "KAFKA_EOS_SASL_USERNAME"  # every secret's variable: kafka.config.SECRET_ENV_VARS
 ENV_SASL_PASSWORD = "KAFKA_EOS_SASL_PASSWORD"
 ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
 DEFAULT_TIMEOUT = "60s"
@@ -47,7 +47,8 @@ examples:
   {PROG} --action preflight --bootstrap-servers b1:9092 --prefix etl-orders- --topic orders
 
 secrets: put SASL/SSL settings in a client.properties file (--command-config, or ${ENV_COMMAND_CONFIG});
-${ENV_SASL_USERNAME} / ${ENV_SASL_PASSWORD} override the SASL credentials. Never pass them as arguments.
+${ENV_SASL_USERNAME} / ${ENV_SASL_PASSWORD} (and KAFKA_EOS_SSL_KEY_PASSWORD, ... see docs/cli.md)
+supply or override secrets. Never pass them as arguments.
 exit codes: 0 done, 1 failed, 2 usage. Reference: docs/cli.md
 """
 
@@ -137,28 +138,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _client_config(args: argparse.Namespace, env: Any) -> Any:
-    """Properties file (or env) + --bootstrap-servers + credentials from the environment."""
-    from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+    """--command-config (or its env var) + --bootstrap-servers + secrets from the environment.
+
+    The parts combine: ``--bootstrap-servers`` wins over the file's ``bootstrap.servers``,
+    ``$KAFKA_BOOTSTRAP_SERVERS`` fills in when neither has one, and every secret the
+    environment supplies (``KAFKA_EOS_SASL_PASSWORD``...; ``config.SECRET_ENV_VARS``) wins over
+    the file, so a file may leave the password out.
+    """
+    from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig, settings_from_env
     from airflow_provider_kafka_eos.kafka.errors import UsageError
 
     path = args.command_config or env.get(ENV_COMMAND_CONFIG)
-    overrides: dict[str, Any] = {}
-    servers = args.bootstrap_servers or None
-    if servers:
-        overrides["bootstrap.servers"] = servers
-    if env.get(ENV_SASL_USERNAME):
-        overrides["sasl.username"] = env[ENV_SASL_USERNAME]
-    if env.get(ENV_SASL_PASSWORD):
-        overrides["sasl.password"] = env[ENV_SASL_PASSWORD]
+    overrides: dict[str, Any] = settings_from_env(env)
+    if args.bootstrap_servers:
+        overrides["bootstrap.servers"] = args.bootstrap_servers
+    defaults = {"bootstrap.servers": env[ENV_BOOTSTRAP]} if env.get(ENV_BOOTSTRAP) else {}
     if path:
-        base = KafkaClientConfig.from_properties_file(path)
-        return base.with_overrides(overrides) if overrides else base
-    if "bootstrap.servers" not in overrides:
-        if env.get(ENV_BOOTSTRAP):
-            overrides["bootstrap.servers"] = env[ENV_BOOTSTRAP]
-        else:
-            raise UsageError("--bootstrap-servers is required (or bootstrap.servers in --command-config)")
-    return KafkaClientConfig.from_mapping(overrides, source="command line")
+        return KafkaClientConfig.from_properties_file(path, overrides=overrides, defaults=defaults)
+    settings = {**defaults, **overrides}
+    if "bootstrap.servers" not in settings:
+        raise UsageError("--bootstrap-servers is required (or bootstrap.servers in --command-config)")
+    return KafkaClientConfig.from_mapping(settings, source="command line")
 
 
 def _request(args: argparse.Namespace) -> Any:
