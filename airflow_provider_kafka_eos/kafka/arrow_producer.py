@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest
 
@@ -408,39 +409,48 @@ class ArrowPartitionTransaction:
                 backoff = min(backoff * 2, 0.5)
 
     def _refresh_metadata(self, required: bool = True) -> None:
-        """Partition count and leaders of the topic (one Metadata request)."""
-        self.wire.requests["Metadata"] += 1
-        try:
-            topics = self.wire.admin.describe_topics([self.topic])
-        except Exception as exc:  # connection trouble: keep the old leaders and let the retry loop decide
-            if required:
-                raise BrokerUnreachableError(
-                    f"could not read the metadata of topic {self.topic} ({exc})",
-                    transactional_id=self.transactional_id,
-                ) from None
-            return
-        for topic in topics:
-            if topic.get("name") != self.topic:
-                continue
-            code = topic.get("error_code", 0)
-            if code:
+        """Partition count and leaders of the topic (Metadata, allowing auto-creation as the Java
+        producer does); an unknown or leaderless topic is asked again until the delivery deadline."""
+        deadline = time.monotonic() + self.delivery_timeout_ms / 1000
+        backoff = 0.05
+        while True:
+            request = MetadataRequest(
+                topics=[MetadataRequest.MetadataRequestTopic(name=self.topic)],
+                allow_auto_topic_creation=True,
+                max_version=12,
+            )
+            try:
+                response = self.wire.send(request)
+            except BrokerUnreachableError:
                 if not required:
-                    return
-                if code in _AUTH:
-                    raise AuthorizationError(
-                        f"Metadata for topic {self.topic} was refused ({error_name(code)})",
-                        transactional_id=self.transactional_id,
-                    )
-                raise KafkaEosError(f"topic {self.topic}: {error_name(code)}",
-                                    transactional_id=self.transactional_id, runbook="troubleshooting")
-            parts = topic.get("partitions") or []
-            if parts:
+                    return  # keep the old leaders; the produce retry loop decides
+                raise
+            code, parts = -1, []
+            for topic in response.topics:
+                if topic.name == self.topic:
+                    code, parts = topic.error_code, topic.partitions
+            if code == NONE and parts and all(p.leader_id >= 0 for p in parts):
                 self._num_partitions = len(parts)
-                self._leaders = {p["partition_index"]: p["leader_id"] for p in parts}
-            return
-        if required:
-            raise KafkaEosError(f"topic {self.topic} does not exist", transactional_id=self.transactional_id,
-                                runbook="troubleshooting")
+                self._leaders = {p.partition_index: p.leader_id for p in parts}
+                return
+            if code in _AUTH:
+                raise AuthorizationError(
+                    f"Metadata for topic {self.topic} was refused ({error_name(code)}): WRITE and DESCRIBE "
+                    "on the topic are needed",
+                    transactional_id=self.transactional_id,
+                )
+            if not required:
+                return
+            if code not in (NONE, 3, 5) or time.monotonic() + backoff > deadline:
+                answer = error_name(code) if code >= 0 else "not in the answer"
+                raise KafkaEosError(
+                    f"topic {self.topic} has no usable metadata ({answer}) after "
+                    f"{self.delivery_timeout_ms} ms: does it exist (auto-creation off?)",
+                    transactional_id=self.transactional_id,
+                    runbook="troubleshooting",
+                )
+            time.sleep(backoff)  # topic being created / leader being elected; bounded by the deadline
+            backoff = min(backoff * 2, 0.5)
 
     def _produce_error(
         self, partition: int, code: int, message: str | None, api: str = "Produce"
