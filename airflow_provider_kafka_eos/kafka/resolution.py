@@ -14,13 +14,20 @@ subclasses (their text names the transaction, the cause and the runbook page);
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
+from airflow_provider_kafka_eos.kafka.validation import (
+    parse_duration_ms as parse_duration_ms,  # re-exported: its one owner is kafka/validation.py
+)
+from airflow_provider_kafka_eos.kafka.validation import (
+    validate_prefix,
+    validate_topic,
+    validate_transactional_id,
+)
 
 ACTIONS = ("list", "describe", "abort", "commit", "commit-from-manifest", "find-hanging", "preflight")
 TRANSACTION_STATES = (
@@ -36,24 +43,7 @@ DEFAULT_HANGING_MIN_AGE_MS = 15 * 60 * 1000
 BULK_CHUNK = 50
 MAX_EPOCH = 32767
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$", re.IGNORECASE)
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
 Progress = Callable[[int, int, str], None]
-
-
-def parse_duration_ms(text: str | int | None, *, what: str = "--min-age") -> int | None:
-    """``15m`` -> 900000. Units ms/s/m/h/d are required (a bare number is ambiguous)."""
-    if text is None or text == "":
-        return None
-    if isinstance(text, int) and not isinstance(text, bool):
-        if text < 0:
-            raise UsageError(f"{what} must not be negative, got {text}")
-        return text
-    match = _DURATION.match(str(text))
-    if not match:
-        raise UsageError(f"{what} must be a duration like 90s, 15m, 2h or 1d (got {text!r})")
-    return int(float(match.group(1)) * _UNIT_MS[match.group(2).lower()])
 
 
 def _normalise_state(state: str) -> str:
@@ -90,6 +80,14 @@ class ResolutionRequest:
             raise UsageError(f"unknown action {self.action!r}; choose one of {', '.join(ACTIONS)}")
         txn_id = (self.transactional_id or "").strip() or None
         prefixes = tuple(p for p in (s.strip() for s in self.prefixes) if p)
+        if txn_id is not None:
+            validate_transactional_id(txn_id, field="--transactional-id")
+        for prefix in prefixes:
+            validate_prefix(prefix, field="--prefix")
+        for topic in self.topics:
+            validate_topic(topic, field="--topic")
+        if self.transaction_timeout_ms is not None and self.transaction_timeout_ms <= 0:
+            raise UsageError(f"--transaction-timeout-ms must be positive, got {self.transaction_timeout_ms}")
         states = tuple(_normalise_state(s) for s in self.states)
         manifest = (self.manifest_uri or "").strip() or None
         if action == "commit" and manifest and not txn_id:

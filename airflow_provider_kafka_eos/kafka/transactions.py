@@ -208,7 +208,9 @@ class TransactionAdmin:
     stall a call before :class:`BrokerUnreachableError`; ``retry_timeout_ms`` bounds how long
     retriable answers (CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, ...) are retried;
     ``safety_margin_ms`` is how close to its timeout a prepared transaction may be and still be
-    committed (the commit must land before the coordinator's abort scan).
+    committed (the commit must land before the coordinator's abort scan). ``deadline`` (a
+    ``time.monotonic()`` value) bounds every call of this admin, retries included: the CLI's
+    ``--timeout``.
     """
 
     def __init__(
@@ -220,12 +222,19 @@ class TransactionAdmin:
         retry_timeout_ms: int = 30000,
         safety_margin_ms: int = 5000,
         clock_ms: Callable[[], int] | None = None,
+        deadline: float | None = None,
     ):
         self.config = config
+        self.deadline = deadline
         self.retry_timeout_ms = retry_timeout_ms
         self.safety_margin_ms = safety_margin_ms
         self._clock_ms = clock_ms or _now_ms
-        self.wire = Wire(config, connect_timeout_ms=connect_timeout_ms, request_timeout_ms=request_timeout_ms)
+        self.wire = Wire(
+            config,
+            connect_timeout_ms=connect_timeout_ms,
+            request_timeout_ms=request_timeout_ms,
+            deadline=deadline,
+        )
 
     def __enter__(self) -> TransactionAdmin:
         return self
@@ -822,7 +831,10 @@ class TransactionAdmin:
     # -- helpers -------------------------------------------------------------------------------
 
     def _retry(self) -> _Retry:
-        return _Retry(deadline=time.monotonic() + self.retry_timeout_ms / 1000)
+        deadline = time.monotonic() + self.retry_timeout_ms / 1000
+        if self.deadline is not None:
+            deadline = min(deadline, self.deadline)
+        return _Retry(deadline=deadline)
 
     @classmethod
     def _raise_for_code(cls, tid: str | None, code: int, api: str) -> None:
