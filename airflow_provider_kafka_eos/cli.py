@@ -127,6 +127,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="preflight: the pipeline's transaction.timeout.ms, checked against the broker max",
     )
     parser.add_argument(
+        "--two-phase-commit",
+        action="store_true",
+        help="preflight: the pipeline uses KIP-939 2PC; require it and check the TWO_PHASE_COMMIT ACL",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="list/find-hanging: exit 1 when the principal cannot see every transaction asked for",
+    )
+    parser.add_argument(
         "--timeout",
         default=DEFAULT_TIMEOUT,
         metavar="DURATION",
@@ -177,6 +187,8 @@ def _request(args: argparse.Namespace) -> Any:
         protect = tuple(manifests)
     elif manifests:
         raise UsageError(f"--manifest does not apply to --action {args.action}")
+    if args.strict and args.action not in ("list", "find-hanging"):
+        raise UsageError("--strict applies to --action list and find-hanging only")
     preflight_only = bool(args.topic) or args.transaction_timeout_ms is not None
     if preflight_only and args.action != "preflight":
         raise UsageError("--topic and --transaction-timeout-ms apply to --action preflight only")
@@ -193,6 +205,7 @@ def _request(args: argparse.Namespace) -> Any:
         protect_manifests=protect,
         topics=tuple(args.topic),
         transaction_timeout_ms=args.transaction_timeout_ms,
+        two_phase_commit=args.two_phase_commit,
     ).validate()
 
 
@@ -307,6 +320,10 @@ def run(
     else:
         stdout.write(render_table(result.rows, result.columns) + "\n")
         stdout.write(result.summary + "\n")
+    for warning in result.warnings:
+        stderr.write(f"{PROG}: warning: {warning}. Next step: docs/runbook/missing-acl.md\n")
+    if result.warnings and args.strict:
+        return EXIT_FAILED
     return EXIT_OK if result.ok else EXIT_FAILED
 
 

@@ -72,6 +72,7 @@ class ResolutionRequest:
     # preflight only (optional): the pipeline's output topics and transaction timeout.
     topics: tuple[str, ...] = ()
     transaction_timeout_ms: int | None = None
+    two_phase_commit: bool = False  # preflight: the pipeline uses KIP-939 2PC (TWO_PHASE_COMMIT ACL)
 
     def validate(self) -> ResolutionRequest:
         """The request, normalised; raises UsageError with the text the user sees."""
@@ -135,6 +136,8 @@ class ResolutionRequest:
             raise UsageError(f"{action} does not take --transactional-id; use --prefix to narrow it down")
         if action == "preflight" and not prefixes:
             raise UsageError("preflight needs --prefix (the pipeline's transactional-id prefix)")
+        if self.two_phase_commit and action != "preflight":
+            raise UsageError("--two-phase-commit applies to --action preflight only")
         if self.dry_run and action not in ("abort", "commit", "commit-from-manifest"):
             raise UsageError(f"--dry-run applies to abort and commit, not {action}")
         protect = tuple(self.protect_manifests)
@@ -160,9 +163,12 @@ class ResolutionResult:
     summary: str = ""
     ok: bool = True
     columns: tuple[str, ...] = ()
+    # Why the answer may be incomplete (a listing the principal cannot fully see); the CLI
+    # prints them on stderr and fails with --strict.
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "summary": self.summary, "rows": self.rows}
+        return {"ok": self.ok, "summary": self.summary, "rows": self.rows, "warnings": self.warnings}
 
 
 def run_resolution(
@@ -253,8 +259,20 @@ def _list(admin: Any, request: ResolutionRequest, progress: Progress | None) -> 
         for t in sorted(listings, key=lambda t: t.transactional_id)
     ]
     return ResolutionResult(
-        rows, f"{len(rows)} transaction(s)", True, ("transactional_id", "producer_id", "state")
+        rows,
+        f"{len(rows)} transaction(s)",
+        True,
+        ("transactional_id", "producer_id", "state"),
+        warnings=_visibility_warnings(admin, request.prefixes),
     )
+
+
+def _visibility_warnings(admin: Any, prefixes: Sequence[str]) -> list[str]:
+    """Kafka hides what the principal may not DESCRIBE; say so instead of a silent short list."""
+    from airflow_provider_kafka_eos.kafka.acl_check import visibility_gaps
+
+    wire = getattr(admin, "wire", None)
+    return visibility_gaps(wire, list(prefixes)) if wire is not None else []
 
 
 def _describe(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
@@ -490,7 +508,8 @@ def _find_hanging(admin: Any, request: ResolutionRequest, progress: Progress | N
         rows,
         f"{len(rows)} transaction(s) open longer than {min_age // 1000} s",
         True,
-        (
+        warnings=_visibility_warnings(admin, request.prefixes),
+        columns=(
             "transactional_id",
             "state",
             "producer_id",
@@ -535,18 +554,27 @@ def _preflight(
     caps = _capabilities(admin)
     checks = []
     acls_dict = []
+    two_pc = request.two_phase_commit
+    acls_by_prefix = {}
     for prefix in request.prefixes:
-        requirements = pipeline_requirements(prefix, request.topics)
+        requirements = pipeline_requirements(prefix, request.topics, two_phase_commit=two_pc)
         acls = check_acls(admin.wire, requirements, principal_of(config) if config is not None else None)
+        acls_by_prefix[prefix] = acls
         acls_dict.append(acls.to_dict())
         checks.extend(check_acl_findings(acls))
     if request.transaction_timeout_ms is not None:
         checks.append(check_transaction_timeout(request.transaction_timeout_ms, caps))
-    checks.extend(
-        check_two_phase_commit(
-            caps, None, request.prefixes[0], request.transaction_timeout_ms or 0, required=False
+    # With --two-phase-commit every prefix's TWO_PHASE_COMMIT ACL is judged (and 2PC is required).
+    for prefix in request.prefixes if two_pc else request.prefixes[:1]:
+        checks.extend(
+            check_two_phase_commit(
+                caps,
+                acls_by_prefix[prefix] if two_pc else None,
+                prefix,
+                request.transaction_timeout_ms or 0,
+                required=two_pc,
+            )
         )
-    )
     report = PreflightReport(checks, caps.to_dict(), {"checks": acls_dict})
     rows = [
         {
