@@ -103,14 +103,3 @@ def ids_coordinated_by_one_node(cluster: Any, prefix: str, count: int) -> tuple[
     node, tids = max(by_node.items(), key=lambda item: len(item[1]))
     assert len(tids) >= count, f"only {len(tids)} of {len(candidates)} ids share node {node}"
     return node, sorted(tids, key=candidates.index)[:count]
-
-
-def wait_for_new_coordinator(cluster: Any, transactional_ids: list[str], dead: int, timeout_s: float = 60) -> None:
-    """Until FindCoordinator names a live node for every id (the dead node's partitions moved)."""
-
-    def moved() -> bool:
-        with transaction_admin(cluster) as admin:
-            found = admin.wire.coordinators(transactional_ids)
-        return all(isinstance(n, int) and n != dead for n in found.values())
-
-    _poll(f"coordinators off node {dead}", moved, timeout_s, cluster)

@@ -12,10 +12,9 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from cluster_helpers import healthy
 
 from airflow_provider_kafka_eos.testing.pytest_plugin import KAFKA_KIND_ENV, kafka_kind
-
-from cluster_helpers import healthy
 
 
 @pytest.fixture(scope="session")
@@ -45,7 +44,7 @@ def cluster(kafka_cluster) -> Iterator[object]:
 
 @pytest.fixture
 def kafka_eos_conn(monkeypatch, unique_name):
-    """An Airflow ``kafka_eos`` connection (env var) to the cluster: ``kafka_eos_conn(cluster) -> conn id``."""
+    """An Airflow ``kafka_eos`` connection (env var): ``kafka_eos_conn(cluster) -> conn id``."""
 
     def make(broker) -> str:
         conn_id = unique_name("kafka_eos").replace("-", "_")

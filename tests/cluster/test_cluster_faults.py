@@ -17,14 +17,6 @@ import threading
 import time
 
 import pytest
-
-from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest
-from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
-from airflow_provider_kafka_eos.spark.testing_support import keyed_frame
-from airflow_provider_kafka_eos.spark.writer import write_exactly_once
-from airflow_provider_kafka_eos.testing.transactions import produce_transaction, write_prepared_manifest
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
-
 from cluster_helpers import (
     coordinators,
     create_topic,
@@ -33,6 +25,13 @@ from cluster_helpers import (
     leaders,
     transaction_admin,
 )
+
+from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest
+from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
+from airflow_provider_kafka_eos.spark.testing_support import keyed_frame
+from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+from airflow_provider_kafka_eos.testing.transactions import produce_transaction, write_prepared_manifest
+from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.kafka_cluster]
 
@@ -55,7 +54,8 @@ def _prepare(cluster, tids, topic, tag, per_txn=50):
 
 def _manifest(cluster, tmp_path, pipeline, topic, tids):
     with transaction_admin(cluster) as admin:
-        return write_prepared_manifest(admin, str(tmp_path / "manifests"), pipeline, topic, tids, prefix=pipeline)
+        base = str(tmp_path / "manifests")
+        return write_prepared_manifest(admin, base, pipeline, topic, tids, prefix=pipeline)
 
 
 def _commit_task(conn_id, uri):
@@ -84,7 +84,7 @@ def test_coordinator_killed_between_prepare_and_commit(cluster, tmp_path, unique
     assert_exactly_once(count_keys(cluster.bootstrap, topic, timeout_s=60), keys)
 
 
-def test_partition_leader_killed_while_spark_writes(spark, cluster, tmp_path, unique_name):
+def test_partition_leader_killed_while_spark_writes(cluster, spark, tmp_path, unique_name):
     """kill -9 the leader of partition 0 while the Spark tasks produce into it: produce retries
     follow the new leader (same batch, same sequence: idempotent), the driver verifies every
     transaction on its coordinator, and the commit makes each key visible once."""
@@ -169,9 +169,7 @@ def test_commit_while_coordinators_move(cluster, unique_name):
     node, tids = ids_coordinated_by_one_node(cluster, pipeline, 8)
     keys = _prepare(cluster, tids, topic, "mv", per_txn=20)
     with transaction_admin(cluster) as admin:
-        committables = [
-            c for c in _committables(admin, tids)
-        ]
+        committables = _committables(admin, tids)
 
     stopper = threading.Thread(target=cluster.stop_node, args=(node,), name="stop-coordinator", daemon=True)
     moved: list[bool] = []
