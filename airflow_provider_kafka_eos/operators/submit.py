@@ -213,6 +213,7 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
     # -- Airflow entry points ----------------------------------------------------------------
 
     def execute(self, context: Any) -> str:
+        self._validate_arguments()  # rendered templates included; nothing is started on bad input
         self._require_spark_connection()
         checkpoint = self._checkpoint_id(context)
         expected_uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, checkpoint)
@@ -299,6 +300,22 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         if self.producer:
             args += ["--producer", self.producer]
         return args
+
+    def _validate_arguments(self) -> None:
+        """Ids, topic and timeout as Kafka can carry them (``kafka/validation.py``, shared with
+        the CLI, the manual DAG and the manifest reader)."""
+        from airflow_provider_kafka_eos.kafka.validation import (
+            validate_positive_ms,
+            validate_prefix,
+            validate_topic,
+            validate_transactional_id,
+        )
+
+        validate_transactional_id(self.pipeline_id, field="pipeline_id")
+        validate_prefix(self.transactional_id_prefix, field="transactional_id_prefix")
+        validate_topic(self.topic, field="topic")
+        if self.transaction_timeout_ms is not None:
+            validate_positive_ms(self.transaction_timeout_ms, field="transaction_timeout_ms")
 
     def _require_spark_connection(self) -> None:
         from airflow.sdk import BaseHook

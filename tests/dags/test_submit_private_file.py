@@ -37,10 +37,11 @@ def private(monkeypatch, tmp_path):
 
 
 def _submit(**kwargs):
-    return SparkEosSubmitOperator(
+    defaults = dict(
         task_id="submit", pipeline_id="orders", topic="orders-out", manifest_base_uri="/tmp/m",
-        application_callable="my_jobs:build", kafka_eos_conn_id="kafka_eos_pf", **kwargs,
+        application_callable="my_jobs:build", kafka_eos_conn_id="kafka_eos_pf",
     )
+    return SparkEosSubmitOperator(**{**defaults, **kwargs})
 
 
 def test_params_go_to_the_private_file_not_the_argv(private):
@@ -78,7 +79,8 @@ def test_a_sigkilled_tasks_file_is_removed_at_the_next_start(private):
         [sys.executable, "-c",
          "import sys, time\n"
          "from airflow_provider_kafka_eos.operators.submit import write_private_file\n"
-         f"print(write_private_file({directory!r}, {{'client_config': {{'sasl.password': 'pw'}}}}), flush=True)\n"
+         f"payload = {{'client_config': {{'sasl.password': 'pw'}}}}\n"
+         f"print(write_private_file({directory!r}, payload), flush=True)\n"
          "time.sleep(120)\n"],
         stdout=subprocess.PIPE, text=True,
     )
@@ -104,3 +106,17 @@ def test_a_private_dir_owned_by_someone_else_is_refused(private, monkeypatch):
     os.makedirs(private / f"kafka-eos-{real_uid + 1}", mode=0o700)
     with pytest.raises(ConfigError, match="not a directory owned by this user"):
         private_dir()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [({"transactional_id_prefix": "orders-\udc80"}, "lone surrogate"),
+     ({"topic": "orders out"}, "topic"),
+     ({"transaction_timeout_ms": 0}, "transaction_timeout_ms must be positive")],
+)
+def test_bad_operator_arguments_fail_before_anything_starts(private, kwargs, needle):
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+
+    with pytest.raises(UsageError, match=needle):
+        _submit(**kwargs).execute({})
+    assert list(private.iterdir()) == []  # no private file was written
