@@ -26,6 +26,7 @@ from cluster_helpers import (
     transaction_admin,
 )
 
+from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
 from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
 from airflow_provider_kafka_eos.spark.testing_support import keyed_frame
@@ -205,9 +206,10 @@ def _wait_until_any_moved(cluster, tids, node, timeout_s: float = 60) -> bool:
         if not cluster.node(node).running():
             return True
         try:
-            if any(n != node for n in coordinators(cluster, tids).values()):
-                return True
-        except Exception:  # a lookup on a cluster in motion may fail: ask again
-            pass
+            found = coordinators(cluster, tids)
+        except (AssertionError, KafkaEosError):  # a lookup on a cluster in motion may fail: ask again
+            found = {}
+        if any(n != node for n in found.values()):
+            return True
         time.sleep(0.1)  # polling interval of a deadline-bounded wait
     return False
