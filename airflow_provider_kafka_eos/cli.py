@@ -27,7 +27,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 PROG = "kafka-eos-txn"
 ENV_COMMAND_CONFIG = "KAFKA_EOS_COMMAND_CONFIG"
 ENV_SASL_USERNAME = "KAFKA_EOS_SASL_USERNAME"  # every secret's variable: kafka.config.SECRET_ENV_VARS
-ENV_SASL_PASSWORD = "KAFKA_EOS_SASL_PASSWORD"
+ENV_SASL_PASSWORD = "KAFKA_EOS_SASL_PASSWORD"  # noqa: S105 (the variable's name, not a password)
 ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
 DEFAULT_TIMEOUT = "60s"
 # How long connecting to the cluster may take at most (less when --timeout is shorter).
