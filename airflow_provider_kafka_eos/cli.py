@@ -28,14 +28,21 @@ ENV_COMMAND_CONFIG = "KAFKA_EOS_COMMAND_CONFIG"
 ENV_SASL_USERNAME = "KAFKA_EOS_SASL_USERNAME"
 ENV_SASL_PASSWORD = "KAFKA_EOS_SASL_PASSWORD"
 ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
+ENV_MANIFEST_BASE = "KAFKA_EOS_MANIFEST_BASE_URI"
+MANIFEST_BASE_KEY = "manifest_base_uri"  # in --command-config: ours, not a Kafka client property
 
 EPILOG = f"""\
 examples:
   {PROG} --action list --bootstrap-servers b1:9092 --prefix etl-orders- --state Ongoing --min-age 15m
   {PROG} --action describe --bootstrap-servers b1:9092 --transactional-id etl-orders-3-17
-  {PROG} --action abort --bootstrap-servers b1:9092 --transactional-id etl-orders-3-17
-  {PROG} --action abort --bootstrap-servers b1:9092 --prefix etl-orders- --min-age 1h \\
-      --manifest s3://bucket/manifests/orders/checkpoint-000000000017.json --dry-run
+  {PROG} --action abort --bootstrap-servers b1:9092 --manifest-base s3://bucket/manifests \\
+      --transactional-id etl-orders-3-17
+  {PROG} --action abort --bootstrap-servers b1:9092 --manifest-base s3://bucket/manifests \\
+      --transactional-id etl-orders-3-17 --producer-id 4001 --epoch 0      (compare-and-abort)
+  {PROG} --action abort --bootstrap-servers b1:9092 --manifest-base s3://bucket/manifests \\
+      --prefix etl-orders- --min-age 1h --dry-run
+  {PROG} --action abort --bootstrap-servers b1:9092 \\
+      --manifest s3://bucket/manifests/orders/checkpoint-000000000017.json   (a whole checkpoint)
   {PROG} --action commit --bootstrap-servers b1:9092 --transactional-id etl-orders-3-17 \\
       --producer-id 4001 --epoch 0
   {PROG} --action commit --bootstrap-servers b1:9092 --manifest file:///data/manifests/orders/checkpoint-000000000017.json
@@ -44,6 +51,8 @@ examples:
 
 secrets: put SASL/SSL settings in a client.properties file (--command-config, or ${ENV_COMMAND_CONFIG});
 ${ENV_SASL_USERNAME} / ${ENV_SASL_PASSWORD} override the SASL credentials. Never pass them as arguments.
+manifest store: every abort reads it first and refuses ids a PREPARED manifest lists: --manifest-base,
+else {MANIFEST_BASE_KEY} in --command-config, else ${ENV_MANIFEST_BASE}. --unprotected goes around it.
 exit codes: 0 done, 1 failed, 2 usage. Reference: docs/cli.md
 """
 
@@ -77,8 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"client.properties with SSL/SASL settings (default: ${ENV_COMMAND_CONFIG})",
     )
     parser.add_argument("--transactional-id", metavar="ID", help="one transaction (describe, abort, commit)")
-    parser.add_argument("--producer-id", type=int, metavar="N", help="commit: the prepared producer id")
-    parser.add_argument("--epoch", type=int, metavar="N", help="commit: the prepared producer epoch")
+    parser.add_argument(
+        "--producer-id", type=int, metavar="N", help="commit / compare-and-abort: the producer id"
+    )
+    parser.add_argument(
+        "--epoch", type=int, metavar="N", help="commit / compare-and-abort: the producer epoch"
+    )
     parser.add_argument(
         "--prefix",
         action="append",
@@ -94,15 +107,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="only transactions in this state (repeatable), e.g. Ongoing",
     )
     parser.add_argument(
-        "--min-age", metavar="DURATION", help="only transactions open at least this long (15m)"
+        "--min-age",
+        metavar="DURATION",
+        help="only transactions open at least this long (15m); a bulk abort defaults to the "
+        "transaction timeout (15m)",
     )
     parser.add_argument(
         "--manifest",
-        action="append",
-        default=[],
         metavar="URI",
-        help="commit: commit every committable of this checkpoint manifest; abort/find-hanging: "
-        "protect the transactions it lists as PREPARED (repeatable)",
+        help="one checkpoint manifest: commit commits it; abort aborts what it holds open and marks "
+        "it ABORTED",
+    )
+    parser.add_argument(
+        "--manifest-base",
+        metavar="URI",
+        help=f"the manifest store every abort reads first (default: {MANIFEST_BASE_KEY} in --command-config, "
+        f"or ${ENV_MANIFEST_BASE})",
+    )
+    parser.add_argument(
+        "--unprotected",
+        action="store_true",
+        help="abort: do not require the manifest store and abort ids of PREPARED manifests too "
+        "(their batches are lost)",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="show what abort/commit would do; change nothing"
@@ -131,12 +157,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _client_config(args: argparse.Namespace, env: Any) -> Any:
+def _properties(args: argparse.Namespace, env: Any) -> tuple[str | None, dict[str, str]]:
+    """The --command-config file (or env) parsed, and its path."""
+    from airflow_provider_kafka_eos.kafka.config import read_properties_file
+
+    path = args.command_config or env.get(ENV_COMMAND_CONFIG)
+    return path, (read_properties_file(path) if path else {})
+
+
+def _client_config(args: argparse.Namespace, env: Any, path: str | None, props: dict[str, str]) -> Any:
     """Properties file (or env) + --bootstrap-servers + credentials from the environment."""
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
     from airflow_provider_kafka_eos.kafka.errors import UsageError
 
-    path = args.command_config or env.get(ENV_COMMAND_CONFIG)
     overrides: dict[str, Any] = {}
     servers = args.bootstrap_servers or None
     if servers:
@@ -146,7 +179,8 @@ def _client_config(args: argparse.Namespace, env: Any) -> Any:
     if env.get(ENV_SASL_PASSWORD):
         overrides["sasl.password"] = env[ENV_SASL_PASSWORD]
     if path:
-        base = KafkaClientConfig.from_properties_file(path)
+        client = {k: v for k, v in props.items() if k != MANIFEST_BASE_KEY}
+        base = KafkaClientConfig.from_properties(client, source=str(path))
         return base.with_overrides(overrides) if overrides else base
     if "bootstrap.servers" not in overrides:
         if env.get(ENV_BOOTSTRAP):
@@ -156,21 +190,19 @@ def _client_config(args: argparse.Namespace, env: Any) -> Any:
     return KafkaClientConfig.from_mapping(overrides, source="command line")
 
 
-def _request(args: argparse.Namespace) -> Any:
+def _manifest_base(args: argparse.Namespace, env: Any, props: dict[str, str]) -> str | None:
+    """--manifest-base, else the key in --command-config, else the environment (one store)."""
+    return args.manifest_base or props.get(MANIFEST_BASE_KEY) or env.get(ENV_MANIFEST_BASE) or None
+
+
+def _request(args: argparse.Namespace, manifest_base: str | None) -> Any:
     from airflow_provider_kafka_eos.kafka.errors import UsageError
     from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest, parse_duration_ms
 
-    manifests = list(args.manifest)
-    manifest_uri = None
-    protect: tuple[str, ...] = ()
-    if args.action in ("commit", "commit-from-manifest"):
-        if len(manifests) > 1:
-            raise UsageError("commit takes one --manifest at a time")
-        manifest_uri = manifests[0] if manifests else None
-    elif args.action in ("abort", "find-hanging"):
-        protect = tuple(manifests)
-    elif manifests:
+    if args.manifest and args.action not in ("commit", "commit-from-manifest", "abort"):
         raise UsageError(f"--manifest does not apply to --action {args.action}")
+    if args.unprotected and args.action != "abort":
+        raise UsageError("--unprotected applies to --action abort only")
     preflight_only = bool(args.topic) or args.transaction_timeout_ms is not None
     if preflight_only and args.action != "preflight":
         raise UsageError("--topic and --transaction-timeout-ms apply to --action preflight only")
@@ -182,9 +214,10 @@ def _request(args: argparse.Namespace) -> Any:
         prefixes=tuple(args.prefix),
         states=tuple(args.state),
         min_age_ms=parse_duration_ms(args.min_age),
-        manifest_uri=manifest_uri,
+        manifest_uri=args.manifest,
         dry_run=args.dry_run,
-        protect_manifests=protect,
+        manifest_base_uri=manifest_base,
+        protect=not args.unprotected,
         topics=tuple(args.topic),
         transaction_timeout_ms=args.transaction_timeout_ms,
     ).validate()
@@ -261,8 +294,14 @@ def run(
     try:
         from airflow_provider_kafka_eos.kafka.resolution import parse_duration_ms
 
-        request = _request(args)
-        config = _client_config(args, env)
+        path, props = _properties(args, env)
+        request = _request(args, _manifest_base(args, env, props))
+        if not request.protect:
+            stderr.write(
+                f"{PROG}: WARNING: --unprotected: transactions listed in PREPARED manifests will be "
+                "aborted too; their checkpoints' batches are lost\n"
+            )
+        config = _client_config(args, env, path, props)
         timeout_ms = parse_duration_ms(args.timeout, what="--timeout") or 10_000
         interactive = stdout.isatty() and not args.json
         with (

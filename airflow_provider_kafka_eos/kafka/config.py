@@ -203,12 +203,7 @@ class KafkaClientConfig:
     @classmethod
     def from_properties_file(cls, path: str | Path) -> KafkaClientConfig:
         """A Java ``client.properties``: Java keys with a librdkafka twin, or librdkafka keys."""
-        source = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"{source}: cannot read the properties file ({exc.strerror or exc})") from None
-        return cls.from_properties(_parse_properties(text), source=source)
+        return cls.from_properties(read_properties_file(path), source=str(path))
 
     @classmethod
     def from_properties(
@@ -502,6 +497,15 @@ def _translate_jaas(value: str, mechanism: str, source: str) -> dict[str, str]:
         f"{source}: key 'sasl.jaas.config' uses {module}, which cannot be translated "
         f"(mechanism {mechanism}); use librdkafka 'sasl.*' keys instead"
     )
+
+
+def read_properties_file(path: str | Path) -> dict[str, str]:
+    """A ``.properties`` file parsed (ConfigError naming the file when it cannot be read)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the properties file ({exc.strerror or exc})") from None
+    return _parse_properties(text)
 
 
 def _parse_properties(text: str) -> dict[str, str]:
