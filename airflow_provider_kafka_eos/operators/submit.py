@@ -142,6 +142,9 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
     :param checkpoint_id: override the run-derived checkpoint id (templated).
     :param transaction_timeout_ms: producer ``transaction.timeout.ms``; the commit must happen within it.
     :param key_col, value_col, headers_col, partition_col: DataFrame columns the writer reads.
+    :param two_phase_commit: KIP-939 two-phase commit: the prepared transactions never time out
+        (needs Kafka 4.1+ with 2PC enabled, the TWO_PHASE_COMMIT ACL and the Arrow producer).
+    :param producer: ``"arrow"`` or ``"librdkafka"``; default: the writer's ``DEFAULT_PRODUCER``.
     :param python_executable: the Python the driver and workers run (``PYSPARK_PYTHON``).
     Any other keyword goes to ``SparkSubmitOperator`` (``conf``, ``py_files``, ``driver_memory``...).
     """
@@ -180,6 +183,8 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         headers_col: str | None = None,
         partition_col: str | None = None,
         python_executable: str | None = None,
+        two_phase_commit: bool = False,
+        producer: str | None = None,
         **kwargs: Any,
     ) -> None:
         from airflow_provider_kafka_eos.kafka.abort_strategies import AbortStrategy
@@ -190,6 +195,11 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         except KafkaEosError as err:
             raise UsageError(err.cause) from None
         abort_strategy = AbortStrategy.parse(abort_strategy).value if abort_strategy else None
+        if producer not in (None, "arrow", "librdkafka"):
+            raise UsageError(f"producer must be arrow or librdkafka, got {producer!r}")
+        if two_phase_commit and producer == "librdkafka":
+            raise UsageError("two_phase_commit=True needs producer='arrow' (librdkafka cannot set Enable2Pc)",
+                             runbook="two-phase-commit")
         kwargs.setdefault("name", f"kafka-eos-{pipeline_id}")
         super().__init__(application=JOB_FILE, conn_id=conn_id, **kwargs)
         self.pipeline_id = pipeline_id
@@ -209,6 +219,8 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         self.headers_col = headers_col
         self.partition_col = partition_col
         self.python_executable = python_executable
+        self.two_phase_commit = two_phase_commit
+        self.producer = producer
         self._config_file: str | None = None
 
     # -- Airflow entry points ----------------------------------------------------------------
@@ -297,6 +309,10 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
             args += ["--headers-col", self.headers_col]
         if self.partition_col:
             args += ["--partition-col", self.partition_col]
+        if self.two_phase_commit:
+            args.append("--two-phase-commit")
+        if self.producer:
+            args += ["--producer", self.producer]
         return args
 
     def _require_spark_connection(self) -> None:
