@@ -508,8 +508,13 @@ class ClientCredentialsTokenProvider:
         }
         if self._scope:
             form["scope"] = str(self._scope)
-        request = urllib.request.Request(self._url, data=urllib.parse.urlencode(form).encode(), method="POST")
-        with urllib.request.urlopen(request, timeout=10) as response:
+        if urllib.parse.urlparse(self._url).scheme not in ("https", "http"):
+            # urllib would also open file: and ftp: URLs; a token endpoint is HTTP(S) only.
+            raise ConfigError("key 'sasl.oauthbearer.token.endpoint.url' must be an http(s) URL")
+        request = urllib.request.Request(  # noqa: S310 (scheme checked just above)
+            self._url, data=urllib.parse.urlencode(form).encode(), method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (scheme checked)
             payload = json.loads(response.read())
         self._token = payload["access_token"]
         self._expires_at = time.time() + float(payload.get("expires_in", 300))

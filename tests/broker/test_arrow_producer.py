@@ -183,3 +183,31 @@ def test_prepared_checkpoint_outlives_three_timeouts_only_with_2pc(
             with pytest.raises(DataLossError, match=tid):
                 admin.commit([committable])
             assert count_keys(broker.bootstrap, topic) == Counter()
+
+
+def test_keep_prepared_txn_is_refused_and_commit_by_resume_completes(kafka_broker_factory, unique_name):
+    """Which path completes a prepared 2PC transaction: Kafka 4.4's coordinator answers
+    InitProducerId(Enable2Pc, KeepPreparedTxn=true) with UNSUPPORTED_VERSION and changes nothing
+    (the embedded broker the same), so the commit task's EndTxn with the recorded producer id and
+    epoch (commit-by-resume) is what completes it."""
+    from kafka.protocol.producer.transaction import InitProducerIdRequest
+
+    broker = kafka_broker_factory(two_phase_commit=True)
+    topic, tid = unique_name("arrow2pc"), unique_name("arrow2pc-tid")
+    create_topic(broker.bootstrap, topic)
+    keys = [f"k{i}".encode() for i in range(50)]
+    with _admin(broker.bootstrap) as admin:
+        _, committable = _prepare(admin, tid, topic, [(pa.array(keys), pa.array(keys))], two_phase=True)
+        node = admin.wire.coordinators([tid])[tid]
+        answer = admin.wire.send(
+            InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60000, producer_id=-1,
+                                  producer_epoch=-1, enable2_pc=True, keep_prepared_txn=True, version=6),
+            node,
+        )
+        assert answer.error_code == 35  # UNSUPPORTED_VERSION
+        after = admin.describe([tid])[tid]
+        assert (after.state, after.producer_id, after.producer_epoch) == (
+            TxnState.ONGOING, committable.producer_id, committable.producer_epoch
+        )
+        assert [o.outcome for o in admin.commit([committable])] == ["committed"]
+    assert_exactly_once(count_keys(broker.bootstrap, topic), keys)
