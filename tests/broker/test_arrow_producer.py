@@ -211,3 +211,46 @@ def test_keep_prepared_txn_is_refused_and_commit_by_resume_completes(kafka_broke
         )
         assert [o.outcome for o in admin.commit([committable])] == ["committed"]
     assert_exactly_once(count_keys(broker.bootstrap, topic), keys)
+
+
+def test_enable_2pc_needs_the_two_phase_commit_acl(kafka_broker_factory, unique_name, tmp_path):
+    """WRITE on the TransactionalId is not enough for Enable2Pc: TWO_PHASE_COMMIT too (KIP-939).
+    Refused before anything is written, with the error naming the ACL and the runbook page."""
+    import json
+
+    from airflow_provider_kafka_eos.kafka.errors import AuthorizationError
+
+    prefix, topic = unique_name("acl2pc") + "-", unique_name("acl2pc-topic")
+
+    def acl(user, rtype, name, op, pattern="LITERAL"):
+        return {"principal": f"User:{user}", "resource_type": rtype, "name": name, "operation": op,
+                "pattern_type": pattern}
+
+    acls = []
+    for user in ("no2pc", "with2pc"):
+        acls += [acl(user, "TRANSACTIONAL_ID", prefix, "WRITE", "PREFIXED"),
+                 *(acl(user, "TOPIC", topic, op) for op in ("WRITE", "DESCRIBE", "CREATE"))]
+    acls.append(acl("with2pc", "TRANSACTIONAL_ID", prefix, "TWO_PHASE_COMMIT", "PREFIXED"))
+    path = tmp_path / "acls.json"
+    path.write_text(json.dumps({"users": {u: f"{u}-pw" for u in ("root", "no2pc", "with2pc")},
+                                "super_users": ["User:root"], "acls": acls}))
+    broker = kafka_broker_factory(acl_file=str(path), two_phase_commit=True)
+    create_topic_config = {"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                           "sasl.mechanism": "PLAIN"}
+    keys = [b"a", b"b", b"c"]
+
+    def prepare_as(user: str, tid: str):
+        config = KafkaClientConfig.from_mapping(
+            {**create_topic_config, "sasl.username": user, "sasl.password": f"{user}-pw"})
+        with TransactionAdmin(config) as admin:
+            return _prepare(admin, tid, topic, [(pa.array(keys), pa.array(keys))], two_phase=True)[1], config
+
+    with pytest.raises(AuthorizationError, match="TWO_PHASE_COMMIT") as excinfo:
+        prepare_as("no2pc", prefix + "0")
+    assert "docs/runbook/two-phase-commit.md" in str(excinfo.value)
+    committable, config = prepare_as("with2pc", prefix + "1")
+    assert committable.two_phase
+    with TransactionAdmin(config) as admin:
+        admin.commit([committable])
+    root = {**create_topic_config, "sasl.username": "root", "sasl.password": "root-pw"}
+    assert_exactly_once(count_keys(root, topic), keys)  # the refused attempt wrote nothing
