@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,7 +135,9 @@ class ArrowPartitionTransaction:
         self.stats = ProducerStats()
         self._leaders: dict[int, int] = {}
         self._num_partitions = 0
-        self._next_sequence: dict[int, int] = defaultdict(int)
+        self._next_sequence: dict[int, int] = defaultdict(int)  # acknowledged
+        self._encoded_sequence: dict[int, int] = defaultdict(int)  # assigned to encoded batches
+        self._executor: ThreadPoolExecutor | None = None
         self._added: set[int] = set()
         self._written: set[int] = set()
         self._pending: list[tuple[pa.Array, pa.Array, pa.Array | None, pa.Array | None, np.ndarray]] = []
@@ -210,6 +213,9 @@ class ArrowPartitionTransaction:
         self._pending.clear()
         self._pending_bytes = 0
         self._released = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
 
     # -- partitioning ------------------------------------------------------------------------
 
@@ -261,6 +267,18 @@ class ArrowPartitionTransaction:
         queues: dict[int, list[tuple[int, int]]] = {}
         for start, end in zip(starts.tolist(), ends.tolist(), strict=True):  # one step per partition
             queues[int(sorted_targets[start])] = _chunks(sizes[start:end], start, self.batch_bytes)
+        # One wave in flight while the next is encoded (the IO runs on the wire's network thread
+        # and in the sender thread; numpy/Arrow/crc32c release the GIL for the large steps).
+        in_flight: Future[None] | None = None
+        try:
+            in_flight = self._encode_and_send(queues, keys, values, headers)
+        finally:
+            if in_flight is not None:
+                in_flight.result()
+
+    def _encode_and_send(self, queues: dict[int, list[tuple[int, int]]], keys: Any, values: Any,
+                         headers: Any) -> Future[None] | None:
+        in_flight: Future[None] | None = None
         while queues:
             wave: dict[int, EncodedBatch] = {}
             for partition in list(queues):
@@ -273,9 +291,18 @@ class ArrowPartitionTransaction:
                     headers=headers.slice(start, end - start) if headers is not None else None,
                     producer_id=self.producer_id,
                     producer_epoch=self.producer_epoch,
-                    base_sequence=self._next_sequence[partition],
+                    base_sequence=self._encoded_sequence[partition],
                 )
-            self._send_wave(wave)
+                self._encoded_sequence[partition] += wave[partition].record_count
+            if in_flight is not None:
+                in_flight.result()  # waves go out in order: at most one in flight per partition
+            in_flight = self._sender().submit(self._send_wave, wave)
+        return in_flight
+
+    def _sender(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-eos-arrow-send")
+        return self._executor
 
     def _send_wave(self, wave: dict[int, EncodedBatch]) -> None:
         """One batch per partition, one Produce request per leader, retried until acknowledged."""

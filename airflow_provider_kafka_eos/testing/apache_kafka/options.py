@@ -42,6 +42,8 @@ class KafkaOptions:
     # The embedded broker's injected marker delay; real Kafka writes markers asynchronously on
     # its own, so the option is accepted (tests that ask for the window get it) and ignored.
     marker_delay_ms: int = 0
+    socket_request_max_bytes: int = 100 * 1024 * 1024
+    max_connections: int | None = None  # Kafka's default: unlimited
     heap: str = "384m"
     log_level: str = "INFO"
 
@@ -140,7 +142,10 @@ def node_properties(
         "num.recovery.threads.per.data.dir": "1",
         "log.segment.bytes": str(64 * 1024 * 1024),
         "controlled.shutdown.enable": "true",
+        "socket.request.max.bytes": str(opts.socket_request_max_bytes),
     }
+    if opts.max_connections is not None:
+        props["max.connections"] = str(opts.max_connections)
     if opts.two_phase_commit:
         # KIP-939's InitProducerId v6 (Enable2Pc) is still "latestVersionUnstable" in Kafka 4.4:
         # without this the broker advertises v5 and closes a connection that sends v6.

@@ -58,6 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="write transaction markers this long after EndTxn (Kafka writes them asynchronously; "
         "meanwhile the id answers CONCURRENT_TRANSACTIONS)",
     )
+    parser.add_argument(
+        "--socket-request-max-bytes", type=int, default=100 * 1024 * 1024,
+        help="largest request frame accepted (Kafka's socket.request.max.bytes)",
+    )
+    parser.add_argument(
+        "--max-connections", type=int, default=1000,
+        help="connections beyond this are closed at once (Kafka's max.connections)",
+    )
     parser.add_argument("--log-level", default="WARNING")
     return parser
 
@@ -78,6 +86,8 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
         transactional_id_expiration_ms=args.transactional_id_expiration_ms,
         auto_create_topics=args.auto_create_topics,
         marker_delay_ms=args.marker_delay_ms,
+        socket_request_max_bytes=args.socket_request_max_bytes,
+        max_connections=args.max_connections,
     )
 
 
