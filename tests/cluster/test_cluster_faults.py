@@ -29,8 +29,8 @@ from cluster_helpers import (
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
 from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
-from airflow_provider_kafka_eos.spark.testing_support import keyed_frame
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+from airflow_provider_kafka_eos.testing.spark import keyed_frame
 from airflow_provider_kafka_eos.testing.transactions import produce_transaction, write_prepared_manifest
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
