@@ -254,3 +254,26 @@ def test_enable_2pc_needs_the_two_phase_commit_acl(kafka_broker_factory, unique_
         admin.commit([committable])
     root = {**create_topic_config, "sasl.username": "root", "sasl.password": "root-pw"}
     assert_exactly_once(count_keys(root, topic), keys)  # the refused attempt wrote nothing
+
+
+def test_broker_restart_mid_transaction_is_retried(kafka_broker_factory, unique_name, tmp_path):
+    """The broker restarts between two flushes of one transaction: the producer's next wave meets
+    a closed connection, re-sends within its delivery deadline, and the transaction commits whole."""
+    broker = kafka_broker_factory(data_dir=str(tmp_path / "data"), partitions=2)
+    topic, tid = unique_name("arrow-restart"), unique_name("arrow-restart-tid")
+    create_topic(broker.bootstrap, topic, partitions=2)
+    first = [f"a{i}".encode() for i in range(200)]
+    second = [f"b{i}".encode() for i in range(200)]
+    with _admin(broker.bootstrap) as admin:
+        txn = ArrowPartitionTransaction(admin=admin, transactional_id=tid, topic=topic,
+                                        transaction_timeout_ms=60000,
+                                        protocol=TransactionProtocol.from_admin(admin))
+        txn.begin()
+        txn.write_columns(pa.array(first), pa.array(first))
+        txn.flush()
+        broker.restart()
+        txn.write_columns(pa.array(second), pa.array(second))
+        committable = txn.prepare()
+        assert committable.record_count == 400
+        admin.commit([committable])
+    assert_exactly_once(count_keys(broker.bootstrap, topic), first + second)
