@@ -101,7 +101,7 @@ def test_partition_leader_killed_while_spark_writes(cluster, spark, tmp_path, un
         try:
             result["manifest"] = write_exactly_once(
                 df, topic=topic, kafka_config=cluster.client_config(), transactional_id_prefix=prefix,
-                checkpoint_id=1, manifest_uri=str(tmp_path / "manifests"),
+                checkpoint_id=1, manifest_base_uri=str(tmp_path / "manifests"),
                 transaction_timeout_ms=TXN_TIMEOUT_MS,
             )
         except BaseException as exc:  # handed to the test thread
