@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka import manifest as manifests
+from airflow_provider_kafka_eos.kafka.checkpoint_identity import RunIdentity
 from airflow_provider_kafka_eos.kafka.committable import Committable
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import (
@@ -61,6 +62,7 @@ def write_exactly_once(
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS,
     abort_strategy: str | None = None,
     fault_plan: FaultPlan | None = None,
+    prepared_by: RunIdentity | None = None,
 ) -> Manifest:
     """Prepare checkpoint ``checkpoint_id`` of ``df`` in Kafka and return its PREPARED manifest.
 
@@ -68,7 +70,9 @@ def write_exactly_once(
     fsspec URI); this checkpoint's manifest is ``<base>/<pipeline_id>/checkpoint-<id>.json``.
     Before producing, earlier checkpoints are restored (see ``kafka/restore.py``); when this
     checkpoint already has a PREPARED or COMMITTED manifest, nothing is produced and that
-    manifest is returned (a retried or rerun job is idempotent).
+    manifest is returned (a retried or rerun job is idempotent); whether that existing manifest
+    is this run's own or another run's is the caller's to judge (``prepared_by`` names the run
+    that wrote each manifest; see ``kafka/checkpoint_identity.py``).
     """
     pipeline_id = pipeline_id or transactional_id_prefix
     config = kafka_config if isinstance(kafka_config, KafkaClientConfig) else \
@@ -99,8 +103,10 @@ def write_exactly_once(
             abort_lingering=aborter,
         )
         if report.existing is not None:
-            log.info("checkpoint %d of %s is already %s (%s): not producing again",
-                     checkpoint_id, pipeline_id, report.existing.status.value, report.existing_uri)
+            owner = report.existing.prepared_by
+            log.warning("checkpoint %d of %s is already %s (%s), prepared by %s: not producing again",
+                        checkpoint_id, pipeline_id, report.existing.status.value, report.existing_uri,
+                        owner.describe() if owner is not None else "a writer that recorded no run")
             return report.existing
         in_use: set[str] = set()
         if naming_strategy == "POOLING":
@@ -144,6 +150,7 @@ def write_exactly_once(
             committables=sorted(committables, key=lambda c: c.transactional_id),
             created_at_ms=now,
             updated_at_ms=now,
+            prepared_by=prepared_by,
         )
         write_manifest(this_uri, manifest)
         log.info("checkpoint %d of %s prepared: %d transaction(s), %d record(s) in %.1fs -> %s",
