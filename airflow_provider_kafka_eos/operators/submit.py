@@ -85,6 +85,19 @@ def checkpoint_id_for_run(context: Mapping[str, Any]) -> int:
                      "pass checkpoint_id explicitly", runbook="rerun-a-checkpoint")
 
 
+def legacy_checkpoint_id_for_run(context: Mapping[str, Any]) -> int | None:
+    """The whole-second id releases before manifest schema 2 derived (data interval end, else run_after).
+
+    Only for runs in flight across the upgrade: see ``SparkEosSubmitOperator._adopt_legacy``.
+    """
+    dag_run = context.get("dag_run")
+    for value in (getattr(dag_run, "data_interval_end", None), context.get("data_interval_end"),
+                  getattr(dag_run, "run_after", None)):
+        if isinstance(value, datetime):
+            return int(value.timestamp())
+    return None
+
+
 def run_identity(context: Mapping[str, Any]) -> RunIdentity | None:
     """The DAG run and try executing this task, as recorded in the manifest (None outside a run)."""
     dag_run = context.get("dag_run")
@@ -231,12 +244,13 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         self.partition_col = partition_col
         self.python_executable = python_executable
         self._config_file: str | None = None
+        self._legacy_adopted = False
 
     # -- Airflow entry points ----------------------------------------------------------------
 
     def execute(self, context: Any) -> str:
         self._require_spark_connection()
-        checkpoint = self._checkpoint_id(context)
+        checkpoint = self._adopt_legacy(context, self._checkpoint_id(context))
         expected_uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, checkpoint)
         run = run_identity(context)
         self.application_args = self._job_args(checkpoint) + self._identity_args(run)
@@ -284,6 +298,11 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         if run is not None and run.same_run(owner) and owner.try_number == run.try_number:
             outcome, message = "prepared", f"checkpoint {manifest.checkpoint_id} prepared by this try"
             verdict = None
+        elif owner is None and self._legacy_adopted:
+            outcome, verdict = "legacy", None
+            message = (f"checkpoint {manifest.checkpoint_id} was prepared for this run's data interval by a "
+                       "release with whole-second checkpoint ids: nothing written again")
+            self.log.warning("%s", message)
         else:
             verdict = reuse_verdict(manifest, uri, run, explicit_checkpoint=explicit)
             outcome, message = verdict.reuse.value, verdict.message
@@ -335,6 +354,34 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
                 raise UsageError(f"checkpoint_id must be >= 0, got {value}")
             return value
         return checkpoint_id_for_run(context)
+
+    def _adopt_legacy(self, context: Any, checkpoint: int) -> int:
+        """A run whose batch a release with whole-second ids already prepared keeps that checkpoint.
+
+        Without this, a run whose first try wrote a version 1 manifest under the old id and whose
+        retry (or clear) runs after the upgrade would derive a new (microsecond) id and write its
+        batch again. A manifest at the run's old id that names no run was written by the old
+        release for this run's data interval end (else its run_after second), which is exactly
+        what the old release treated as the same checkpoint: keep that meaning for it, loudly.
+        Runs of this release record themselves (``prepared_by``), so this never matches them.
+        """
+        self._legacy_adopted = False
+        if self.checkpoint_id not in (None, ""):
+            return checkpoint
+        legacy = legacy_checkpoint_id_for_run(context)
+        if legacy is None or legacy == checkpoint:
+            return checkpoint
+        uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, legacy)
+        try:
+            found = read_manifest(uri)
+        except ManifestError:
+            return checkpoint  # none there (the normal case), or unreadable: restore will say so
+        if found.prepared_by is not None:
+            return checkpoint
+        self._legacy_adopted = True
+        self.log.warning("checkpoint %d (%s) was prepared for this run by a release with whole-second "
+                         "checkpoint ids: keeping it instead of the new id %d", legacy, uri, checkpoint)
+        return legacy
 
     def _job_args(self, checkpoint: int) -> list[str]:
         args = [
