@@ -162,6 +162,7 @@ def abort_by_probing(
     protected: Iterable[str] = (),
     transaction_timeout_ms: int = 60000,
     max_probes_per_partition: int = 1000,
+    stop_before: int | None = None,
 ) -> AbortReport:
     """PROBING: fence ``prefix-p-c`` upward from ``start_checkpoint`` until an id was never used.
 
@@ -169,6 +170,11 @@ def abort_by_probing(
     last committed checkpoint + 1). ``partitions`` must cover every partition any previous
     attempt may have used (after a scale-in, the old, larger count). Raises if a partition
     needs more than ``max_probes_per_partition`` probes (a restart loop; investigate).
+
+    ``stop_before`` is the next checkpoint above ``start_checkpoint`` that has a manifest (a
+    backfill probing below newer checkpoints): ids from there up are that checkpoint's own, its
+    manifest decides their fate, and fencing even a committed one would bump the epoch its
+    manifest names; the walk never reaches them.
     """
     validate_prefix(prefix)
     if start_checkpoint < 0:
@@ -176,9 +182,9 @@ def abort_by_probing(
     keep = set(protected)
     report = AbortReport(AbortStrategy.PROBING)
     for partition in sorted(set(partitions)):
-        for probes, checkpoint in enumerate(
-            range(start_checkpoint, start_checkpoint + max_probes_per_partition)
-        ):
+        end = start_checkpoint + max_probes_per_partition
+        for probes, checkpoint in enumerate(range(start_checkpoint, end if stop_before is None
+                                                  else min(end, stop_before))):
             tid = format_transactional_id(prefix, partition, checkpoint)
             if tid in keep:
                 report.decisions.append(

@@ -47,18 +47,31 @@ def check_naming_switch(manifest_base_uri: str, pipeline_id: str, naming_strateg
     naming.check_strategy_switch(previous, naming_strategy, has_state=bool(existing))
 
 
+def next_checkpoint(manifest_base_uri: str, pipeline_id: str, checkpoint_id: int) -> int | None:
+    """The smallest checkpoint above ``checkpoint_id`` that has a manifest (a backfill's ceiling)."""
+    newer = [m.checkpoint_id for _, m in find_manifests(manifest_base_uri, pipeline_id)
+             if m.checkpoint_id > checkpoint_id]
+    return min(newer) if newer else None
+
+
 def lingering_aborter(
     abort_strategy: str,
     *,
     checkpoint_id: int,
     partitions_hint: int,
+    stop_before: int | None = None,
 ) -> Callable[[Any, str, set[str]], list[str]]:
-    """``abort(admin, prefix, protected) -> [aborted ids]`` for ``restore_pipeline``."""
+    """``abort(admin, prefix, protected) -> [aborted ids]`` for ``restore_pipeline``.
+
+    ``stop_before`` (PROBING): :func:`next_checkpoint`, so a backfill never probes ids of a
+    newer checkpoint.
+    """
     name = str(abort_strategy).upper()
     if name == abort_strategies.AbortStrategy.LISTING.value:
         return _abort_listing
     if name == abort_strategies.AbortStrategy.PROBING.value:
-        return partial(_abort_probing, checkpoint_id=checkpoint_id, partitions_hint=partitions_hint)
+        return partial(_abort_probing, checkpoint_id=checkpoint_id, partitions_hint=partitions_hint,
+                       stop_before=stop_before)
     from airflow_provider_kafka_eos.kafka.errors import UsageError
 
     raise UsageError(f"abort strategy must be LISTING or PROBING, got {abort_strategy!r}")
@@ -102,7 +115,8 @@ def _abort_listing(admin: Any, prefix: str, protected: set[str]) -> list[str]:
 
 
 def _abort_probing(
-    admin: Any, prefix: str, protected: set[str], *, checkpoint_id: int, partitions_hint: int
+    admin: Any, prefix: str, protected: set[str], *, checkpoint_id: int, partitions_hint: int,
+    stop_before: int | None = None,
 ) -> list[str]:
     """PROBING for this checkpoint's ids: the current partitions, then upward while ids were used.
 
@@ -112,13 +126,13 @@ def _abort_probing(
     probe creates on the coordinator: one extra id per restore).
     """
     report = abort_strategies.abort_by_probing(
-        admin, prefix, range(partitions_hint), checkpoint_id, protected=protected
+        admin, prefix, range(partitions_hint), checkpoint_id, protected=protected, stop_before=stop_before
     )
     aborted = list(report.aborted)
     partition = partitions_hint
     while True:
         extra = abort_strategies.abort_by_probing(
-            admin, prefix, [partition], checkpoint_id, protected=protected
+            admin, prefix, [partition], checkpoint_id, protected=protected, stop_before=stop_before
         )
         aborted += extra.aborted
         if not extra.decisions or extra.decisions[0].action == "unused":

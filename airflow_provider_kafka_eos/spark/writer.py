@@ -93,6 +93,7 @@ def write_exactly_once(
             abort_strategy or naming_support.default_abort_strategy(naming_strategy, admin),
             checkpoint_id=checkpoint_id,
             partitions_hint=partitions,
+            stop_before=naming_support.next_checkpoint(manifest_uri, pipeline_id, checkpoint_id),
         )
         report = restore_pipeline(
             admin,

@@ -1,6 +1,7 @@
 """One checkpoint per run, through the example pipeline DAG (dag.test() on SQLite, spark-submit in
 local mode, the embedded broker): manual runs triggered within one second, a retried and a
-cleared run, and a backfill of an older interval after a newer checkpoint.
+cleared run. (A backfill of an older interval after a newer checkpoint: tests/dags/test_pipeline.py
+runs its two dated runs newest first.)
 
 Before checkpoint ids had microsecond precision, two manual runs triggered within one second
 shared a checkpoint: the second run's job found the first run's COMMITTED manifest, wrote
@@ -14,7 +15,6 @@ import pathlib
 import sys
 from datetime import datetime, timedelta, timezone
 
-import pendulum
 import pytest
 
 from airflow_provider_kafka_eos.kafka.checkpoint_identity import checkpoint_id_from_datetime
@@ -66,79 +66,48 @@ def _total_written(bootstrap, topic):
     return sum(count_keys(bootstrap, topic, isolation="read_uncommitted").values())
 
 
-def test_two_manual_runs_triggered_within_one_second_are_both_written_exactly_once(
+def test_two_manual_runs_within_one_second_are_written_once_and_a_retry_and_a_clear_write_nothing(
     batch_from_conf, connections, kafka_broker, conf  # noqa: F811
 ):
+    """Run A, then run B 600 ms later with a different input. B's submit task dies right after
+    its manifest was written (spark-submit fails although the checkpoint is prepared) and is
+    retried: try 2 finds its own manifest and writes nothing. Then B is cleared and rerun."""
     dag, topic = batch_from_conf, conf["topic"]
-    expected_a = write_batch(conf["input_dir"], "manual-a", users=40)
-    expected_b = write_batch(conf["input_dir"], "manual-b", users=50)  # a different input
-    first_at = datetime(2026, 4, 1, 9, 30, 0, 100_000, tzinfo=timezone.utc)
-    second_at = first_at + timedelta(milliseconds=600)  # the same second: one id before the fix
+    expected = write_batch(conf["input_dir"], "manual-a", users=40)
+    expected += write_batch(conf["input_dir"], "manual-b", users=50)  # a different input
+    a_at = datetime(2026, 4, 1, 9, 30, 0, 100_000, tzinfo=timezone.utc)
+    b_at = a_at + timedelta(milliseconds=600)  # the same second: one checkpoint id before the fix
 
-    results = []
-    for at, batch in ((first_at, "manual-a"), (second_at, "manual-b")):
-        run = dag.test(run_after=at, logical_date=None, run_conf={**conf, "batch": batch})
-        # Read now: dag.test() deletes earlier runs without a logical date when it creates the next.
-        results.append((run.run_id, _states(run), _xcom(run)["outcome"]))
-
-    assert [(states, outcome) for _, states, outcome in results] == [(ALL_SUCCESS, "prepared")] * 2
-    manifests = [m for _, m in find_manifests(conf["manifest_base_uri"], conf["pipeline_id"])]
-    assert [m.checkpoint_id for m in manifests] == [
-        checkpoint_id_from_datetime(first_at), checkpoint_id_from_datetime(second_at)]
-    assert [m.status for m in manifests] == [ManifestStatus.COMMITTED] * 2
-    assert [m.prepared_by.run_id for m in manifests] == [run_id for run_id, _, _ in results]
-    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected_a + expected_b)
-
-
-def test_a_retried_and_then_cleared_run_writes_nothing_the_second_time(
-    batch_from_conf, connections, kafka_broker, conf  # noqa: F811
-):
-    dag, topic = batch_from_conf, conf["topic"]
-    expected = write_batch(conf["input_dir"], "retried", users=30)
+    run_a = dag.test(run_after=a_at, logical_date=None, run_conf={**conf, "batch": "manual-a"})
+    # Read now: dag.test() deletes earlier runs without a logical date when it creates the next.
+    a_id, a_states, a_outcome = run_a.run_id, _states(run_a), _xcom(run_a)["outcome"]
     submit = dag.get_task("submit")
-    # Try 1 of the submit task dies right after its manifest was written (spark-submit fails
-    # although the checkpoint is prepared); try 2 must find that manifest and write nothing.
     submit.env_vars = {"KAFKA_EOS_FAULT": "{{ 'exit_after_manifest' if ti.try_number == 1 else '' }}"}
     submit.retry_delay = timedelta(0)
     try:
-        run = dag.test(run_after=datetime(2026, 4, 1, 10, tzinfo=timezone.utc), logical_date=None,
-                       run_conf={**conf, "batch": "retried"})
+        run_b = dag.test(run_after=b_at, logical_date=None, run_conf={**conf, "batch": "manual-b"})
     finally:
         submit.env_vars, submit.retry_delay = None, timedelta(seconds=30)
 
-    assert _states(run) == ALL_SUCCESS
-    submit_ti = next(t for t in run.get_task_instances() if t.task_id == "submit")
-    assert submit_ti.try_number == 2
-    result = _xcom(run)
-    assert result["outcome"] == "same_run" and result["prepared_by"]["try_number"] == 1
+    assert (a_states, a_outcome) == (ALL_SUCCESS, "prepared")
+    assert _states(run_b) == ALL_SUCCESS
+    assert next(t for t in run_b.get_task_instances() if t.task_id == "submit").try_number == 2
+    b_result = _xcom(run_b)
+    assert b_result["outcome"] == "same_run" and b_result["prepared_by"]["try_number"] == 1
+    manifests = [m for _, m in find_manifests(conf["manifest_base_uri"], conf["pipeline_id"])]
+    assert [m.checkpoint_id for m in manifests] == [checkpoint_id_from_datetime(a_at),
+                                                     checkpoint_id_from_datetime(b_at)]
+    assert [m.status for m in manifests] == [ManifestStatus.COMMITTED] * 2
+    assert [m.prepared_by.run_id for m in manifests] == [a_id, run_b.run_id]
     written = _total_written(kafka_broker.bootstrap, topic)
-    assert written == len(expected)
+    assert written == len(expected)  # the retry wrote nothing
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
 
-    _clear_and_rerun(dag, run.run_id)  # the same run, cleared: same checkpoint, nothing written
+    _clear_and_rerun(dag, run_b.run_id)  # the same run, cleared: same checkpoint, nothing written
 
     assert _total_written(kafka_broker.bootstrap, topic) == written
-    manifests = find_manifests(conf["manifest_base_uri"], conf["pipeline_id"])
-    assert len(manifests) == 1 and manifests[0][1].status is ManifestStatus.COMMITTED
+    assert len(find_manifests(conf["manifest_base_uri"], conf["pipeline_id"])) == 2
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
-
-
-def test_a_backfill_of_an_older_interval_after_a_newer_checkpoint_is_written_exactly_once(
-    pipeline_dag, connections, kafka_broker, conf  # noqa: F811
-):
-    newer, older = pendulum.datetime(2026, 3, 2, 12, tz="UTC"), pendulum.datetime(2026, 3, 1, 6, tz="UTC")
-    expected = write_batch(conf["input_dir"], newer.strftime("%Y%m%dT%H%M%S"), users=30)
-    expected += write_batch(conf["input_dir"], older.strftime("%Y%m%dT%H%M%S"), users=20)
-
-    runs = [pipeline_dag.test(logical_date=date, run_conf=conf) for date in (newer, older)]
-
-    assert [_states(r) for r in runs] == [ALL_SUCCESS, ALL_SUCCESS]
-    manifests = [m for _, m in find_manifests(conf["manifest_base_uri"], conf["pipeline_id"])]
-    assert [m.checkpoint_id for m in manifests] == [  # sorted: the backfill has the lower id
-        checkpoint_id_from_datetime(older), checkpoint_id_from_datetime(newer)]
-    assert [m.status for m in manifests] == [ManifestStatus.COMMITTED] * 2
-    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic := conf["topic"]), expected)
-    assert _total_written(kafka_broker.bootstrap, topic) == len(expected)
 
 
 def _clear_and_rerun(dag, run_id: str) -> None:
