@@ -4,8 +4,9 @@ The Java client's default partitioner puts a keyed record in ``toPositive(murmur
 partitions``. The expected hashes below are kafka-clients' own test vectors
 (``UtilsTest.testMurmur2``, data, not code); the expected partition is computed from those
 constants, not from our implementation, and must equal what ``kafka/partitioner.py`` computes
-and where the writer (librdkafka, ``partitioner=murmur2_random``) really put each key, as a
-read_committed consumer sees it.
+and where the writer really put each key, as a read_committed consumer sees it, through both
+producer paths: librdkafka (``partitioner=murmur2_random``) and the Arrow producer
+(``kafka/partitioner.py``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def test_the_librdkafka_producer_defaults_to_java_murmur2_and_keeps_an_explicit_
 
 @pytest.mark.spark
 @pytest.mark.broker
-def test_writer_places_keys_where_the_java_client_would(spark, kafka_broker, tmp_path, unique_name):
+@pytest.mark.parametrize("producer", ["librdkafka", "arrow"])
+def test_writer_places_keys_where_the_java_client_would(spark, kafka_broker, tmp_path, unique_name, producer):
     from confluent_kafka.admin import AdminClient, NewTopic
 
     prefix, topic = unique_name("placement"), unique_name("placed")
@@ -60,7 +62,8 @@ def test_writer_places_keys_where_the_java_client_would(spark, kafka_broker, tmp
     df = spark.createDataFrame(rows, "key string, value string").repartition(3)
 
     manifest = write_exactly_once(df, topic=topic, kafka_config=kafka_broker.client_config(),
-                                  transactional_id_prefix=prefix, checkpoint_id=1, manifest_uri=str(tmp_path))
+                                  transactional_id_prefix=prefix, checkpoint_id=1, manifest_uri=str(tmp_path),
+                                  producer=producer)
     commit_manifest(kafka_broker.bootstrap, manifest)
 
     placement = key_placement(kafka_broker.bootstrap, topic)
@@ -72,9 +75,12 @@ def test_writer_places_keys_where_the_java_client_would(spark, kafka_broker, tmp
     for key in keys:
         assert where[key.encode()] == partition_for_key(key.encode(), TOPIC_PARTITIONS), key
     assert len(set(where.values())) == TOPIC_PARTITIONS  # 306 keys reach every partition
-    # Null keys have no hash: murmur2_random spreads them (30 records in one partition: p = 7**-29).
+    # Null keys have no hash. librdkafka's murmur2_random puts each in a random partition (all 30
+    # in one: p = 7**-29); the Arrow producer sticks to one partition per batch, as Java does.
     null_partitions = Counter(p for (k, p), n in placement.items() if k is None for _ in range(n))
-    assert sum(null_partitions.values()) == null_keyed and len(null_partitions) > 1
+    assert sum(null_partitions.values()) == null_keyed
+    if producer == "librdkafka":
+        assert len(null_partitions) > 1
 
     counts = count_keys(kafka_broker.bootstrap, topic)
     assert counts.pop(b"") == null_keyed  # count_keys files null keys under b""
