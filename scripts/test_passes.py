@@ -49,6 +49,12 @@ PASSES: list[Pass] = [
         ("--kafka-facing",),
         blocking=False,
     ),
+    Pass(
+        "cluster",
+        "cluster fault tests (tests/cluster) on a real 3-node Apache Kafka 4.4 cluster, started once",
+        {"KAFKA_EOS_TEST_KAFKA": "apache3"},
+        ("tests/cluster", "-m", "kafka_cluster"),
+    ),
 ]
 
 
