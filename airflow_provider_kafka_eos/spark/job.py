@@ -160,19 +160,22 @@ def load_application(spec: str) -> Callable[[Any, dict], Any]:
     return fn
 
 
-def run(args: argparse.Namespace) -> str:
-    """Build the DataFrame and prepare it; returns the manifest URI."""
+def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
+    """Build the DataFrame and prepare it; returns the manifest URI.
+
+    ``fault_plan`` is the test hook (``testing/fault_job.py`` passes one); the job itself never
+    reads one from its environment.
+    """
     from pyspark.sql import SparkSession
 
     from airflow_provider_kafka_eos.kafka.errors import UsageError
-    from airflow_provider_kafka_eos.kafka.manifest import manifest_uri
     from airflow_provider_kafka_eos.spark.faults import FaultPlan
     from airflow_provider_kafka_eos.spark.writer import DEFAULT_TRANSACTION_TIMEOUT_MS, write_exactly_once
 
     params = load_params(args.params)
     config = load_client_config()
     application = load_application(args.application)
-    plan = FaultPlan.from_env()
+    plan = fault_plan if fault_plan is not None else FaultPlan()
     if plan.active:
         log.warning("fault injection active (tests only): %s", plan)
 
@@ -186,7 +189,7 @@ def run(args: argparse.Namespace) -> str:
         kafka_config=config,
         transactional_id_prefix=args.transactional_id_prefix,
         checkpoint_id=args.checkpoint_id,
-        manifest_uri=args.manifest_base_uri,
+        manifest_base_uri=args.manifest_base_uri,
         naming_strategy=args.naming_strategy,
         key_col=args.key_col,
         value_col=args.value_col,
@@ -201,7 +204,7 @@ def run(args: argparse.Namespace) -> str:
         producer=args.producer,
     )
     plan.after_manifest()
-    uri = manifest_uri(args.manifest_base_uri, args.pipeline_id, manifest.checkpoint_id)
+    uri = manifest.uri
     log.info("checkpoint %d: manifest %s is %s with %d transaction(s)", manifest.checkpoint_id, uri,
              manifest.status.value, len(manifest.committables))
     return uri
@@ -219,14 +222,14 @@ def run_identity(args: argparse.Namespace) -> Any:
     return RunIdentity(args.dag_id, args.run_id, args.try_number, args.logical_date or None)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, fault_plan: Any = None) -> int:
     from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, UsageError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     args = build_arg_parser().parse_args(argv)
     try:
-        uri = run(args)
+        uri = run(args, fault_plan=fault_plan)
     except (UsageError, ConfigError) as exc:
         print(f"kafka-eos job: {exc}", file=sys.stderr, flush=True)
         return 2

@@ -13,15 +13,17 @@ from __future__ import annotations
 import pytest
 from test_ops_support import client_config, create_topic, keys_for, open_transaction, unique
 
+from airflow_provider_kafka_eos.kafka.abort_strategies import AbortStrategy, probing_ceiling
 from airflow_provider_kafka_eos.kafka.manifest import (
     ManifestStatus,
+    find_manifests,
     manifest_uri,
     read_manifest,
     write_manifest,
 )
+from airflow_provider_kafka_eos.kafka.naming import NamingStrategy
 from airflow_provider_kafka_eos.kafka.restore import restore_pipeline
 from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
-from airflow_provider_kafka_eos.spark import naming_support
 from airflow_provider_kafka_eos.testing.transactions import produce_transaction, write_prepared_manifest
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
@@ -36,9 +38,9 @@ def admin(kafka_broker):
 
 def _aborter(strategy: str, checkpoint_id: int, partitions: int, base: str, pipeline: str):
     """The aborter the writer hands restore (PROBING's ceiling: the next checkpoint with a manifest)."""
-    return naming_support.lingering_aborter(
-        strategy, checkpoint_id=checkpoint_id, partitions_hint=partitions,
-        stop_before=naming_support.next_checkpoint(base, pipeline, checkpoint_id))
+    return AbortStrategy.parse(strategy).aborter(
+        checkpoint_id=checkpoint_id, partitions_hint=partitions,
+        stop_before=probing_ceiling(find_manifests(base, pipeline), checkpoint_id))
 
 
 def _committed_checkpoint(bootstrap, admin, base, pipeline, topic, tids, checkpoint_id,
@@ -89,7 +91,7 @@ def test_backfill_after_newer_committed_and_prepared_checkpoints_is_written_exac
     assert report.existing is None  # the backfill has no manifest: it is written
     assert report.recommitted == [newer_uri]
     assert report.aborted_transactions == [crashed_tid]
-    backfill_ids = naming_support.id_factory("INCREMENTING", pipeline, 2000, partitions=1, in_use=set())
+    backfill_ids = NamingStrategy.INCREMENTING.id_factory(pipeline, 2000, partitions=1)
     assert backfill_ids(0) == crashed_tid  # the same id as its crashed attempt: fenced by the retry
     produce_transaction(bootstrap, backfill_ids(0), topic, keys_for("backfill", 5), commit=True)
     expected += keys_for("backfill", 5)
@@ -147,8 +149,8 @@ def test_pooling_backfill_after_a_newer_checkpoint_reuses_only_free_slots(kafka_
 
     # Restore with the PREPARED manifest still pending elsewhere is what POOLING must respect:
     # take the in-use set before restore commits it, as a concurrent reader of the store would.
-    in_use = set(prepared) | naming_support.open_owned_transactions(admin, pipeline)
-    ids = naming_support.id_factory("POOLING", pipeline, 1000, partitions=2, in_use=in_use)
+    in_use = NamingStrategy.POOLING.ids_in_use(admin, pipeline, prepared)
+    ids = NamingStrategy.POOLING.id_factory(pipeline, 1000, partitions=2, in_use=in_use)
     assert {ids(0), ids(1)}.isdisjoint(in_use)
     assert [ids(0), ids(1)] == [f"{pipeline}-0-0", f"{pipeline}-1-1"]
 

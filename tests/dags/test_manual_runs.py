@@ -20,6 +20,7 @@ import pytest
 from airflow_provider_kafka_eos.kafka.checkpoint_identity import checkpoint_id_from_datetime
 from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, find_manifests
 from airflow_provider_kafka_eos.operators.submit import XCOM_CHECKPOINT_KEY
+from airflow_provider_kafka_eos.testing import fault_job
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "dags"))
@@ -82,12 +83,14 @@ def test_two_manual_runs_within_one_second_are_written_once_and_a_retry_and_a_cl
     # Read now: dag.test() deletes earlier runs without a logical date when it creates the next.
     a_id, a_states, a_outcome = run_a.run_id, _states(run_a), _xcom(run_a)["outcome"]
     submit = dag.get_task("submit")
-    submit.env_vars = {"KAFKA_EOS_FAULT": "{{ 'exit_after_manifest' if ti.try_number == 1 else '' }}"}
+    saved = submit.application, submit.env_vars, submit.retry_delay
+    submit.application = fault_job.FILE  # the job with a fault plan from KAFKA_EOS_FAULT (tests only)
+    submit.env_vars = {fault_job.ENV_VAR: "{{ 'exit_after_manifest' if ti.try_number == 1 else '' }}"}
     submit.retry_delay = timedelta(0)
     try:
         run_b = dag.test(run_after=b_at, logical_date=None, run_conf={**conf, "batch": "manual-b"})
     finally:
-        submit.env_vars, submit.retry_delay = None, timedelta(seconds=30)
+        submit.application, submit.env_vars, submit.retry_delay = saved
 
     assert (a_states, a_outcome) == (ALL_SUCCESS, "prepared")
     assert _states(run_b) == ALL_SUCCESS

@@ -11,8 +11,8 @@ import pytest
 
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, UsageError
 from airflow_provider_kafka_eos.spark import job
-from airflow_provider_kafka_eos.spark.testing_support import commit_manifest
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+from airflow_provider_kafka_eos.testing.spark import commit_manifest
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
 ARGS = [
@@ -75,7 +75,7 @@ def test_application_file_with_a_udf_runs_on_the_executors(spark, kafka_broker, 
         kafka_config=kafka_broker.client_config(),
         transactional_id_prefix=prefix,
         checkpoint_id=1,
-        manifest_uri=str(tmp_path / "m"),
+        manifest_base_uri=str(tmp_path / "m"),
     )
     commit_manifest(kafka_broker.bootstrap, manifest)
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [f"KEY-{i}" for i in range(40)])

@@ -17,8 +17,8 @@ import pytest
 
 from airflow_provider_kafka_eos.kafka.partitioner import partition_for_key
 from airflow_provider_kafka_eos.kafka.producer import DEFAULT_PARTITIONER, producer_settings
-from airflow_provider_kafka_eos.spark.testing_support import commit_manifest
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+from airflow_provider_kafka_eos.testing.spark import commit_manifest
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys, key_placement
 
 # kafka-clients UtilsTest.testMurmur2: key -> Utils.murmur2(key) (a signed 32-bit int).
@@ -62,8 +62,8 @@ def test_writer_places_keys_where_the_java_client_would(spark, kafka_broker, tmp
     df = spark.createDataFrame(rows, "key string, value string").repartition(3)
 
     manifest = write_exactly_once(df, topic=topic, kafka_config=kafka_broker.client_config(),
-                                  transactional_id_prefix=prefix, checkpoint_id=1, manifest_uri=str(tmp_path),
-                                  producer=producer)
+                                  transactional_id_prefix=prefix, checkpoint_id=1,
+                                  manifest_base_uri=str(tmp_path), producer=producer)
     commit_manifest(kafka_broker.bootstrap, manifest)
 
     placement = key_placement(kafka_broker.bootstrap, topic)
