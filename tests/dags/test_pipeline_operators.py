@@ -88,7 +88,7 @@ def test_checkpoint_id_is_stable_per_run_and_increases_across_runs():
 
 
 def test_bad_naming_strategy_is_refused_at_parse_time():
-    with pytest.raises(Exception, match="INCREMENTING or POOLING"):
+    with pytest.raises(Exception, match="INCREMENTING, POOLING"):
         _submit(naming_strategy="RANDOM")
 
 
