@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +59,31 @@ def count_keys(
     was written") and ``TimeoutError`` when the end offsets are not reached by the deadline.
     Records without a key count under ``b""``.
     """
+    counts: Counter[bytes] = Counter()
+    for _partition, key in _records(bootstrap_or_config, topic, isolation, timeout_s):
+        counts[key if key is not None else b""] += 1
+    return counts
+
+
+def key_placement(
+    bootstrap_or_config: str | Mapping[str, Any],
+    topic: str,
+    *,
+    isolation: str = "read_committed",
+    timeout_s: float = 30.0,
+) -> Counter[tuple[bytes | None, int]]:
+    """How often each (key, partition) pair appears, read as :func:`count_keys` reads (same rules).
+
+    For tests of record placement (which partition a key landed in); null keys stay ``None``.
+    """
+    return Counter((key, partition) for partition, key in _records(bootstrap_or_config, topic, isolation,
+                                                                     timeout_s))
+
+
+def _records(
+    bootstrap_or_config: str | Mapping[str, Any], topic: str, isolation: str, timeout_s: float
+) -> Iterator[tuple[int, bytes | None]]:
+    """(partition, key) of every record up to the end offsets taken at the start."""
     if isolation not in ISOLATION_LEVELS:
         raise ValueError(f"isolation must be one of {ISOLATION_LEVELS}, not {isolation!r}")
     deadline = time.monotonic() + timeout_s
@@ -75,9 +100,8 @@ def count_keys(
             )
             ends[partition] = high
         pending = {p for p, end in ends.items() if end > 0}
-        counts: Counter[bytes] = Counter()
         if not pending:
-            return counts
+            return
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(pending)])
         while pending:
             remaining = deadline - time.monotonic()
@@ -104,10 +128,9 @@ def count_keys(
                 if offset >= ends[partition]:  # written after the snapshot: not part of this count
                     pending.discard(partition)
                     continue
-                counts[message.key() if message.key() is not None else b""] += 1
+                yield partition, message.key()
                 if offset + 1 >= ends[partition]:
                     pending.discard(partition)
-        return counts
     finally:
         consumer.close()
 
