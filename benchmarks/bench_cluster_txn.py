@@ -99,7 +99,9 @@ def bench_poke(bootstrap: str, count: int) -> dict[str, Any]:
     import benchmarks.bench_sensor_poke as poke
 
     os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="bench-airflow-"))
-    poke.PARTITIONS = PARTITIONS
+    import benchmarks.bench_txn_ops as txn_ops
+
+    poke.PARTITIONS = txn_ops.PARTITIONS = PARTITIONS  # the topic and the seed agree on partitions
     _progress(f"seeding {count} open transactions (+{poke.FOREIGN} foreign) and poking")
     # No cleanup: the cluster is thrown away; fencing 50,000 transactions is not what is measured.
     result = poke.run(bootstrap, count, cleanup=False)
