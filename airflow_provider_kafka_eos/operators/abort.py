@@ -24,6 +24,7 @@ from airflow_provider_kafka_eos.kafka.classify import (
     format_table,
     load_prepared,
 )
+from airflow_provider_kafka_eos.operators.fail_now import raises_fail_now
 
 
 def _as_list(value: str | Sequence[Any] | None) -> list[str]:
@@ -112,6 +113,7 @@ class KafkaAbortTransactionsOperator(BaseOperator):
         self.force_abort_foreign = force_abort_foreign
         self.max_workers = max_workers
 
+    @raises_fail_now
     def execute(self, context: Any) -> dict[str, Any]:
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
 

@@ -21,6 +21,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_kafka_eos.kafka.errors import DataLossError, ManifestError
 from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest, write_manifest
+from airflow_provider_kafka_eos.operators.fail_now import raises_fail_now
 
 __all__ = ["KafkaCommitTransactionsOperator", "commit_report"]
 
@@ -76,6 +77,7 @@ class KafkaCommitTransactionsOperator(BaseOperator):
         self.kafka_eos_conn_id = kafka_eos_conn_id
         self.max_workers = max_workers
 
+    @raises_fail_now
     def execute(self, context: Any) -> dict[str, Any]:
         uri = self._resolve_uri(context)
         manifest = read_manifest(uri)

@@ -14,6 +14,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kafka_eos.kafka.classify import format_table
+from airflow_provider_kafka_eos.operators.fail_now import raises_fail_now
 
 # The form fields of the manual DAG, in the order the UI shows them (see dags/eos_manual_resolution.py).
 FORM_FIELDS = (
@@ -110,6 +111,7 @@ class KafkaTransactionResolutionOperator(BaseOperator):
         self.kafka_eos_conn_id = kafka_eos_conn_id
         self.request = request
 
+    @raises_fail_now
     def execute(self, context: Any) -> dict[str, Any]:
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
         from airflow_provider_kafka_eos.kafka.resolution import run_resolution

@@ -35,6 +35,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, ManifestError, UsageError
 from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, manifest_uri, read_manifest
+from airflow_provider_kafka_eos.operators.fail_now import fail_now_exception, raises_fail_now
 from airflow_provider_kafka_eos.spark import job as eos_job
 
 __all__ = ["SparkEosSubmitOperator", "checkpoint_id_for_run"]
@@ -90,6 +91,7 @@ class _ManifestCapturingHook(SparkSubmitHook):
     """
 
     reported_manifest_uri: str | None = None
+    reported_error: str | None = None
 
     def submit(self, application: str = "", **kwargs: Any) -> Any:
         kwargs.setdefault("start_new_session", True)
@@ -105,9 +107,12 @@ class _ManifestCapturingHook(SparkSubmitHook):
     def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
         def tee() -> Iterator[Any]:
             for raw in itr:
-                match = _RESULT_LINE.match(str(raw).strip())
+                line = str(raw).strip()
+                match = _RESULT_LINE.match(line)
                 if match:
                     self.reported_manifest_uri = match.group("uri")
+                elif line.startswith(eos_job.ERROR_PREFIX):
+                    self.reported_error = line[len(eos_job.ERROR_PREFIX):]
                 yield raw
 
         super()._process_spark_submit_log(tee())
@@ -197,6 +202,7 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
 
     # -- Airflow entry points ----------------------------------------------------------------
 
+    @raises_fail_now
     def execute(self, context: Any) -> str:
         self._require_spark_connection()
         checkpoint = self._checkpoint_id(context)
@@ -216,6 +222,9 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
                       self.pipeline_id, checkpoint, expected_uri)
         try:
             super().execute(context)
+        except Exception as err:
+            self._fail_now_on_job_usage_error(err)
+            raise
         finally:
             self._remove_config_file()
         reported = getattr(self._hook, "reported_manifest_uri", None)
@@ -232,6 +241,16 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
                       manifest.status.value, len(manifest.committables),
                       sum(c.record_count for c in manifest.committables))
         return expected_uri
+
+    def _fail_now_on_job_usage_error(self, err: Exception) -> None:
+        """The job exits with ``EXIT_USAGE`` when its input or configuration is wrong: no retry helps."""
+        process = getattr(self._hook, "_submit_sp", None)
+        if getattr(process, "returncode", None) != eos_job.EXIT_USAGE:
+            return
+        reported = getattr(self._hook, "reported_error", None) or (
+            f"the Spark job refused its arguments or input (exit {eos_job.EXIT_USAGE}); see the log above"
+        )
+        raise fail_now_exception()(reported) from err
 
     def on_kill(self) -> None:
         try:

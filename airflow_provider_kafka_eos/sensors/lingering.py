@@ -18,6 +18,7 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 
 from airflow_provider_kafka_eos.kafka.classify import Findings, LsoStallTracker, ScanSpec
+from airflow_provider_kafka_eos.operators.fail_now import raises_fail_now
 from airflow_provider_kafka_eos.triggers.lingering import (
     STATUS_FOUND,
     LingeringTransactionTrigger,
@@ -126,6 +127,7 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
         self._log_findings(findings)
         return PokeReturnValue(is_done=True, xcom_value=findings.to_dict())
 
+    @raises_fail_now
     def execute(self, context: Any) -> Any:
         if not self.deferrable:
             return super().execute(context)
@@ -143,6 +145,7 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
             timeout=timedelta(seconds=self.timeout),
         )
 
+    @raises_fail_now
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Resume after the trigger: return its findings, or fail with the error it reported."""
         if not event or event.get("status") != STATUS_FOUND:

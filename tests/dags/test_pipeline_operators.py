@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from types import SimpleNamespace
 
 import pytest
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, DataLossError, ManifestError
 from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, write_manifest
@@ -65,8 +66,9 @@ def test_missing_spark_connection_fails_instead_of_falling_back_to_yarn(kafka_co
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a config file would land
     operator = _submit(conn_id="no_such_spark_conn")
     context = {"data_interval_end": datetime(2026, 3, 1, tzinfo=timezone.utc)}
-    with pytest.raises(ConfigError) as excinfo:
+    with pytest.raises(AirflowFailException) as excinfo:  # deterministic: fail at once, no retries
         operator.execute(context)
+    assert isinstance(excinfo.value.__cause__, ConfigError)
     assert "no_such_spark_conn" in str(excinfo.value) and "yarn" in str(excinfo.value)
     assert "docs/runbook/" in str(excinfo.value)
     assert list(tmp_path.iterdir()) == []  # no config file was written
