@@ -145,7 +145,8 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
             timeout=timedelta(seconds=self.timeout),
         )
 
-    @raises_fail_now
+    # Not fail-now wrapped: the base sensor turns any AirflowException raised on resume into a skip
+    # under soft_fail, which would hide the error; the trigger's error is re-raised as our own class.
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Resume after the trigger: return its findings, or fail with the error it reported."""
         if not event or event.get("status") != STATUS_FOUND:

@@ -119,3 +119,13 @@ def test_alert_mode_fails_loudly_and_never_aborts_the_prepared_batch(kafka_broke
         stuck_topic["pending"]: "Ongoing",  # still committable: a human decides
     }
     assert read_manifest(stuck_topic["manifest"]).status is ManifestStatus.PREPARED
+
+
+def test_the_shipped_sensor_defers_and_a_manual_run_is_not_queued_behind_a_waiting_one(cleanup_dag):
+    """Before: reschedule mode (a worker slot per poke) and max_active_runs=1, so a "Trigger w/ config"
+    run waited up to 10 minutes behind the scheduled run's sensor. The behaviour itself runs through a
+    real scheduler and triggerer in tests/airflow_scheduler/."""
+    sensor = cleanup_dag.get_task("find_lingering")
+    assert sensor.deferrable is True
+    assert sensor.mode == "poke"  # deferrable: one poke in the worker, the triggerer does the waiting
+    assert cleanup_dag.max_active_runs >= 2
