@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
@@ -41,6 +42,21 @@ _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 Progress = Callable[[int, int, str], None]
 
+# How the CLI names each request field in a message. Another front end (the manual DAG's form)
+# passes its own names to ``validate(field_names=...)``: the rules stay here, only words differ.
+CLI_FIELD_NAMES: Mapping[str, str] = MappingProxyType(
+    {
+        "transactional_id": "--transactional-id",
+        "producer_id": "--producer-id",
+        "epoch": "--epoch",
+        "prefixes": "--prefix",
+        "states": "--state",
+        "min_age_ms": "--min-age",
+        "manifest_uri": "--manifest",
+        "dry_run": "--dry-run",
+    }
+)
+
 
 def parse_duration_ms(text: str | int | None, *, what: str = "--min-age") -> int | None:
     """``15m`` -> 900000. Units ms/s/m/h/d are required (a bare number is ambiguous)."""
@@ -56,12 +72,12 @@ def parse_duration_ms(text: str | int | None, *, what: str = "--min-age") -> int
     return int(float(match.group(1)) * _UNIT_MS[match.group(2).lower()])
 
 
-def _normalise_state(state: str) -> str:
+def _normalise_state(state: str, name: str = "--state") -> str:
     for known in TRANSACTION_STATES:
         if known.lower() == state.strip().lower():
             return known
     raise UsageError(
-        f"--state {state!r} is not a Kafka transaction state (one of {', '.join(TRANSACTION_STATES)})"
+        f"{name} {state!r} is not a Kafka transaction state (one of {', '.join(TRANSACTION_STATES)})"
     )
 
 
@@ -83,62 +99,65 @@ class ResolutionRequest:
     topics: tuple[str, ...] = ()
     transaction_timeout_ms: int | None = None
 
-    def validate(self) -> ResolutionRequest:
-        """The request, normalised; raises UsageError with the text the user sees."""
+    def validate(self, field_names: Mapping[str, str] | None = None) -> ResolutionRequest:
+        """The request, normalised; raises UsageError with the text the user sees.
+
+        ``field_names`` maps request fields (``producer_id``...) to the words the caller's front
+        end uses for them; missing ones keep the CLI's flag (``CLI_FIELD_NAMES``).
+        """
+        n = {**CLI_FIELD_NAMES, **(field_names or {})}
         action = (self.action or "").strip().lower()
         if action not in ACTIONS:
             raise UsageError(f"unknown action {self.action!r}; choose one of {', '.join(ACTIONS)}")
         txn_id = (self.transactional_id or "").strip() or None
         prefixes = tuple(p for p in (s.strip() for s in self.prefixes) if p)
-        states = tuple(_normalise_state(s) for s in self.states)
+        states = tuple(_normalise_state(s, n["states"]) for s in self.states)
         manifest = (self.manifest_uri or "").strip() or None
         if action == "commit" and manifest and not txn_id:
             action = "commit-from-manifest"
         if self.min_age_ms is not None and self.min_age_ms < 0:
-            raise UsageError(f"--min-age must not be negative, got {self.min_age_ms} ms")
+            raise UsageError(f"{n['min_age_ms']} must not be negative, got {self.min_age_ms} ms")
+        tid, pid, ep = n["transactional_id"], n["producer_id"], n["epoch"]
         if action != "commit" and (self.producer_id is not None or self.epoch is not None):
-            raise UsageError("--producer-id and --epoch only apply to --action commit (one transaction)")
+            raise UsageError(f"{pid} and {ep} only apply to the commit action (one transaction)")
         if action == "commit":
             if not txn_id:
                 raise UsageError(
-                    "commit needs --transactional-id (or --manifest to commit a whole checkpoint)"
+                    f"commit needs {tid} (or {n['manifest_uri']} to commit a whole checkpoint)"
                 )
             if self.producer_id is None or self.epoch is None:
                 raise UsageError(
-                    "commit needs --producer-id and --epoch (from the checkpoint manifest or `describe`)",
+                    f"commit needs {pid} and {ep} (from the checkpoint manifest or `describe`)",
                     transactional_id=txn_id,
                 )
             if self.producer_id < 0:
-                raise UsageError(
-                    f"--producer-id must be >= 0, got {self.producer_id}", transactional_id=txn_id
-                )
+                raise UsageError(f"{pid} must be >= 0, got {self.producer_id}", transactional_id=txn_id)
             if not 0 <= self.epoch <= MAX_EPOCH:
-                raise UsageError(
-                    f"--epoch must be in 0..{MAX_EPOCH}, got {self.epoch}", transactional_id=txn_id
-                )
+                raise UsageError(f"{ep} must be in 0..{MAX_EPOCH}, got {self.epoch}", transactional_id=txn_id)
             if manifest:
                 raise UsageError(
-                    "commit takes either --transactional-id with --producer-id/--epoch, or "
-                    "--manifest, not both",
+                    f"commit takes either {tid} with {pid}/{ep}, or {n['manifest_uri']}, not both",
                     transactional_id=txn_id,
                 )
         if action == "commit-from-manifest" and not manifest:
-            raise UsageError("commit-from-manifest needs --manifest URI (the checkpoint manifest to commit)")
+            raise UsageError(
+                f"commit-from-manifest needs {n['manifest_uri']} (the checkpoint manifest to commit)"
+            )
         if action in ("describe", "abort"):
             if txn_id and prefixes:
                 raise UsageError(
-                    f"{action} takes either --transactional-id or --prefix, not both", transactional_id=txn_id
+                    f"{action} takes either {tid} or {n['prefixes']}, not both", transactional_id=txn_id
                 )
             if not txn_id and not prefixes:
                 raise UsageError(
-                    f"{action} needs --transactional-id, or --prefix for every transaction under a prefix"
+                    f"{action} needs {tid}, or {n['prefixes']} for every transaction under a prefix"
                 )
         if action in ("list", "find-hanging", "preflight", "commit-from-manifest") and txn_id:
-            raise UsageError(f"{action} does not take --transactional-id; use --prefix to narrow it down")
+            raise UsageError(f"{action} does not take {tid}; use {n['prefixes']} to narrow it down")
         if action == "preflight" and not prefixes:
-            raise UsageError("preflight needs --prefix (the pipeline's transactional-id prefix)")
+            raise UsageError(f"preflight needs {n['prefixes']} (the pipeline's transactional-id prefix)")
         if self.dry_run and action not in ("abort", "commit", "commit-from-manifest"):
-            raise UsageError(f"--dry-run applies to abort and commit, not {action}")
+            raise UsageError(f"{n['dry_run']} applies to abort and commit, not {action}")
         protect = tuple(self.protect_manifests)
         if action == "abort" and manifest:
             protect = (*protect, manifest)

@@ -29,6 +29,33 @@ FORM_FIELDS = (
 )
 
 
+# The request field each form field fills in (the form says "prefix", the request "prefixes").
+REQUEST_FIELD_OF_FORM_FIELD = {
+    "transactional_id": "transactional_id",
+    "producer_id": "producer_id",
+    "epoch": "epoch",
+    "prefix": "prefixes",
+    "manifest_uri": "manifest_uri",
+    "dry_run": "dry_run",
+}
+
+
+def form_field_names(params: Any = None) -> dict[str, str]:
+    """Request field -> how the form names it (its title, quoted, with the field key), for messages.
+
+    ``params`` is the DAG's ``ParamsDict`` (titles come from its ``Param`` schemas); without one,
+    the field keys themselves are used, so a message still names what to fill in.
+    """
+    names = {}
+    for form_key, request_field in REQUEST_FIELD_OF_FORM_FIELD.items():
+        title = None
+        if params is not None and form_key in params:
+            param = params.get_param(form_key) if hasattr(params, "get_param") else None
+            title = (getattr(param, "schema", None) or {}).get("title")
+        names[request_field] = f"'{title}' ({form_key})" if title else f"'{form_key}'"
+    return names
+
+
 def _blank_to_none(value: Any) -> Any:
     if isinstance(value, str) and not value.strip():
         return None
@@ -46,6 +73,7 @@ def _split(value: Any) -> tuple[str, ...]:
 
 
 def _int_or_none(value: Any, name: str) -> int | None:
+    """A whole number from a form field; ``name`` is how the form names the field."""
     value = _blank_to_none(value)
     if value is None:
         return None
@@ -64,7 +92,7 @@ def prepared_manifest_uris(base_uris: Sequence[str]) -> tuple[str, ...]:
     return tuple(uri for base in base_uris for uri, _ in find_manifests(base, status=ManifestStatus.PREPARED))
 
 
-def request_from_form(form: Mapping[str, Any]) -> Any:
+def request_from_form(form: Mapping[str, Any], field_names: Mapping[str, str] | None = None) -> Any:
     """``ResolutionRequest`` from the manual DAG's params (blank text fields mean "not given").
 
     ``protect_manifests_under`` holds manifest *base* URIs (what a user knows); they become the
@@ -72,14 +100,15 @@ def request_from_form(form: Mapping[str, Any]) -> Any:
     """
     from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest
 
+    names = {**form_field_names(), **(field_names or {})}
     action = str(form.get("action") or "").strip()
     protect_bases = _split(form.get("protect_manifests_under"))
 
     return ResolutionRequest(
         action=action,
         transactional_id=_blank_to_none(form.get("transactional_id")),
-        producer_id=_int_or_none(form.get("producer_id"), "producer_id"),
-        epoch=_int_or_none(form.get("epoch"), "epoch"),
+        producer_id=_int_or_none(form.get("producer_id"), names["producer_id"]),
+        epoch=_int_or_none(form.get("epoch"), names["epoch"]),
         prefixes=_split(form.get("prefix")),
         manifest_uri=_blank_to_none(form.get("manifest_uri")),
         dry_run=bool(form.get("dry_run")),
@@ -117,9 +146,12 @@ class KafkaTransactionResolutionOperator(BaseOperator):
         from airflow_provider_kafka_eos.kafka.resolution import run_resolution
 
         form = dict(self.request if self.request is not None else context["params"])
-        request = request_from_form(form)
-        request.validate()  # the CLI's validation and message, before any connection is opened
-        self.log.info("resolution request: %s", {k: form.get(k) for k in FORM_FIELDS if k in form})
+        # First line of the log: the request exactly as submitted, before anything can reject it.
+        submitted = {k: form.get(k) for k in FORM_FIELDS if k in form}
+        self.log.info("resolution request as submitted: %s", submitted)
+        names = form_field_names(getattr(getattr(self, "dag", None), "params", None))
+        request = request_from_form(form, names)
+        request.validate(names)  # the CLI's rules in the form's words, before any connection is opened
         with KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).transaction_admin() as admin:
             result = run_resolution(admin, request, progress=self._progress)
         rows = [dict(row) for row in result.rows]

@@ -150,7 +150,9 @@ def test_commit_from_manifest_commits_and_marks_it(kafka_broker, manual_dag, wor
     assert_exactly_once(count_keys(kafka_broker.bootstrap, world["topic"]), [b"pending"])
 
 
-def test_commit_without_epoch_fails_with_the_cli_message_and_changes_nothing(manual_dag, world, capfd):
+def test_commit_without_epoch_fails_naming_the_form_fields_and_changes_nothing(manual_dag, world, capfd):
+    """Before: the form's user read "commit needs --producer-id and --epoch", flags of a CLI they never ran.
+    The log now starts with the request as submitted, then the rule in the form's words."""
     tid = world["ids"]["by_hand"]
     described = world["admin"].describe([tid])[tid]
     state, xcom = run_form(
@@ -159,5 +161,12 @@ def test_commit_without_epoch_fails_with_the_cli_message_and_changes_nothing(man
     assert state == "failed"
     assert xcom is None
     out, err = capfd.readouterr()
-    assert "commit needs --producer-id and --epoch (from the checkpoint manifest or `describe`)" in out + err
+    log = out + err
+    assert (
+        "commit needs 'Producer id' (producer_id) and 'Producer epoch' (epoch) "
+        "(from the checkpoint manifest or `describe`)" in log
+    )
+    assert "--producer-id" not in log and "--epoch" not in log
+    submitted = log.index("resolution request as submitted: {'action': 'commit'")
+    assert submitted < log.index("commit needs")
     assert states(world["admin"], [tid]) == {tid: "Ongoing"}
