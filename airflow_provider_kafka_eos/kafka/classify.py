@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from airflow_provider_kafka_eos.runbook import reference as runbook_reference
+
 RUNBOOK_ORPHAN = "orphaned-transaction"
 RUNBOOK_COMMIT_PENDING = "commit-pending-transaction"
 RUNBOOK_LSO = "consumers-stuck-at-lso"
@@ -146,7 +148,7 @@ class TransactionFinding:
 
     @property
     def runbook(self) -> str:
-        return f"docs/runbook/{self.kind.runbook}.md"
+        return runbook_reference(self.kind.runbook)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -273,7 +275,7 @@ class LsoStall:
 
     @property
     def runbook(self) -> str:
-        return f"docs/runbook/{RUNBOOK_LSO}.md"
+        return runbook_reference(RUNBOOK_LSO)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

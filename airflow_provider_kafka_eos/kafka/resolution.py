@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
+from airflow_provider_kafka_eos.runbook import reference as runbook_reference
 
 ACTIONS = ("list", "describe", "abort", "commit", "commit-from-manifest", "find-hanging", "preflight")
 TRANSACTION_STATES = (
@@ -574,7 +575,7 @@ def _preflight(
             "check": c.name,
             "status": c.status,
             "message": c.message,
-            "runbook": f"docs/runbook/{c.runbook}.md" if c.runbook else "",
+            "runbook": runbook_reference(c.runbook) if c.runbook else "",
         }
         for c in report.checks
     ]

@@ -40,6 +40,7 @@ from airflow_provider_kafka_eos.kafka.manifest import (
     manifest_uri,
     write_manifest,
 )
+from airflow_provider_kafka_eos.runbook import reference as runbook_reference
 
 __all__ = ["RestoreReport", "check_committable", "restore_pipeline"]
 
@@ -210,9 +211,9 @@ def _mark_aborted(uri: str, manifest: Manifest, problems: list[str], report: Res
     report.marked_aborted.append(uri)
     log.error(
         "DATA LOSS: checkpoint %d of pipeline %s (%s) was prepared but can no longer be committed: %s. "
-        "The manifest is now ABORTED; rerun that checkpoint to produce it again. Next step: "
-        "docs/runbook/rerun-a-checkpoint.md",
+        "The manifest is now ABORTED; rerun that checkpoint to produce it again. Next step: %s",
         manifest.checkpoint_id, manifest.pipeline_id, uri, "; ".join(problems),
+        runbook_reference("rerun-a-checkpoint"),
     )
 
 

@@ -72,7 +72,8 @@ def test_unknown_id_fails_before_anything_is_aborted(admin, kafka_eos_conn, thre
     ids = three_kinds["ids"]
     unknown = unique_name("never-used")
     with pytest.raises(
-        UnknownTransactionError, match=rf"^{unknown}: .*Next step: docs/runbook/unknown-transaction\.md"
+        UnknownTransactionError,
+        match=rf"^{unknown}: .*Next step: kafka-eos-txn --runbook unknown-transaction \(",
     ):
         operator(transactional_ids=[ids["orphan"], unknown], owned_prefixes=[three_kinds["ours"]]).execute({})
     assert states(admin, [ids["orphan"]]) == {ids["orphan"]: "Ongoing"}

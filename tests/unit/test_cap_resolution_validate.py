@@ -11,7 +11,7 @@ from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest, parse
 def fails(**kwargs) -> str:
     with pytest.raises(UsageError) as err:
         ResolutionRequest(**kwargs).validate()
-    assert "Next step: docs/runbook/" in str(err.value)
+    assert "Next step: kafka-eos-txn --runbook " in str(err.value)
     return str(err.value)
 
 
