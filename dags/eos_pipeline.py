@@ -11,7 +11,9 @@ transaction manager):
    checkpoint id comes from the run (its data interval, else ``run_after``), so a retry or a
    cleared rerun of this run prepares the same checkpoint (and finds its manifest instead of
    writing again).
-3. ``commit``: commits every transaction the manifest lists, then marks it COMMITTED.
+3. ``commit``: commits every transaction the manifest lists, then marks it COMMITTED, and
+   emits one Asset event for ``kafka://host:port/<topic>`` (``dags/eos_downstream.py`` is
+   scheduled on it; a rerun that commits nothing new emits none).
 
 Connections: ``kafka_eos_default`` (type ``kafka_eos``; extra = librdkafka config, e.g.
 ``{"bootstrap.servers": "broker:9092"}``) and ``spark_local`` (type ``spark``, host
@@ -121,6 +123,7 @@ with DAG(
             "partitions": "{{ params.spark_partitions }}",
         },
         naming_strategy="INCREMENTING",
+        lineage_inputs=[("file", "{{ params.input_dir }}")],  # reported to OpenLineage with the topic
         transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
         kafka_eos_conn_id=KAFKA_EOS_CONN_ID,
         conn_id=SPARK_CONN_ID,

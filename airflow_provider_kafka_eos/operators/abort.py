@@ -119,6 +119,10 @@ class KafkaAbortTransactionsOperator(BaseOperator):
 
         with KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).transaction_admin() as admin:
             report = self.abort_with(admin)
+        if not report["dry_run"]:
+            from airflow_provider_kafka_eos.operators.metrics import record_abort
+
+            record_abort(len(report["aborted"]))
         self.log.info(
             "%s: %d aborted, %d skipped\n%s",
             "dry run" if report["dry_run"] else "abort",

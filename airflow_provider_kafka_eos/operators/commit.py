@@ -21,7 +21,9 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_kafka_eos.kafka.errors import DataLossError, ManifestError
 from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest, write_manifest
+from airflow_provider_kafka_eos.operators.assets import announce_committed_checkpoint, with_committed_alias
 from airflow_provider_kafka_eos.operators.fail_now import raises_fail_now
+from airflow_provider_kafka_eos.operators.lineage import KafkaLineageMixin
 
 __all__ = ["KafkaCommitTransactionsOperator", "commit_report"]
 
@@ -48,7 +50,7 @@ def commit_report(
     }
 
 
-class KafkaCommitTransactionsOperator(BaseOperator):
+class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
     """Commit every transaction of one checkpoint manifest, then mark it COMMITTED.
 
     :param manifest_uri: the manifest to commit (templated). Default: the XCom return value of
@@ -57,6 +59,10 @@ class KafkaCommitTransactionsOperator(BaseOperator):
     :param kafka_eos_conn_id: the ``kafka_eos`` connection.
     :param max_workers: parallel EndTxn requests.
     :returns: (XCom) the commit report: transactions, records, outcomes, latencies.
+
+    A try that commits a checkpoint emits one Asset event for ``kafka://host:port/topic``
+    (``operators/assets.py``; a rerun of a COMMITTED manifest emits none), records the
+    ``kafka_eos.*`` metrics and reports the topic to OpenLineage.
     """
 
     template_fields: Sequence[str] = ("manifest_uri", "kafka_eos_conn_id", "submit_task_id")
@@ -71,6 +77,7 @@ class KafkaCommitTransactionsOperator(BaseOperator):
         max_workers: int = 16,
         **kwargs: Any,
     ) -> None:
+        kwargs["outlets"] = with_committed_alias(kwargs.get("outlets"))
         super().__init__(**kwargs)
         self.manifest_uri = manifest_uri
         self.submit_task_id = submit_task_id
@@ -112,6 +119,7 @@ class KafkaCommitTransactionsOperator(BaseOperator):
             report["records"], report["outcomes"], report["commit_latency_ms"],
             report["prepare_to_commit_ms"],
         )
+        announce_committed_checkpoint(self, context, dict(report, manifest_uri=uri))
         return dict(report, manifest_uri=uri)
 
     def _resolve_uri(self, context: Any) -> str:

@@ -36,6 +36,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, ManifestError, UsageError
 from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, manifest_uri, read_manifest
 from airflow_provider_kafka_eos.operators.fail_now import fail_now_exception, raises_fail_now
+from airflow_provider_kafka_eos.operators.lineage import KafkaLineageMixin, kafka_namespace
 from airflow_provider_kafka_eos.spark import job as eos_job
 
 __all__ = ["SparkEosSubmitOperator", "checkpoint_id_for_run"]
@@ -118,7 +119,7 @@ class _ManifestCapturingHook(SparkSubmitHook):
         super()._process_spark_submit_log(tee())
 
 
-class SparkEosSubmitOperator(SparkSubmitOperator):
+class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
     """Run the exactly-once write job (``spark/job.py``) for one checkpoint of a pipeline.
 
     :param pipeline_id: names the pipeline's manifests folder (``<base>/<pipeline_id>/``).
@@ -137,6 +138,9 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
     :param transaction_timeout_ms: producer ``transaction.timeout.ms``; the commit must happen within it.
     :param key_col, value_col, headers_col, partition_col: DataFrame columns the writer reads.
     :param python_executable: the Python the driver and workers run (``PYSPARK_PYTHON``).
+    :param lineage_inputs: what the job reads, as OpenLineage ``(namespace, name)`` pairs (templated),
+        e.g. ``[("file", "/data/events")]``; reported with the output topic when the OpenLineage
+        provider is installed.
     Any other keyword goes to ``SparkSubmitOperator`` (``conf``, ``py_files``, ``driver_memory``...).
     """
 
@@ -150,6 +154,7 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         "application_params",
         "checkpoint_id",
         "kafka_eos_conn_id",
+        "lineage_inputs",
     )
     template_fields_renderers = {"application_params": "json"}
     ui_color = "#e8d5b7"
@@ -174,6 +179,7 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         headers_col: str | None = None,
         partition_col: str | None = None,
         python_executable: str | None = None,
+        lineage_inputs: Sequence[Sequence[str]] | None = None,
         **kwargs: Any,
     ) -> None:
         if naming_strategy not in ("INCREMENTING", "POOLING"):
@@ -198,6 +204,7 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         self.headers_col = headers_col
         self.partition_col = partition_col
         self.python_executable = python_executable
+        self.lineage_inputs = lineage_inputs
         self._config_file: str | None = None
 
     # -- Airflow entry points ----------------------------------------------------------------
@@ -321,6 +328,10 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
 
         config = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).client_config()
+        self.set_lineage(
+            outputs=[(kafka_namespace(config.bootstrap_servers), str(self.topic))],
+            inputs=[(str(ns), str(name)) for ns, name in (self.lineage_inputs or [])],
+        )
         fd, path = tempfile.mkstemp(prefix="kafka-eos-client-", suffix=".json")
         try:
             os.fchmod(fd, 0o600)

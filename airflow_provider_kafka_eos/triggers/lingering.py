@@ -24,9 +24,12 @@ STATUS_ERROR = "error"
 def scan_with_connection(conn_id: str, spec: ScanSpec, tracker: LsoStallTracker | None = None) -> Findings:
     """One blocking poll through the connection ``conn_id`` (shared by the sensor and the trigger)."""
     from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+    from airflow_provider_kafka_eos.operators.metrics import record_scan
 
     with KafkaEosHook(kafka_eos_conn_id=conn_id).transaction_admin() as admin:
-        return scan(admin, spec, tracker=tracker)
+        findings = scan(admin, spec, tracker=tracker)
+    record_scan(findings)  # kafka_eos.lingering.found / kafka_eos.lso.oldest_stall_age, every poll
+    return findings
 
 
 def error_event(err: BaseException) -> dict[str, Any]:

@@ -48,6 +48,22 @@ def connections(kafka_broker, monkeypatch):
 SECRET = "pipeline-secret-0815"
 
 
+def asset_events(uri: str) -> list[dict]:
+    """The extras of every Asset event recorded for ``uri``, oldest first (Airflow's own tables)."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.scalars(
+            select(AssetEvent)
+            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+            .where(AssetModel.uri == uri)
+            .order_by(AssetEvent.id)
+        ).all()
+        return [dict(row.extra or {}) for row in rows]
+
+
 def _states(run) -> dict[str, str]:
     return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 
@@ -77,12 +93,18 @@ def test_pipeline_runs_checkpoints_exactly_once_and_a_cleared_rerun_changes_noth
     assert [m.status for _, m in manifests] == [ManifestStatus.COMMITTED] * 2
     assert manifests[0][1].checkpoint_id < manifests[1][1].checkpoint_id
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
+    # One Asset event per committed checkpoint, carrying its id and record count (data-aware scheduling).
+    asset_uri = f"kafka://{kafka_broker.bootstrap.split(',')[0]}/{topic}"
+    events = [(e["checkpoint_id"], e["records"]) for e in asset_events(asset_uri)]
+    assert events == [(m.checkpoint_id, sum(c.record_count for c in m.committables)) for _, m in manifests]
+    assert [r for _, r in events] == [60, 80]
     written = sum(count_keys(kafka_broker.bootstrap, topic, isolation="read_uncommitted").values())
 
     rerun = pipeline_dag.test(logical_date=second, run_conf=conf)  # the same run, cleared and rerun
     assert _states(rerun)["commit"] == "success"
     assert sum(count_keys(kafka_broker.bootstrap, topic, isolation="read_uncommitted").values()) == written
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
+    assert len(asset_events(asset_uri)) == 2  # the rerun committed nothing new: no downstream run again
 
     # Invariant 8: the connection's secret reached no log line, manifest or command line.
     captured = capfd.readouterr()
