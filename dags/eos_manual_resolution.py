@@ -13,8 +13,8 @@ Trigger it with the form ("Trigger DAG w/ config"): pick an action and fill in w
 ``dry_run`` checks and reports without changing anything. Validation is the CLI's
 (``kafka/resolution.py``) in this form's words: e.g. ``commit`` without a "Producer epoch" fails
 before anything is sent, and the task log starts with the request as submitted. The rows are
-logged as a table and pushed to XCom. Runbook: docs/runbook/ (each page has the DAG way
-and the CLI way).
+logged as a table and pushed to XCom. Runbook: ``kafka-eos-txn --runbook`` lists the pages (each
+has the DAG way and the CLI way).
 """
 
 from __future__ import annotations

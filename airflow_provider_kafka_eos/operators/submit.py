@@ -137,6 +137,9 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
     :param checkpoint_id: override the run-derived checkpoint id (templated).
     :param transaction_timeout_ms: producer ``transaction.timeout.ms``; the commit must happen within it.
     :param key_col, value_col, headers_col, partition_col: DataFrame columns the writer reads.
+    :param two_phase_commit: KIP-939 two-phase commit: the prepared transactions never time out
+        (needs Kafka 4.1+ with 2PC enabled, the TWO_PHASE_COMMIT ACL and the Arrow producer).
+    :param producer: ``"arrow"`` or ``"librdkafka"``; default: the writer's ``DEFAULT_PRODUCER``.
     :param python_executable: the Python the driver and workers run (``PYSPARK_PYTHON``).
     :param lineage_inputs: what the job reads, as OpenLineage ``(namespace, name)`` pairs (templated),
         e.g. ``[("file", "/data/events")]``; reported with the output topic when the OpenLineage
@@ -180,12 +183,19 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         partition_col: str | None = None,
         python_executable: str | None = None,
         lineage_inputs: Sequence[Sequence[str]] | None = None,
+        two_phase_commit: bool = False,
+        producer: str | None = None,
         **kwargs: Any,
     ) -> None:
         if naming_strategy not in ("INCREMENTING", "POOLING"):
             raise UsageError(f"naming_strategy must be INCREMENTING or POOLING, got {naming_strategy!r}")
         if abort_strategy not in (None, "LISTING", "PROBING"):
             raise UsageError(f"abort_strategy must be LISTING or PROBING, got {abort_strategy!r}")
+        if producer not in (None, "arrow", "librdkafka"):
+            raise UsageError(f"producer must be arrow or librdkafka, got {producer!r}")
+        if two_phase_commit and producer == "librdkafka":
+            raise UsageError("two_phase_commit=True needs producer='arrow' (librdkafka cannot set Enable2Pc)",
+                             runbook="two-phase-commit")
         kwargs.setdefault("name", f"kafka-eos-{pipeline_id}")
         super().__init__(application=JOB_FILE, conn_id=conn_id, **kwargs)
         self.pipeline_id = pipeline_id
@@ -205,6 +215,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         self.partition_col = partition_col
         self.python_executable = python_executable
         self.lineage_inputs = lineage_inputs
+        self.two_phase_commit = two_phase_commit
+        self.producer = producer
         self._config_file: str | None = None
 
     # -- Airflow entry points ----------------------------------------------------------------
@@ -306,6 +318,10 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             args += ["--headers-col", self.headers_col]
         if self.partition_col:
             args += ["--partition-col", self.partition_col]
+        if self.two_phase_commit:
+            args.append("--two-phase-commit")
+        if self.producer:
+            args += ["--producer", self.producer]
         return args
 
     def _require_spark_connection(self) -> None:

@@ -60,6 +60,10 @@ def build_arg_parser() -> argparse.ArgumentParser:
                         help="module:function or path/file.py[:function], called as function(spark, params)")
     parser.add_argument("--params", default="{}", help="JSON object passed to the application function")
     parser.add_argument("--transaction-timeout-ms", type=int, default=None)
+    parser.add_argument("--two-phase-commit", action="store_true",
+                        help="KIP-939: open every transaction with Enable2Pc (needs --producer arrow)")
+    parser.add_argument("--producer", choices=("arrow", "librdkafka"), default=None,
+                        help="producer path in the tasks (default: the writer's DEFAULT_PRODUCER)")
     parser.add_argument("--key-col", default="key")
     parser.add_argument("--value-col", default="value")
     parser.add_argument("--headers-col", default=None)
@@ -157,6 +161,8 @@ def run(args: argparse.Namespace) -> str:
         transaction_timeout_ms=args.transaction_timeout_ms or DEFAULT_TRANSACTION_TIMEOUT_MS,
         abort_strategy=args.abort_strategy,
         fault_plan=plan,
+        two_phase_commit=args.two_phase_commit,
+        producer=args.producer,
     )
     plan.after_manifest()
     uri = manifest_uri(args.manifest_base_uri, args.pipeline_id, manifest.checkpoint_id)

@@ -69,7 +69,13 @@ def broker_command(options: dict[str, Any], port: int = 0) -> list[str]:
 
 
 class BrokerHandle:
-    """A broker the tests talk to: ``.bootstrap``, ``.embedded``, ``.config``, stop/start/restart."""
+    """A broker the tests talk to: ``.bootstrap``, ``.embedded``, ``.config``, stop/start/restart.
+
+    ``kind`` says which: ``external`` (this class: a cluster the tests only connect to),
+    ``embedded`` or ``apache`` (``testing/apache_kafka``).
+    """
+
+    kind = "external"
 
     def __init__(self, bootstrap: str, embedded: bool, config: dict[str, Any]) -> None:
         self.bootstrap = bootstrap
@@ -112,6 +118,8 @@ class BrokerHandle:
 
 class EmbeddedBroker(BrokerHandle):
     """``kafka-eos-devbroker`` in a subprocess; restarts keep its port (and, with data_dir, its data)."""
+
+    kind = "embedded"
 
     def __init__(self, options: dict[str, Any], log_path: str) -> None:
         super().__init__("", True, options)
