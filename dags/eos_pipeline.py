@@ -51,6 +51,8 @@ MANIFEST_BASE_URI = os.environ.get("KAFKA_EOS_MANIFEST_BASE_URI", (_STATE / "man
 KAFKA_EOS_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_CONN_ID", "kafka_eos_default")
 SPARK_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_SPARK_CONN_ID", "spark_local")
 TRANSACTION_TIMEOUT_MS = int(os.environ.get("KAFKA_EOS_PIPELINE_TXN_TIMEOUT_MS", "900000"))
+# A cron expression or preset; "none" for manual and API triggers only.
+SCHEDULE = os.environ.get("KAFKA_EOS_PIPELINE_SCHEDULE", "@hourly")
 APPLICATION = f"{Path(__file__).resolve().with_name('eos_pipeline_job.py')}:build_dataframe"
 BATCH_FORMAT = "%Y%m%dT%H%M%S"
 
@@ -74,7 +76,7 @@ def run_batch(dag_run: Any, params: Any) -> str:
 with DAG(
     dag_id="eos_pipeline",
     description="JSON events -> PySpark enrich/aggregate -> Kafka, exactly once (two-phase commit)",
-    schedule="@hourly",
+    schedule=None if SCHEDULE.strip().lower() in ("", "none") else SCHEDULE,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
