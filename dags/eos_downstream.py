@@ -38,12 +38,14 @@ def eos_downstream() -> None:
     def new_checkpoints(triggering_asset_events: Any = None) -> list[dict[str, Any]]:
         """The checkpoints that triggered this run (several when events arrived while it was queued)."""
         seen = []
-        for asset, events in (triggering_asset_events or {}).items():
-            for event in events:
-                extra = dict(event.extra or {})
-                print(f"{asset.uri}: checkpoint {extra.get('checkpoint_id')} of {extra.get('pipeline_id')}, "
-                      f"{extra.get('records')} record(s) now visible to read_committed consumers")
-                seen.append({"uri": asset.uri, **extra})
+        # Indexed by the Asset: the same events are also listed under the alias they came through.
+        for event in (triggering_asset_events or {}).get(OUTPUT_TOPIC, []):
+            extra = dict(event.extra or {})
+            print(
+                f"{OUTPUT_TOPIC.uri}: checkpoint {extra.get('checkpoint_id')} of {extra.get('pipeline_id')}, "
+                f"{extra.get('records')} record(s) now visible to read_committed consumers"
+            )
+            seen.append({"uri": OUTPUT_TOPIC.uri, **extra})
         return seen
 
     new_checkpoints()

@@ -116,10 +116,8 @@ class AirflowStack:
             response = httpx.get(f"{self.base}/auth/token", timeout=10)
             response.raise_for_status()
             self._token = response.json()["access_token"]
-        response = httpx.request(
-            method, f"{self.base}/api/v2{path}", headers={"Authorization": f"Bearer {self._token}"},
-            timeout=30, **kwargs,
-        )
+        headers = {"Authorization": f"Bearer {self._token}", **kwargs.pop("headers", {})}
+        response = httpx.request(method, f"{self.base}/api/v2{path}", headers=headers, timeout=30, **kwargs)
         response.raise_for_status()
         return response.json() if response.content else None
 
@@ -141,6 +139,20 @@ class AirflowStack:
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
         tis = self.request("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
         return {ti["task_id"]: ti["state"] for ti in tis}
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
+        """The task's log as Airflow serves it (worker and triggerer parts), one text."""
+        data = self.request(
+            "GET",
+            f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
+            params={"full_content": True},
+            headers={"Accept": "application/json"},
+        )
+        content = data.get("content", data) if isinstance(data, dict) else data
+        if isinstance(content, list):
+            return "\n".join(str(line.get("event", line)) if isinstance(line, dict) else str(line)
+                             for line in content)
+        return str(content)
 
     def wait_for_run(self, dag_id: str, run_id: str, timeout: float) -> dict[str, Any]:
         def finished() -> dict[str, Any] | None:
