@@ -15,10 +15,12 @@ transaction manager):
    emits one Asset event for ``kafka://host:port/<topic>`` (``dags/eos_downstream.py`` is
    scheduled on it; a rerun that commits nothing new emits none).
 
-Connections: ``kafka_eos_default`` (type ``kafka_eos``; extra = librdkafka config, e.g.
-``{"bootstrap.servers": "broker:9092"}``) and ``spark_local`` (type ``spark``, host
-``local[2,3]`` or your cluster's master). ``max_active_runs=1`` keeps checkpoints in order.
-Every setting below has an environment variable, and each run can override it with params.
+Connections: ``kafka_eos_default`` (type ``kafka_eos``; extra = librdkafka config plus the
+manifest store, e.g. ``{"bootstrap.servers": "broker:9092", "manifest_base_uri":
+"s3://bucket/kafka-eos/manifests"}``; ``eos_cleanup`` reads the same store) and
+``spark_local`` (type ``spark``, host ``local[2,3]`` or your cluster's master).
+``max_active_runs=1`` keeps checkpoints in order. Every setting below has an environment
+variable, and each run can override it with params.
 
 Runs work however they start: on the schedule, or triggered from the UI, the CLI or the REST
 API with or without a logical date. The batch to read is the ``batch`` param when given, else
@@ -32,6 +34,7 @@ task at once, without retries, naming the folder.
 from __future__ import annotations
 
 import os
+import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -43,11 +46,12 @@ from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsO
 from airflow_provider_kafka_eos.operators.preflight import KafkaEosPreflightOperator
 from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
 
-_STATE = Path(os.environ.get("AIRFLOW_HOME", "/tmp")) / "eos-pipeline"
+_STATE = Path(os.environ.get("AIRFLOW_HOME") or tempfile.gettempdir()) / "eos-pipeline"
 PIPELINE_ID = os.environ.get("KAFKA_EOS_PIPELINE_ID", "user_activity")
 TOPIC = os.environ.get("KAFKA_EOS_PIPELINE_TOPIC", "user-activity-per-user")
 INPUT_DIR = os.environ.get("KAFKA_EOS_PIPELINE_INPUT_DIR", str(_STATE / "input"))
-MANIFEST_BASE_URI = os.environ.get("KAFKA_EOS_MANIFEST_BASE_URI", (_STATE / "manifests").as_uri())
+# None: the kafka_eos connection's manifest_base_uri (one store for this DAG and eos_cleanup).
+MANIFEST_BASE_URI = os.environ.get("KAFKA_EOS_MANIFEST_BASE_URI") or None
 KAFKA_EOS_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_CONN_ID", "kafka_eos_default")
 SPARK_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_SPARK_CONN_ID", "spark_local")
 TRANSACTION_TIMEOUT_MS = int(os.environ.get("KAFKA_EOS_PIPELINE_TXN_TIMEOUT_MS", "900000"))
@@ -97,7 +101,11 @@ with DAG(
             description="the batch (sub-folder of input_dir) to process, e.g. 20260301T100000; "
             "empty: the run's own time (data interval end, else run_after)",
         ),
-        "manifest_base_uri": Param(MANIFEST_BASE_URI, type="string"),
+        "manifest_base_uri": Param(
+            MANIFEST_BASE_URI,
+            type=["null", "string"],
+            description="the manifest store (blank: the connection's manifest_base_uri)",
+        ),
         "spark_partitions": Param(2, type="integer", minimum=1),
     },
     default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
@@ -117,7 +125,7 @@ with DAG(
         task_id="submit",
         pipeline_id="{{ params.pipeline_id }}",
         topic="{{ params.topic }}",
-        manifest_base_uri="{{ params.manifest_base_uri }}",
+        manifest_base_uri="{{ params.manifest_base_uri or '' }}",
         application_callable=APPLICATION,
         application_params={
             "input_dir": "{{ params.input_dir }}",

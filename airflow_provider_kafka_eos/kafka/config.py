@@ -237,15 +237,8 @@ class KafkaClientConfig:
         combined settings, so a file without ``bootstrap.servers`` or without a password is fine
         when the command line or the environment supplies it.
         """
-        source = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"{source}: cannot read the properties file ({exc.strerror or exc})") from None
-        except (UnicodeDecodeError, ValueError):
-            raise ConfigError(f"{source!r}: not a readable UTF-8 properties file") from None
         return cls.from_properties(
-            _parse_properties(text), source=source, overrides=overrides, defaults=defaults
+            read_properties_file(path), source=str(path), overrides=overrides, defaults=defaults
         )
 
     @classmethod
@@ -515,8 +508,13 @@ class ClientCredentialsTokenProvider:
         }
         if self._scope:
             form["scope"] = str(self._scope)
-        request = urllib.request.Request(self._url, data=urllib.parse.urlencode(form).encode(), method="POST")
-        with urllib.request.urlopen(request, timeout=10) as response:
+        if urllib.parse.urlparse(self._url).scheme not in ("https", "http"):
+            # urllib would also open file: and ftp: URLs; a token endpoint is HTTP(S) only.
+            raise ConfigError("key 'sasl.oauthbearer.token.endpoint.url' must be an http(s) URL")
+        request = urllib.request.Request(  # noqa: S310 (scheme checked just above)
+            self._url, data=urllib.parse.urlencode(form).encode(), method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (scheme checked)
             payload = json.loads(response.read())
         self._token = payload["access_token"]
         self._expires_at = time.time() + float(payload.get("expires_in", 300))
@@ -558,6 +556,17 @@ def _translate_jaas(value: str, mechanism: str, source: str) -> dict[str, str]:
         f"{source}: key 'sasl.jaas.config' uses {module}, which cannot be translated "
         f"(mechanism {mechanism}); use librdkafka 'sasl.*' keys instead"
     )
+
+
+def read_properties_file(path: str | Path) -> dict[str, str]:
+    """A ``.properties`` file parsed (ConfigError naming the file when it cannot be read)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the properties file ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, ValueError):
+        raise ConfigError(f"{str(path)!r}: not a readable UTF-8 properties file") from None
+    return _parse_properties(text)
 
 
 def _parse_properties(text: str) -> dict[str, str]:

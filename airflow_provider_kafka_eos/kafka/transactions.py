@@ -275,6 +275,7 @@ class TransactionAdmin:
         result: dict[str, TransactionDescription] = {}
         pending = ids
         retry = self._retry()
+        unreachable: BrokerUnreachableError | None = None
         while pending:
             coordinators = self.wire.coordinators(pending)
             by_node: dict[int, list[str]] = defaultdict(list)
@@ -293,7 +294,14 @@ class TransactionAdmin:
                 for node, tids in by_node.items()
                 for chunk in _chunks(tids, _DESCRIBE_BATCH)
             ]
-            for (_, node), response in zip(batch, self.wire.send_all(batch), strict=True):
+            answers = self.wire.send_all(batch, raise_errors=False)
+            for (request, node), response in zip(batch, answers, strict=True):
+                if isinstance(response, BrokerUnreachableError):
+                    # The coordinator died or restarts: look it up again (its partition moves).
+                    self._forget_coordinators(request.transactional_ids)
+                    again.extend(request.transactional_ids)
+                    unreachable = response
+                    continue
                 for row in response.transaction_states:
                     tid = row.transactional_id
                     if row.error_code == TRANSACTIONAL_ID_NOT_FOUND:
@@ -314,9 +322,10 @@ class TransactionAdmin:
                     result[tid] = _description(row, node)
             pending = again
             if pending and not retry.wait():
+                reason = f" (last: {unreachable.cause})" if unreachable is not None else ""
                 raise BrokerUnreachableError(
-                    f"coordinators kept answering retriable errors for {len(pending)} transaction(s) for "
-                    f"{self.retry_timeout_ms} ms",
+                    f"coordinators kept answering retriable errors or could not be reached for "
+                    f"{len(pending)} transaction(s) for {self.retry_timeout_ms} ms{reason}",
                     transactional_id=pending[0],
                 )
         return result
@@ -520,6 +529,7 @@ class TransactionAdmin:
             again: list[Committable] = []
             for c, response in zip(pending, self.wire.send_all(batch, raise_errors=False), strict=True):
                 if isinstance(response, BrokerUnreachableError):
+                    self.wire.forget_coordinator(c.transactional_id)  # it may have moved: ask again
                     again.append(c)
                     continue
                 code = response.error_code
@@ -751,6 +761,7 @@ class TransactionAdmin:
                 sent.append(tid)
             for tid, response in zip(sent, self.wire.send_all(batch, raise_errors=False), strict=True):
                 if isinstance(response, BrokerUnreachableError):
+                    self.wire.forget_coordinator(tid)  # it may have moved: ask again
                     again.append(tid)
                     continue
                 code = last_code[tid] = response.error_code
@@ -829,6 +840,10 @@ class TransactionAdmin:
         return outcomes[tid]
 
     # -- helpers -------------------------------------------------------------------------------
+
+    def _forget_coordinators(self, transactional_ids: Iterable[str]) -> None:
+        for tid in transactional_ids:
+            self.wire.forget_coordinator(tid)
 
     def _retry(self) -> _Retry:
         deadline = time.monotonic() + self.retry_timeout_ms / 1000

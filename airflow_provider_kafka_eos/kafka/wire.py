@@ -477,8 +477,8 @@ def _discard(created: list[Any]) -> None:
             client._manager.close()
             client._net.stop()
             client.close()
-        except Exception:  # best effort: the client never finished starting
-            pass
+        except Exception as exc:  # best effort: the client never finished starting
+            logging.getLogger(__name__).debug("discarding a half-started client: %s", _short(exc))
 
 
 def _short(exc: BaseException) -> str:

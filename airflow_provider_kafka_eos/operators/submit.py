@@ -6,9 +6,11 @@ must get right done for you:
 * the checkpoint id is derived from the DAG run (its data interval end, else ``run_after``),
   so task retries and cleared reruns of one run prepare the *same* checkpoint (the job then
   finds its manifest and does not produce again) and later runs get larger ids;
-* the Kafka client configuration, secrets included, reaches the job through a private (0600)
-  temp file named by an environment variable, never the command line, and the file is
-  deleted when the task ends;
+* the Kafka client configuration, secrets included, and the user's ``application_params``
+  reach the job through a private (0600) file named by an environment variable, never the
+  command line; the file is deleted when the task ends, and one left behind by a task that was
+  killed (SIGKILL runs no cleanup) is removed by the next task that starts on the host (see
+  :func:`sweep_private_files`); it lives in ``/dev/shm`` (memory, not disk) where there is one;
 * a missing Spark connection is an error, not the parent's silent fallback to YARN;
 * ``PYSPARK_PYTHON`` is set so Spark's Python workers run this interpreter;
 * the manifest URI the job printed is checked (the manifest must exist and be PREPARED or
@@ -23,6 +25,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -33,7 +36,7 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_provider_kafka_eos.kafka.errors import ConfigError, ManifestError, UsageError
+from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, ManifestError, UsageError
 from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, manifest_uri, read_manifest
 from airflow_provider_kafka_eos.operators.fail_now import fail_now_exception, raises_fail_now
 from airflow_provider_kafka_eos.operators.lineage import KafkaLineageMixin, kafka_namespace
@@ -98,6 +101,16 @@ class _ManifestCapturingHook(SparkSubmitHook):
         kwargs.setdefault("start_new_session", True)
         return super().submit(application, **kwargs)
 
+    def _manifest_store(self) -> Any:
+        """The operator's store, else the connection's (ManifestStoreError naming both when unset)."""
+        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+        from airflow_provider_kafka_eos.kafka.checkpoint import ManifestStore
+
+        if self.manifest_base_uri:
+            return ManifestStore.configured(self.manifest_base_uri)
+        hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
+        return ManifestStore.configured(hook.manifest_base_uri(), source=hook.manifest_store_source())
+
     def on_kill(self) -> None:
         process = getattr(self, "_submit_sp", None)
         if process is not None and process.poll() is None:
@@ -126,7 +139,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
     :param topic: the Kafka topic to write.
     :param transactional_id_prefix: the prefix of every transactional id the job uses; unique per
         pipeline (restore aborts open transactions under it). Defaults to ``pipeline_id``.
-    :param manifest_base_uri: where manifests live (local path, ``file://``, ``s3://``...).
+    :param manifest_base_uri: where manifests live (local path, ``file://``, ``s3://``...); default:
+        ``manifest_base_uri`` in the ``kafka_eos`` connection's extra (the store cleanup reads too).
     :param application_callable: the user's code, ``module:function`` or ``path/file.py[:function]``,
         called as ``function(spark, params) -> DataFrame`` inside the job.
     :param application_params: JSON-serialisable dict passed to that function (templated).
@@ -167,8 +181,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         *,
         pipeline_id: str,
         topic: str,
-        manifest_base_uri: str,
         application_callable: str,
+        manifest_base_uri: str | None = None,
         application_params: dict[str, Any] | None = None,
         transactional_id_prefix: str | None = None,
         naming_strategy: str = "INCREMENTING",
@@ -187,10 +201,14 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         producer: str | None = None,
         **kwargs: Any,
     ) -> None:
-        if naming_strategy not in ("INCREMENTING", "POOLING"):
-            raise UsageError(f"naming_strategy must be INCREMENTING or POOLING, got {naming_strategy!r}")
-        if abort_strategy not in (None, "LISTING", "PROBING"):
-            raise UsageError(f"abort_strategy must be LISTING or PROBING, got {abort_strategy!r}")
+        from airflow_provider_kafka_eos.kafka.abort_strategies import AbortStrategy
+        from airflow_provider_kafka_eos.kafka.naming import NamingStrategy, pipeline_identity
+
+        try:  # strategy names are parsed once, here at the edge
+            naming_strategy = NamingStrategy.parse(naming_strategy).value
+        except KafkaEosError as err:
+            raise UsageError(err.cause) from None
+        abort_strategy = AbortStrategy.parse(abort_strategy).value if abort_strategy else None
         if producer not in (None, "arrow", "librdkafka"):
             raise UsageError(f"producer must be arrow or librdkafka, got {producer!r}")
         if two_phase_commit and producer == "librdkafka":
@@ -200,7 +218,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         super().__init__(application=JOB_FILE, conn_id=conn_id, **kwargs)
         self.pipeline_id = pipeline_id
         self.topic = topic
-        self.transactional_id_prefix = transactional_id_prefix or pipeline_id
+        # Templated values are resolved again in execute; this is the one rule (naming.pipeline_identity).
+        self.transactional_id_prefix = pipeline_identity(pipeline_id, transactional_id_prefix)[1]
         self.manifest_base_uri = manifest_base_uri
         self.application_callable = application_callable
         self.application_params = application_params or {}
@@ -223,8 +242,10 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
 
     @raises_fail_now
     def execute(self, context: Any) -> str:
+        self._validate_arguments()  # rendered templates included; nothing is started on bad input
         self._require_spark_connection()
         checkpoint = self._checkpoint_id(context)
+        self.manifest_base_uri = self._manifest_store().base_uri
         expected_uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, checkpoint)
         self.application_args = self._job_args(checkpoint)
         self._config_file = self._write_client_config()
@@ -306,7 +327,6 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             "--manifest-base-uri", self.manifest_base_uri,
             "--naming-strategy", self.naming_strategy,
             "--application", self.application_callable,
-            "--params", json.dumps(self.application_params, sort_keys=True, default=str),
             "--key-col", self.key_col,
             "--value-col", self.value_col,
         ]
@@ -324,6 +344,22 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             args += ["--producer", self.producer]
         return args
 
+    def _validate_arguments(self) -> None:
+        """Ids, topic and timeout as Kafka can carry them (``kafka/validation.py``, shared with
+        the CLI, the manual DAG and the manifest reader)."""
+        from airflow_provider_kafka_eos.kafka.validation import (
+            validate_positive_ms,
+            validate_prefix,
+            validate_topic,
+            validate_transactional_id,
+        )
+
+        validate_transactional_id(self.pipeline_id, field="pipeline_id")
+        validate_prefix(self.transactional_id_prefix, field="transactional_id_prefix")
+        validate_topic(self.topic, field="topic")
+        if self.transaction_timeout_ms is not None:
+            validate_positive_ms(self.transaction_timeout_ms, field="transaction_timeout_ms")
+
     def _require_spark_connection(self) -> None:
         from airflow.sdk import BaseHook
 
@@ -340,7 +376,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             ) from None
 
     def _write_client_config(self) -> str:
-        """The Kafka config, secrets included, in a 0600 file only this task's job reads."""
+        """The Kafka config (secrets included) and the application params, in a 0600 file only
+        this task's job reads; stale files of killed tasks are removed first."""
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
 
         config = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).client_config()
@@ -348,19 +385,95 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             outputs=[(kafka_namespace(config.bootstrap_servers), str(self.topic))],
             inputs=[(str(ns), str(name)) for ns, name in (self.lineage_inputs or [])],
         )
-        fd, path = tempfile.mkstemp(prefix="kafka-eos-client-", suffix=".json")
         try:
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(config.confluent(), fh)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-            raise
-        return path
+            params = json.loads(json.dumps(self.application_params or {}, sort_keys=True, default=str))
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"application_params must be JSON-serialisable ({exc})") from None
+        if not isinstance(params, dict):
+            raise UsageError(f"application_params must be a dict, got {type(params).__name__}")
+        directory = private_dir()
+        for stale in sweep_private_files(directory):
+            self.log.warning("removed %s, left behind by a task that died (its process is gone)", stale)
+        return write_private_file(
+            directory,
+            {eos_job.PRIVATE_FILE_CONFIG_KEY: config.confluent(), eos_job.PRIVATE_FILE_PARAMS_KEY: params},
+        )
 
     def _remove_config_file(self) -> None:
         path, self._config_file = self._config_file, None
         if path:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
+
+
+# -- the private file ----------------------------------------------------------------------------
+
+_PRIVATE_FILE = re.compile(r"^client-(?P<pid>\d+)-[A-Za-z0-9_]+\.json$")
+
+
+PRIVATE_DIR_ENV = "KAFKA_EOS_PRIVATE_DIR"
+
+
+def private_dir() -> str:
+    """``<base>/kafka-eos-<uid>``, created 0700, refused if another user owns it (someone could
+    read or plant files there). ``<base>`` is ``$KAFKA_EOS_PRIVATE_DIR``, else ``/dev/shm``
+    (memory-backed: the secrets never reach a disk) when the host has a writable one, else the
+    temp folder."""
+    shm = "/dev/shm"  # noqa: S108 (a per-user 0700 folder inside it, ownership checked below)
+    base = os.environ.get(PRIVATE_DIR_ENV) or (
+        shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
+    )
+    path = os.path.join(base, f"kafka-eos-{os.getuid()}")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise ConfigError(f"{path} is not a directory owned by this user; refusing to put secrets there")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
+def write_private_file(directory: str, payload: Mapping[str, Any]) -> str:
+    """A 0600 ``client-<pid>-<random>.json`` in ``directory``; the pid lets a later sweep tell
+    a live task's file from a dead one's."""
+    fd, path = tempfile.mkstemp(prefix=f"client-{os.getpid()}-", suffix=".json", dir=directory)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(payload, fh)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    return path
+
+
+def sweep_private_files(directory: str) -> list[str]:
+    """Remove the private files whose writing process is gone (a SIGKILLed task); return them.
+
+    A task removes its own file when it ends (``finally`` / ``on_kill``); only a task killed
+    without cleanup leaves one, and the next task on the host removes it here. A file whose pid
+    is alive (a running task, or a reused pid) is left alone.
+    """
+    removed = []
+    for name in sorted(os.listdir(directory)):
+        match = _PRIVATE_FILE.match(name)
+        if match is None or _process_alive(int(match.group("pid"))):
+            continue
+        path = os.path.join(directory, name)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+            removed.append(path)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True

@@ -9,6 +9,9 @@ The Kafka client configuration (with its secrets) never travels on the command l
 ``ps`` and the Spark UI would show it: it is read from the file named by
 ``KAFKA_EOS_CLIENT_CONFIG_FILE`` (JSON object of librdkafka keys, or a Java
 ``client.properties``) or from the JSON in ``KAFKA_EOS_CLIENT_CONFIG``.
+``SparkEosSubmitOperator`` writes that file as ``{"client_config": {...},
+"application_params": {...}}``: the user's params (user-supplied JSON) travel there too, never
+on the spark-submit command line; ``--params`` remains for running the job by hand.
 
 The user's application is ``package.module:function`` or ``/path/to/file.py[:function]``
 (default function name ``build_dataframe``); the function is called as
@@ -39,6 +42,9 @@ CONFIG_ENV = "KAFKA_EOS_CLIENT_CONFIG"
 RESULT_PREFIX = "KAFKA_EOS_MANIFEST_URI="
 ERROR_PREFIX = "kafka-eos job: "  # the operator reads the job's one-line error after this
 EXIT_USAGE = 2  # usage or configuration error: the same input fails the same way (no retry)
+# Keys of the operator's private file (the client config and the application params together).
+PRIVATE_FILE_CONFIG_KEY = "client_config"
+PRIVATE_FILE_PARAMS_KEY = "application_params"
 DEFAULT_FUNCTION = "build_dataframe"
 
 log = logging.getLogger("airflow_provider_kafka_eos.spark.job")
@@ -86,7 +92,10 @@ def load_client_config(environ: dict[str, str] | None = None) -> Any:
         except OSError as exc:
             raise ConfigError(f"{CONFIG_FILE_ENV}={path}: cannot be read ({exc.strerror})") from None
         if text.lstrip().startswith("{"):
-            return KafkaClientConfig.from_mapping(_json_object(text, CONFIG_FILE_ENV), source=path)
+            data = _json_object(text, CONFIG_FILE_ENV)
+            if PRIVATE_FILE_CONFIG_KEY in data:  # the operator's private file: config + params
+                data = data[PRIVATE_FILE_CONFIG_KEY]
+            return KafkaClientConfig.from_mapping(data, source=path)
         return KafkaClientConfig.from_properties_file(path)
     inline = env.get(CONFIG_ENV)
     if inline:
@@ -95,6 +104,29 @@ def load_client_config(environ: dict[str, str] | None = None) -> Any:
         f"no Kafka client configuration: set {CONFIG_FILE_ENV} (a JSON or client.properties file) or "
         f"{CONFIG_ENV} (JSON); SparkEosSubmitOperator sets the file from the kafka_eos connection"
     )
+
+
+def load_params(args_params: str | None, environ: dict[str, str] | None = None) -> dict:
+    """The application's params: from the operator's private file, else ``--params`` (by hand)."""
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+
+    env = os.environ if environ is None else environ
+    path = env.get(CONFIG_FILE_ENV)
+    from_file = None
+    if path:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError:
+            text = ""  # load_client_config reports the unreadable file
+        if text.lstrip().startswith("{"):
+            from_file = _json_object(text, CONFIG_FILE_ENV).get(PRIVATE_FILE_PARAMS_KEY)
+    if from_file is not None:
+        if args_params not in (None, "", "{}"):
+            raise UsageError("--params and the operator's private params file were both given; use one")
+        if not isinstance(from_file, dict):
+            raise UsageError(f"{CONFIG_FILE_ENV}: {PRIVATE_FILE_PARAMS_KEY!r} must be a JSON object")
+        return from_file
+    return _json_object(args_params or "{}", "--params")
 
 
 def load_application(spec: str) -> Callable[[Any, dict], Any]:
@@ -130,11 +162,10 @@ def run(args: argparse.Namespace) -> str:
     from pyspark.sql import SparkSession
 
     from airflow_provider_kafka_eos.kafka.errors import UsageError
-    from airflow_provider_kafka_eos.kafka.manifest import manifest_uri
     from airflow_provider_kafka_eos.spark.faults import FaultPlan
     from airflow_provider_kafka_eos.spark.writer import DEFAULT_TRANSACTION_TIMEOUT_MS, write_exactly_once
 
-    params = _json_object(args.params, "--params")
+    params = load_params(args.params)
     config = load_client_config()
     application = load_application(args.application)
     plan = FaultPlan.from_env()
@@ -151,7 +182,7 @@ def run(args: argparse.Namespace) -> str:
         kafka_config=config,
         transactional_id_prefix=args.transactional_id_prefix,
         checkpoint_id=args.checkpoint_id,
-        manifest_uri=args.manifest_base_uri,
+        manifest_base_uri=args.manifest_base_uri,
         naming_strategy=args.naming_strategy,
         key_col=args.key_col,
         value_col=args.value_col,
@@ -165,7 +196,7 @@ def run(args: argparse.Namespace) -> str:
         producer=args.producer,
     )
     plan.after_manifest()
-    uri = manifest_uri(args.manifest_base_uri, args.pipeline_id, manifest.checkpoint_id)
+    uri = manifest.uri
     log.info("checkpoint %d: manifest %s is %s with %d transaction(s)", manifest.checkpoint_id, uri,
              manifest.status.value, len(manifest.committables))
     return uri

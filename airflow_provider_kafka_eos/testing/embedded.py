@@ -32,6 +32,8 @@ _FLAGS = {
     "acl_file": "--acl-file",
     "transactional_id_expiration_ms": "--transactional-id-expiration-ms",
     "node_id": "--node-id",
+    "socket_request_max_bytes": "--socket-request-max-bytes",
+    "max_connections": "--max-connections",
 }
 _SWITCHES = {"two_phase_commit": "--two-phase-commit"}
 _NEGATED_SWITCHES = {"auto_create_topics": "--no-auto-create-topics"}

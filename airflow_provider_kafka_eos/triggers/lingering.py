@@ -16,20 +16,40 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_kafka_eos.kafka import errors as eos_errors
 from airflow_provider_kafka_eos.kafka.classify import Findings, LsoStallTracker, ScanSpec, scan
+from airflow_provider_kafka_eos.kafka.findings_store import XCOM_MAX_FINDINGS, write_findings, xcom_payload
 
 STATUS_FOUND = "found"
 STATUS_ERROR = "error"
 
 
 def scan_with_connection(conn_id: str, spec: ScanSpec, tracker: LsoStallTracker | None = None) -> Findings:
-    """One blocking poll through the connection ``conn_id`` (shared by the sensor and the trigger)."""
+    """One blocking poll through the connection ``conn_id`` (shared by the sensor and the trigger).
+
+    A spec without a manifest store uses the connection's (``manifest_base_uri`` in its extra);
+    with neither, the scan fails naming the setting, rather than calling everything an orphan.
+    """
+    import dataclasses
+
     from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
     from airflow_provider_kafka_eos.operators.metrics import record_scan
 
-    with KafkaEosHook(kafka_eos_conn_id=conn_id).transaction_admin() as admin:
+    hook = KafkaEosHook(kafka_eos_conn_id=conn_id)
+    if not spec.manifest_base_uri:
+        spec = dataclasses.replace(spec, manifest_base_uri=hook.manifest_base_uri())
+    with hook.transaction_admin() as admin:
         findings = scan(admin, spec, tracker=tracker)
     record_scan(findings)  # kafka_eos.lingering.found / kafka_eos.lso.oldest_stall_age, every poll
     return findings
+
+
+def bounded_findings(findings: Findings, findings_base_uri: str | None, limit: int) -> dict[str, Any]:
+    """What the sensor pushes to XCom and the trigger's event carries (both land in the metadata
+    database): counts and at most ``limit`` findings per list. When more were found, all of them
+    are written to a JSON file under ``findings_base_uri`` whose URI the payload names."""
+    uri = None
+    if findings_base_uri and max(len(findings.transactions), len(findings.lso_stalls)) > limit:
+        uri = write_findings(findings_base_uri, findings)
+    return xcom_payload(findings, limit=limit, findings_uri=uri)
 
 
 def error_event(err: BaseException) -> dict[str, Any]:
@@ -68,7 +88,8 @@ def error_from_event(event: dict[str, Any]) -> eos_errors.KafkaEosError:
 class LingeringTransactionTrigger(BaseTrigger):
     """Polls until a lingering transaction (or LSO stall) is found; yields the findings once.
 
-    Yields ``{"status": "found", "findings": {...}}`` or ``{"status": "error", ...}`` and stops.
+    Yields ``{"status": "found", "findings": {...}}`` (bounded: :func:`bounded_findings`) or
+    ``{"status": "error", ...}`` and stops.
     """
 
     def __init__(
@@ -78,9 +99,13 @@ class LingeringTransactionTrigger(BaseTrigger):
         spec: dict[str, Any],
         poll_interval: float = 60.0,
         tracker: dict[str, Any] | None = None,
+        findings_base_uri: str | None = None,
+        xcom_max_findings: int = XCOM_MAX_FINDINGS,
     ) -> None:
         super().__init__()
         self.kafka_eos_conn_id = kafka_eos_conn_id
+        self.findings_base_uri = findings_base_uri
+        self.xcom_max_findings = int(xcom_max_findings)
         self.spec = ScanSpec.from_dict(spec).to_dict()  # validate now, in the worker, not in the triggerer
         self.poll_interval = float(poll_interval)
         self.tracker = LsoStallTracker.from_dict(tracker).to_dict()
@@ -93,6 +118,8 @@ class LingeringTransactionTrigger(BaseTrigger):
                 "spec": self.spec,
                 "poll_interval": self.poll_interval,
                 "tracker": self.tracker,
+                "findings_base_uri": self.findings_base_uri,
+                "xcom_max_findings": self.xcom_max_findings,
             },
         )
 
@@ -109,7 +136,14 @@ class LingeringTransactionTrigger(BaseTrigger):
                 yield TriggerEvent(error_event(err))
                 return
             if findings:
-                yield TriggerEvent({"status": STATUS_FOUND, "findings": findings.to_dict()})
+                try:
+                    payload = await asyncio.to_thread(
+                        bounded_findings, findings, self.findings_base_uri, self.xcom_max_findings
+                    )
+                except Exception as err:  # the findings file could not be written
+                    yield TriggerEvent(error_event(err))
+                    return
+                yield TriggerEvent({"status": STATUS_FOUND, "findings": payload})
                 return
             self.log.info(
                 "no lingering transactions (%s); next poll in %.0f s", findings.summary(), self.poll_interval

@@ -188,7 +188,13 @@ def airflow_stack(kafka_broker, tmp_path_factory) -> Iterator[AirflowStack]:
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
             "AIRFLOW_CONN_KAFKA_EOS_DEFAULT": json.dumps(
-                {"conn_type": "kafka_eos", "extra": {"bootstrap.servers": kafka_broker.bootstrap}}
+                {
+                    "conn_type": "kafka_eos",
+                    "extra": {
+                        "bootstrap.servers": kafka_broker.bootstrap,
+                        "manifest_base_uri": (home / "manifests").as_uri(),  # the cleanup DAG's store
+                    },
+                }
             ),
             "AIRFLOW_CONN_SPARK_LOCAL": '{"conn_type": "spark", "host": "local[2]"}',
             "PYSPARK_PYTHON": sys.executable,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from airflow_provider_kafka_eos import runbook
+from airflow_provider_kafka_eos.kafka.checkpoint import prepared_index
 from airflow_provider_kafka_eos.kafka.classify import (
     FindingKind,
     Findings,
@@ -16,7 +17,6 @@ from airflow_provider_kafka_eos.kafka.classify import (
     ProducerState,
     classify,
     find_lso_stalls,
-    prepared_index,
 )
 from airflow_provider_kafka_eos.kafka.committable import Committable
 from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus
