@@ -166,6 +166,7 @@ class AirflowStack:
 def airflow_stack(kafka_broker, tmp_path_factory) -> Iterator[AirflowStack]:
     """The four services for one test module (started once: they take about a minute to come up)."""
     home = tmp_path_factory.mktemp("airflow-home")
+    (home / "manifests").mkdir()  # the connection's manifest store (the cleanup DAG refuses a missing one)
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_"))}
     env.update(
