@@ -219,7 +219,7 @@ def test_unusable_store_refuses_and_aborts_nothing(
             prefixes=[three_kinds["ours"]], manifest_base_uri=missing if how == "missing" else None
         ).execute({})
     text = str(err.value)
-    assert "docs/runbook/manifest-store.md" in text
+    assert "kafka-eos-txn --runbook manifest-store (" in text
     assert (missing in text) if how == "missing" else ("manifest_base_uri in the extra of connection" in text)
     assert states(admin, [ids["orphan"], ids["pending"]]) == {
         ids["orphan"]: "Ongoing",

@@ -56,7 +56,7 @@ def test_compare_and_abort_needs_both_producer_id_and_epoch():
     assert "compare-and-abort needs both --producer-id and --epoch" in fails(
         action="abort", transactional_id="t", epoch=1
     )
-    assert "only apply to --action commit, or to --action abort with --transactional-id" in fails(
+    assert "only apply to the commit action, or to the abort action with --transactional-id" in fails(
         action="abort", prefixes=("p-",), producer_id=1, epoch=1
     )
 
