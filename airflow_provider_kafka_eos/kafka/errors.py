@@ -20,6 +20,7 @@ from airflow_provider_kafka_eos import runbook as _runbook
 __all__ = [
     "AuthorizationError",
     "BrokerUnreachableError",
+    "CheckpointConflictError",
     "ConfigError",
     "DataLossError",
     "KafkaEosError",
@@ -159,3 +160,12 @@ class SpeculativeExecutionError(KafkaEosError):
     """Spark speculative execution is on for the write stage (two attempts would share one transaction)."""
 
     default_runbook = "speculative-execution"
+
+
+class CheckpointConflictError(KafkaEosError):
+    """A run maps to a checkpoint another run prepared, and nothing shows they read the same input.
+
+    Succeeding would silently drop this run's records, so the run fails and writes nothing.
+    """
+
+    default_runbook = "rerun-a-checkpoint"
