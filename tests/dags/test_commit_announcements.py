@@ -74,7 +74,7 @@ def prepared(kafka_broker, monkeypatch, tmp_path):
     with connect_admin(kafka_broker.bootstrap) as admin:
         uri = write_prepared_manifest(admin, tmp_path.as_uri(), "orders", topic, [pending], prefix=prefix)
         yield SimpleNamespace(conn_id=conn_id, prefix=prefix, topic=topic, pending=pending, orphan=orphan,
-                              uri=uri, admin=admin)
+                              uri=uri, admin=admin, base=tmp_path.as_uri())
         leftovers = [t for t, s in states(admin, [pending, orphan]).items() if s == "Ongoing"]
         admin.abort(leftovers)
 
@@ -122,7 +122,12 @@ def test_the_commit_reports_its_topic_to_openlineage_and_its_metrics_to_stats(
 
 
 def test_scans_and_aborts_report_what_they_found_and_did(prepared, recorded_metrics):
-    spec = ScanSpec(min_age_ms=0, prefixes=(prepared.prefix,), owned_prefixes=(prepared.prefix,))
+    spec = ScanSpec(
+        min_age_ms=0,
+        prefixes=(prepared.prefix,),
+        owned_prefixes=(prepared.prefix,),
+        manifest_base_uri=prepared.base,
+    )
     found = scan_with_connection(prepared.conn_id, spec)
     assert len(found.transactions) == 2
     assert recorded_metrics.named(metrics.LINGERING_FOUND) == [("gauge", metrics.LINGERING_FOUND, 2, {})]
@@ -135,7 +140,7 @@ def test_scans_and_aborts_report_what_they_found_and_did(prepared, recorded_metr
         kafka_eos_conn_id=prepared.conn_id,
         transactional_ids=[prepared.orphan],
         owned_prefixes=[prepared.prefix],
-        manifest_base_uri=None,
+        manifest_base_uri=prepared.base,
     ).execute({})
     assert recorded_metrics.named(metrics.TRANSACTIONS_ABORTED) == [
         ("incr", metrics.TRANSACTIONS_ABORTED, 1, {})
