@@ -68,12 +68,15 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
         from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest
 
         uri = self._resolve_uri(context)
-        was_prepared = read_manifest(uri).status is ManifestStatus.PREPARED  # for the Asset event rule
-        with KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).transaction_admin() as admin:
-            # Verifies every committable (state, producer id/epoch, deadline) before committing any.
-            report = commit_checkpoint(
-                admin, uri, committed_by=f"task {self.task_id}", max_workers=self.max_workers
-            )
+        was_prepared = read_manifest(uri).status is ManifestStatus.PREPARED  # also the Asset event rule
+        if not was_prepared:  # COMMITTED: reported again; ABORTED: DataLossError. Neither needs Kafka.
+            report = commit_checkpoint(None, uri, committed_by=f"task {self.task_id}")
+        else:
+            with KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).transaction_admin() as admin:
+                # Verifies every committable (state, producer id/epoch, deadline) before committing any.
+                report = commit_checkpoint(
+                    admin, uri, committed_by=f"task {self.task_id}", max_workers=self.max_workers
+                )
         self.log.info(
             "%s: %d record(s), outcomes %s, commit took %d ms (%d ms after prepare)",
             report.summary(),
