@@ -4,6 +4,11 @@ Every data-path test ends here: a ``read_committed`` confluent-kafka consumer re
 partition from the beginning up to the end offset *for its isolation level* (the last stable
 offset for read_committed, the high watermark for read_uncommitted), and the report says which
 expected keys are missing, which appear more than once, and which should not be there at all.
+
+Kafka answers EndTxn before it writes the transaction markers, so right after a commit the
+last stable offset may still stop short of the committed records. A read_committed count
+therefore first waits (within its deadline) until no transaction is in PrepareCommit or
+PrepareAbort; a transaction left open on purpose (Ongoing) does not make it wait.
 """
 
 from __future__ import annotations
@@ -82,6 +87,8 @@ def _records(
     if isolation not in ISOLATION_LEVELS:
         raise ValueError(f"isolation must be one of {ISOLATION_LEVELS}, not {isolation!r}")
     deadline = time.monotonic() + timeout_s
+    if isolation == "read_committed":
+        _wait_for_markers(bootstrap_or_config, deadline)
     consumer = Consumer(_consumer_config(bootstrap_or_config, isolation))
     try:
         partitions = _partitions(consumer, topic, deadline)
@@ -126,6 +133,29 @@ def _records(
                     pending.discard(partition)
     finally:
         consumer.close()
+
+
+def _wait_for_markers(bootstrap_or_config: str | Mapping[str, Any], deadline: float) -> None:
+    """Poll ListTransactions until no transaction is completing (its markers are in flight).
+
+    Best effort: a principal that may not list transactions, or a broker without
+    ListTransactions, counts at once (the count then reflects the last stable offset as is).
+    """
+    from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+    from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
+    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+
+    mapping = (
+        {"bootstrap.servers": bootstrap_or_config}
+        if isinstance(bootstrap_or_config, str)
+        else dict(bootstrap_or_config)
+    )
+    try:
+        with TransactionAdmin(KafkaClientConfig.from_mapping(mapping)) as admin:
+            while admin.list(states=["PrepareCommit", "PrepareAbort"]) and time.monotonic() < deadline:
+                time.sleep(0.05)
+    except (KafkaEosError, KafkaException, OSError):
+        return
 
 
 def _partitions(consumer: Consumer, topic: str, deadline: float) -> list[int]:
