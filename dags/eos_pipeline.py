@@ -8,9 +8,9 @@ transaction manager):
 2. ``submit``: spark-submit runs ``dags/eos_pipeline_job.py:build_dataframe`` on this run's
    batch of events and writes the result with one Kafka transaction per Spark partition,
    left open ("prepared"); the job's last act is the checkpoint manifest (the vote). The
-   checkpoint id comes from the run (its data interval, else ``run_after``), so a retry or a
-   cleared rerun of this run prepares the same checkpoint (and finds its manifest instead of
-   writing again).
+   checkpoint id comes from the run (its logical date, else its run_after, in microseconds),
+   so a retry or a cleared rerun of this run prepares the same checkpoint (and finds its
+   manifest instead of writing again), and every other run gets its own.
 3. ``commit``: commits every transaction the manifest lists, then marks it COMMITTED, and
    emits one Asset event for ``kafka://host:port/<topic>`` (``dags/eos_downstream.py`` is
    scheduled on it; a rerun that commits nothing new emits none).

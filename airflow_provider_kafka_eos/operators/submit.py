@@ -378,6 +378,16 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
 
         raise AirflowSkipException(message)
 
+    def _manifest_store(self) -> Any:
+        """The operator's store, else the connection's (ManifestStoreError naming both when unset)."""
+        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+        from airflow_provider_kafka_eos.kafka.checkpoint import ManifestStore
+
+        if self.manifest_base_uri:
+            return ManifestStore.configured(self.manifest_base_uri)
+        hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
+        return ManifestStore.configured(hook.manifest_base_uri(), source=hook.manifest_store_source())
+
     def on_kill(self) -> None:
         try:
             if self._hook is not None:
@@ -392,16 +402,6 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         return hook
 
     # -- helpers -----------------------------------------------------------------------------
-
-    def _manifest_store(self) -> Any:
-        """The operator's store, else the connection's (ManifestStoreError naming both when unset)."""
-        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-        from airflow_provider_kafka_eos.kafka.checkpoint import ManifestStore
-
-        if self.manifest_base_uri:
-            return ManifestStore.configured(self.manifest_base_uri)
-        hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
-        return ManifestStore.configured(hook.manifest_base_uri(), source=hook.manifest_store_source())
 
     def _checkpoint_id(self, context: Any) -> int:
         if self.checkpoint_id not in (None, ""):
