@@ -129,7 +129,13 @@ class KafkaAbortTransactionsOperator(BaseOperator):
     @raises_fail_now
     def execute(self, context: Any) -> dict[str, Any]:
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+        from airflow_provider_kafka_eos.kafka.validation import validate_prefix, validate_transactional_id
 
+        # Rendered arguments as Kafka can carry them (kafka/validation.py), before anything is read.
+        for tid in _as_list(self.transactional_ids):
+            validate_transactional_id(tid, field="transactional_ids")
+        for prefix in [*_as_list(self.prefixes), *_as_list(self.owned_prefixes)]:
+            validate_prefix(prefix, field="prefixes")
         hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
         protect = as_bool(self.protect)
         if not protect:

@@ -125,6 +125,10 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
         self._tracker = LsoStallTracker()
 
     def scan_spec(self) -> ScanSpec:
+        from airflow_provider_kafka_eos.kafka.validation import validate_prefix
+
+        for prefix in (*(_as_tuple(self.prefixes) or ()), *(_as_tuple(self.owned_prefixes) or ())):
+            validate_prefix(prefix, field="prefixes")  # as Kafka can carry it (kafka/validation.py)
         return ScanSpec(
             min_age_ms=_milliseconds(self.min_age, "min_age"),
             prefixes=_as_tuple(self.prefixes),
