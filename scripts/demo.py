@@ -1,8 +1,11 @@
 """``./run demo``: the example pipeline DAG end to end on the embedded Kafka broker.
 
+``./run demo --kafka apache`` runs the same on a real Apache Kafka 4.4 single node instead
+(``testing/apache_kafka``; its jars are fetched with Maven on first use).
+
 What it does, all under ``demo-output/`` (recreated on every run):
 
-1. starts ``kafka-eos-devbroker`` with its data in ``demo-output/broker``;
+1. starts ``kafka-eos-devbroker`` (or the Kafka node) with its data in ``demo-output/broker``;
 2. points Airflow at ``demo-output/airflow`` (SQLite, migrated) and ``dags/``, and defines the
    connections ``kafka_eos_default`` and ``spark_local`` through ``AIRFLOW_CONN_*`` variables;
 3. writes three batches of JSON user-activity events (``demo-output/input/<batch>``);
@@ -16,6 +19,7 @@ What it does, all under ``demo-output/`` (recreated on every run):
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -68,29 +72,52 @@ def run_pipeline(dag, batch: str, *, fault: str | None = None) -> dict[str, str]
     import pendulum
 
     logical_date = pendulum.parse(batch, tz="UTC")
-    if fault:
-        os.environ["KAFKA_EOS_FAULT"] = fault  # inherited by spark-submit (test-only fault hook)
+    from airflow_provider_kafka_eos.testing import fault_job
+
+    submit = dag.get_task("submit")
+    production_job = submit.application
+    if fault:  # the test-only entry point reads the plan from its environment (spark/job.py never does)
+        os.environ[fault_job.ENV_VAR] = fault
+        submit.application = fault_job.FILE
     try:
         started = time.monotonic()
         run = dag.test(logical_date=logical_date)
     finally:
-        os.environ.pop("KAFKA_EOS_FAULT", None)
+        os.environ.pop(fault_job.ENV_VAR, None)
+        submit.application = production_job
     states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
     print(f"    run {batch}: {states} ({time.monotonic() - started:.0f}s)", flush=True)
     return states
 
 
-def main() -> int:
+def start_kafka(kind: str):
+    """The demo's Kafka: the embedded broker (no JVM, no Maven) or a real Apache Kafka node."""
+    options = {"data_dir": str(OUT / "broker"), "partitions": 3}
+    if kind == "apache":
+        from airflow_provider_kafka_eos.testing.apache_kafka import ApacheKafkaCluster
+
+        say("starting Apache Kafka 4.4, one KRaft node (jars from the Maven cache)")
+        broker = ApacheKafkaCluster(options)
+        print(f"    listening on {broker.bootstrap}; log: {broker.nodes[0].log_path}")
+        return broker
+    from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
+
+    say("starting the embedded Kafka broker (kafka-eos-devbroker)")
+    broker = start_embedded_broker(options, str(OUT))
+    print(f"    listening on {broker.bootstrap}; log: {OUT / 'broker.log'}")
+    return broker
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="./run demo", description="the example pipeline DAG, end to end")
+    parser.add_argument("--kafka", choices=("embedded", "apache"), default="embedded")
+    args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "dags"))
     from eos_sample_events import write_batch
 
-    from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
-
     shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir(parents=True)
-    say("starting the embedded Kafka broker (kafka-eos-devbroker)")
-    broker = start_embedded_broker({"data_dir": str(OUT / "broker"), "partitions": 3}, str(OUT))
-    print(f"    listening on {broker.bootstrap}; log: {OUT / 'broker.log'}")
+    broker = start_kafka(args.kafka)
     try:
         say("Airflow home, metadata database, connections")
         prepare_environment(broker.bootstrap)

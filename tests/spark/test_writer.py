@@ -20,8 +20,8 @@ from airflow_provider_kafka_eos.kafka.manifest import (
 from airflow_provider_kafka_eos.kafka.producer import PartitionTransaction, TransactionProtocol
 from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin, TxnState
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
-from airflow_provider_kafka_eos.spark.testing_support import commit_manifest, keyed_frame
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+from airflow_provider_kafka_eos.testing.spark import commit_manifest, keyed_frame
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
@@ -168,7 +168,7 @@ def test_speculation_is_refused_before_anything_is_written(spark, kafka_broker, 
     finally:
         conf.set("spark.speculation", "false")
     assert "spark.speculation" in str(excinfo.value)
-    assert "docs/runbook/speculative-execution.md" in str(excinfo.value)
+    assert "kafka-eos-txn --runbook speculative-execution (" in str(excinfo.value)
     assert find_manifests(str(tmp_path), prefix) == []
     with _admin(kafka_broker) as admin:
         assert admin.list(prefixes=[prefix]) == []
