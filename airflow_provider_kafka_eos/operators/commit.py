@@ -19,6 +19,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kafka_eos.kafka.errors import ManifestError
+from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest
 
 __all__ = ["KafkaCommitTransactionsOperator"]
 
@@ -58,11 +59,14 @@ class KafkaCommitTransactionsOperator(BaseOperator):
         from airflow_provider_kafka_eos.kafka.checkpoint import commit_checkpoint
 
         uri = self._resolve_uri(context)
-        with KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).transaction_admin() as admin:
-            # Verifies every committable (state, producer id/epoch, deadline) before committing any.
-            report = commit_checkpoint(
-                admin, uri, committed_by=f"task {self.task_id}", max_workers=self.max_workers
-            )
+        by = f"task {self.task_id}"
+        if read_manifest(uri).status is not ManifestStatus.PREPARED:
+            # COMMITTED: its report again; ABORTED: DataLossError. Neither needs Kafka.
+            report = commit_checkpoint(None, uri, committed_by=by)
+        else:
+            with KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).transaction_admin() as admin:
+                # Verifies every committable (state, producer id/epoch, deadline) before committing any.
+                report = commit_checkpoint(admin, uri, committed_by=by, max_workers=self.max_workers)
         self.log.info(
             "%s: %d record(s), outcomes %s, commit took %d ms (%d ms after prepare)",
             report.summary(),

@@ -98,16 +98,6 @@ class _ManifestCapturingHook(SparkSubmitHook):
         kwargs.setdefault("start_new_session", True)
         return super().submit(application, **kwargs)
 
-    def _manifest_store(self) -> Any:
-        """The operator's store, else the connection's (ManifestStoreError naming both when unset)."""
-        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-        from airflow_provider_kafka_eos.kafka.checkpoint import ManifestStore
-
-        if self.manifest_base_uri:
-            return ManifestStore.configured(self.manifest_base_uri)
-        hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
-        return ManifestStore.configured(hook.manifest_base_uri(), source=hook.manifest_store_source())
-
     def on_kill(self) -> None:
         process = getattr(self, "_submit_sp", None)
         if process is not None and process.poll() is None:
@@ -265,6 +255,16 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
                       manifest.status.value, len(manifest.committables),
                       sum(c.record_count for c in manifest.committables))
         return expected_uri
+
+    def _manifest_store(self) -> Any:
+        """The operator's store, else the connection's (ManifestStoreError naming both when unset)."""
+        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+        from airflow_provider_kafka_eos.kafka.checkpoint import ManifestStore
+
+        if self.manifest_base_uri:
+            return ManifestStore.configured(self.manifest_base_uri)
+        hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
+        return ManifestStore.configured(hook.manifest_base_uri(), source=hook.manifest_store_source())
 
     def on_kill(self) -> None:
         try:
