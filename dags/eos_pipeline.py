@@ -8,8 +8,9 @@ transaction manager):
 2. ``submit``: spark-submit runs ``dags/eos_pipeline_job.py:build_dataframe`` on this run's
    batch of events and writes the result with one Kafka transaction per Spark partition,
    left open ("prepared"); the job's last act is the checkpoint manifest (the vote). The
-   checkpoint id comes from the run's data interval, so a retry or a cleared rerun of this
-   run prepares the same checkpoint (and finds its manifest instead of writing again).
+   checkpoint id comes from the run (its logical date, else its run_after, in microseconds),
+   so a retry or a cleared rerun of this run prepares the same checkpoint (and finds its
+   manifest instead of writing again), and every other run gets its own.
 3. ``commit``: commits every transaction the manifest lists, then marks it COMMITTED.
 
 Connections: ``kafka_eos_default`` (type ``kafka_eos``; extra = librdkafka config plus the

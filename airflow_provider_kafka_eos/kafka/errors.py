@@ -15,6 +15,7 @@ from __future__ import annotations
 __all__ = [
     "AuthorizationError",
     "BrokerUnreachableError",
+    "CheckpointConflictError",
     "ConfigError",
     "DataLossError",
     "KafkaEosError",
@@ -149,3 +150,12 @@ class SpeculativeExecutionError(KafkaEosError):
     """Spark speculative execution is on for the write stage (two attempts would share one transaction)."""
 
     default_runbook = "speculative-execution"
+
+
+class CheckpointConflictError(KafkaEosError):
+    """A run maps to a checkpoint another run prepared, and nothing shows they read the same input.
+
+    Succeeding would silently drop this run's records, so the run fails and writes nothing.
+    """
+
+    default_runbook = "rerun-a-checkpoint"

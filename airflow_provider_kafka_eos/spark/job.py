@@ -72,6 +72,11 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--value-col", default="value")
     parser.add_argument("--headers-col", default=None)
     parser.add_argument("--partition-col", default=None)
+    # The Airflow run that prepares the checkpoint (recorded in the manifest; no secrets).
+    parser.add_argument("--dag-id", default=None)
+    parser.add_argument("--run-id", default=None)
+    parser.add_argument("--try-number", type=int, default=None)
+    parser.add_argument("--logical-date", default=None, help="ISO-8601; omitted for runs without one")
     parser.add_argument("--app-name", default=None,
                         help="Spark application name (default: kafka-eos-<pipeline>)")
     return parser
@@ -194,6 +199,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
         transaction_timeout_ms=args.transaction_timeout_ms or DEFAULT_TRANSACTION_TIMEOUT_MS,
         abort_strategy=args.abort_strategy,
         fault_plan=plan,
+        prepared_by=run_identity(args),
         two_phase_commit=args.two_phase_commit,
         producer=args.producer,
     )
@@ -202,6 +208,18 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
     log.info("checkpoint %d: manifest %s is %s with %d transaction(s)", manifest.checkpoint_id, uri,
              manifest.status.value, len(manifest.committables))
     return uri
+
+
+def run_identity(args: argparse.Namespace) -> Any:
+    """The ``RunIdentity`` given on the command line, or None (the job run outside Airflow)."""
+    from airflow_provider_kafka_eos.kafka.checkpoint_identity import RunIdentity
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+
+    if not args.dag_id and not args.run_id:
+        return None
+    if not (args.dag_id and args.run_id):
+        raise UsageError("--dag-id and --run-id name the Airflow run together; pass both or neither")
+    return RunIdentity(args.dag_id, args.run_id, args.try_number, args.logical_date or None)
 
 
 def main(argv: Sequence[str] | None = None, *, fault_plan: Any = None) -> int:
