@@ -50,6 +50,8 @@ from airflow_provider_kafka_eos.kafka.checkpoint_identity import (
 )
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, ManifestError, UsageError
 from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, manifest_uri, read_manifest
+from airflow_provider_kafka_eos.operators.fail_now import fail_now_exception, raises_fail_now
+from airflow_provider_kafka_eos.operators.lineage import KafkaLineageMixin, kafka_namespace
 from airflow_provider_kafka_eos.spark import job as eos_job
 
 __all__ = ["XCOM_CHECKPOINT_KEY", "SparkEosSubmitOperator", "checkpoint_id_for_run", "run_identity"]
@@ -143,20 +145,11 @@ class _ManifestCapturingHook(SparkSubmitHook):
     """
 
     reported_manifest_uri: str | None = None
+    reported_error: str | None = None
 
     def submit(self, application: str = "", **kwargs: Any) -> Any:
         kwargs.setdefault("start_new_session", True)
         return super().submit(application, **kwargs)
-
-    def _manifest_store(self) -> Any:
-        """The operator's store, else the connection's (ManifestStoreError naming both when unset)."""
-        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-        from airflow_provider_kafka_eos.kafka.checkpoint import ManifestStore
-
-        if self.manifest_base_uri:
-            return ManifestStore.configured(self.manifest_base_uri)
-        hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
-        return ManifestStore.configured(hook.manifest_base_uri(), source=hook.manifest_store_source())
 
     def on_kill(self) -> None:
         process = getattr(self, "_submit_sp", None)
@@ -168,15 +161,18 @@ class _ManifestCapturingHook(SparkSubmitHook):
     def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
         def tee() -> Iterator[Any]:
             for raw in itr:
-                match = _RESULT_LINE.match(str(raw).strip())
+                line = str(raw).strip()
+                match = _RESULT_LINE.match(line)
                 if match:
                     self.reported_manifest_uri = match.group("uri")
+                elif line.startswith(eos_job.ERROR_PREFIX):
+                    self.reported_error = line[len(eos_job.ERROR_PREFIX):]
                 yield raw
 
         super()._process_spark_submit_log(tee())
 
 
-class SparkEosSubmitOperator(SparkSubmitOperator):
+class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
     """Run the exactly-once write job (``spark/job.py``) for one checkpoint of a pipeline.
 
     :param pipeline_id: names the pipeline's manifests folder (``<base>/<pipeline_id>/``).
@@ -199,6 +195,9 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         (needs Kafka 4.1+ with 2PC enabled, the TWO_PHASE_COMMIT ACL and the Arrow producer).
     :param producer: ``"arrow"`` or ``"librdkafka"``; default: the writer's ``DEFAULT_PRODUCER``.
     :param python_executable: the Python the driver and workers run (``PYSPARK_PYTHON``).
+    :param lineage_inputs: what the job reads, as OpenLineage ``(namespace, name)`` pairs (templated),
+        e.g. ``[("file", "/data/events")]``; reported with the output topic when the OpenLineage
+        provider is installed.
     Any other keyword goes to ``SparkSubmitOperator`` (``conf``, ``py_files``, ``driver_memory``...).
     """
 
@@ -212,6 +211,7 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         "application_params",
         "checkpoint_id",
         "kafka_eos_conn_id",
+        "lineage_inputs",
     )
     template_fields_renderers = {"application_params": "json"}
     ui_color = "#e8d5b7"
@@ -236,6 +236,7 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         headers_col: str | None = None,
         partition_col: str | None = None,
         python_executable: str | None = None,
+        lineage_inputs: Sequence[Sequence[str]] | None = None,
         two_phase_commit: bool = False,
         producer: str | None = None,
         **kwargs: Any,
@@ -272,6 +273,7 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         self.headers_col = headers_col
         self.partition_col = partition_col
         self.python_executable = python_executable
+        self.lineage_inputs = lineage_inputs
         self.two_phase_commit = two_phase_commit
         self.producer = producer
         self._config_file: str | None = None
@@ -279,6 +281,7 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
 
     # -- Airflow entry points ----------------------------------------------------------------
 
+    @raises_fail_now
     def execute(self, context: Any) -> str:
         self._validate_arguments()  # rendered templates included; nothing is started on bad input
         self._require_spark_connection()
@@ -301,6 +304,9 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
                       self.pipeline_id, checkpoint, expected_uri)
         try:
             super().execute(context)
+        except Exception as err:
+            self._fail_now_on_job_usage_error(err)
+            raise
         finally:
             self._remove_config_file()
         reported = getattr(self._hook, "reported_manifest_uri", None)
@@ -318,6 +324,16 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
                       manifest.status.value, len(manifest.committables),
                       sum(c.record_count for c in manifest.committables))
         return expected_uri
+
+    def _fail_now_on_job_usage_error(self, err: Exception) -> None:
+        """The job exits with ``EXIT_USAGE`` when its input or configuration is wrong: no retry helps."""
+        process = getattr(self._hook, "_submit_sp", None)
+        if getattr(process, "returncode", None) != eos_job.EXIT_USAGE:
+            return
+        reported = getattr(self._hook, "reported_error", None) or (
+            f"the Spark job refused its arguments or input (exit {eos_job.EXIT_USAGE}); see the log above"
+        )
+        raise fail_now_exception()(reported) from err
 
     def _judge_reuse(self, context: Any, manifest: Any, uri: str, run: RunIdentity | None) -> None:
         """Whose manifest did the job find? This run's: fine. Another run's: never plain success.
@@ -361,6 +377,16 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         from airflow.sdk.exceptions import AirflowSkipException
 
         raise AirflowSkipException(message)
+
+    def _manifest_store(self) -> Any:
+        """The operator's store, else the connection's (ManifestStoreError naming both when unset)."""
+        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+        from airflow_provider_kafka_eos.kafka.checkpoint import ManifestStore
+
+        if self.manifest_base_uri:
+            return ManifestStore.configured(self.manifest_base_uri)
+        hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
+        return ManifestStore.configured(hook.manifest_base_uri(), source=hook.manifest_store_source())
 
     def on_kill(self) -> None:
         try:
@@ -491,6 +517,10 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
 
         config = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).client_config()
+        self.set_lineage(
+            outputs=[(kafka_namespace(config.bootstrap_servers), str(self.topic))],
+            inputs=[(str(ns), str(name)) for ns, name in (self.lineage_inputs or [])],
+        )
         try:
             params = json.loads(json.dumps(self.application_params or {}, sort_keys=True, default=str))
         except (TypeError, ValueError) as exc:

@@ -40,6 +40,8 @@ __all__ = ["CONFIG_ENV", "CONFIG_FILE_ENV", "RESULT_PREFIX", "build_arg_parser",
 CONFIG_FILE_ENV = "KAFKA_EOS_CLIENT_CONFIG_FILE"
 CONFIG_ENV = "KAFKA_EOS_CLIENT_CONFIG"
 RESULT_PREFIX = "KAFKA_EOS_MANIFEST_URI="
+ERROR_PREFIX = "kafka-eos job: "  # the operator reads the job's one-line error after this
+EXIT_USAGE = 2  # usage or configuration error: the same input fails the same way (no retry)
 # Keys of the operator's private file (the client config and the application params together).
 PRIVATE_FILE_CONFIG_KEY = "client_config"
 PRIVATE_FILE_PARAMS_KEY = "application_params"
@@ -231,10 +233,10 @@ def main(argv: Sequence[str] | None = None, *, fault_plan: Any = None) -> int:
     try:
         uri = run(args, fault_plan=fault_plan)
     except (UsageError, ConfigError) as exc:
-        print(f"kafka-eos job: {exc}", file=sys.stderr, flush=True)
-        return 2
+        print(f"{ERROR_PREFIX}{exc}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
     except KafkaEosError as exc:
-        print(f"kafka-eos job: {exc}", file=sys.stderr, flush=True)
+        print(f"{ERROR_PREFIX}{exc}", file=sys.stderr, flush=True)
         return 3
     print(f"{RESULT_PREFIX}{uri}", flush=True)
     return 0
