@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import uuid
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,6 +135,8 @@ class Broker:
         self.host = self.config.host
         self.port = self.config.port
         self.connections: set[Any] = set()
+        # accepted beyond max.connections: held unread until a slot frees, as Kafka's acceptor does
+        self.waiting_connections: deque[Any] = deque()
         self._server: asyncio.base_events.Server | None = None
         self._api_max_versions: dict[int, int] | None = None
         self.missing_modules = load_handler_modules()
@@ -229,6 +232,8 @@ class Broker:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+            while self.waiting_connections:  # first, so no closing handler starts one
+                self.waiting_connections.popleft().transport.close()
             handlers = list(self.connections)
             tasks = [h.task for h in handlers if h.task is not None]
             for task in tasks:

@@ -192,11 +192,16 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self.transport = transport  # type: ignore[assignment]
         limit = self.broker.config.max_connections
         if len(self.broker.connections) >= limit:
-            log.warning("refusing a connection: %d connections open (max.connections=%d)",
+            # Kafka's acceptor waits for a free slot (ConnectionQuotas.waitForConnectionSlot):
+            # the connection stays open, unread, and is served once another one closes.
+            log.warning("holding a connection: %d connections open (max.connections=%d)",
                         len(self.broker.connections), limit)
-            self.closed = True
-            transport.close()
+            transport.pause_reading()
+            self.broker.waiting_connections.append(self)
             return
+        self._serve()
+
+    def _serve(self) -> None:
         handler = ConnectionHandler(self.broker, self)
         self.handler = handler
         self.broker.connections.add(handler)  # counted now, before its task first runs
@@ -340,6 +345,12 @@ class ConnectionHandler:
         finally:
             self.broker.connections.discard(self)
             self.transport.close()
+            waiting = self.broker.waiting_connections
+            while waiting and len(self.broker.connections) < self.broker.config.max_connections:
+                held = waiting.popleft()
+                if not held.closed:
+                    held.transport.resume_reading()
+                    held._serve()
 
     async def run(self) -> None:
         protocol = self.protocol
@@ -432,8 +443,11 @@ class ConnectionHandler:
         self.send(body, response_header(correlation_id, api_key, flexible))
 
     def unsupported_api_versions_body(self) -> bytes:
+        """KIP-511, as Kafka's ``ApiVersionsRequest.getErrorResponse``: only ApiVersions' own
+        range, so the client retries with a version both sides speak; the full list follows."""
         keys = [
             ApiVersionsResponse.ApiVersion(api_key=k, min_version=mn, max_version=mx)
             for k, mn, mx in advertised_versions(self.broker)
+            if k == 18
         ]
         return ApiVersionsResponse(error_code=codes.UNSUPPORTED_VERSION, api_keys=keys).encode(version=0)
