@@ -10,7 +10,10 @@ must get right done for you:
   temp file named by an environment variable, never the command line, and the file is
   deleted when the task ends;
 * a missing Spark connection is an error, not the parent's silent fallback to YARN;
-* ``PYSPARK_PYTHON`` is set so Spark's Python workers run this interpreter;
+* the provider's job-side code travels with the job (``--py-files``, see ``spark/shipping.py``),
+  so neither the executors nor a cluster-mode driver need this provider installed;
+* ``PYSPARK_PYTHON`` is set so Spark's Python workers run this interpreter on a local master,
+  or ``executor_python`` on a cluster (a cluster's own setting is kept when neither is given);
 * the manifest URI the job printed is checked (the manifest must exist and be PREPARED or
   COMMITTED) and returned, i.e. pushed to XCom for the commit task.
 """
@@ -36,6 +39,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, ManifestError, UsageError
 from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, manifest_uri, read_manifest
 from airflow_provider_kafka_eos.spark import job as eos_job
+from airflow_provider_kafka_eos.spark import shipping
 
 __all__ = ["SparkEosSubmitOperator", "checkpoint_id_for_run"]
 
@@ -131,7 +135,10 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
     :param checkpoint_id: override the run-derived checkpoint id (templated).
     :param transaction_timeout_ms: producer ``transaction.timeout.ms``; the commit must happen within it.
     :param key_col, value_col, headers_col, partition_col: DataFrame columns the writer reads.
-    :param python_executable: the Python the driver and workers run (``PYSPARK_PYTHON``).
+    :param python_executable: the Python the driver runs (and, on a ``local`` master, the workers).
+    :param executor_python: the Python the executors run on a cluster (``spark.pyspark.python``),
+        an environment with the job-side requirements (docs/user-guide/spark-cluster.md); default:
+        the cluster's own setting.
     Any other keyword goes to ``SparkSubmitOperator`` (``conf``, ``py_files``, ``driver_memory``...).
     """
 
@@ -169,6 +176,7 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         headers_col: str | None = None,
         partition_col: str | None = None,
         python_executable: str | None = None,
+        executor_python: str | None = None,
         **kwargs: Any,
     ) -> None:
         if naming_strategy not in ("INCREMENTING", "POOLING"):
@@ -193,6 +201,7 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         self.headers_col = headers_col
         self.partition_col = partition_col
         self.python_executable = python_executable
+        self.executor_python = executor_python
         self._config_file: str | None = None
 
     # -- Airflow entry points ----------------------------------------------------------------
@@ -202,16 +211,39 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         checkpoint = self._checkpoint_id(context)
         expected_uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, checkpoint)
         self.application_args = self._job_args(checkpoint)
-        self._config_file = self._write_client_config()
+        connection = self._get_hook()._connection  # master and deploy mode, resolved the parent's way
+        cluster_mode = connection.get("deploy_mode") == "cluster"
+        # In cluster deploy mode the driver runs on the cluster: the Kafka config must reach it
+        # through the platform's secret mechanism (a mounted file named in env_vars), never argv.
+        mounted_config = (self.env_vars or {}).get(eos_job.CONFIG_FILE_ENV)
+        if cluster_mode and not mounted_config:
+            raise ConfigError(
+                f"deploy_mode 'cluster': the driver cannot read this worker's temp files; mount the Kafka "
+                f"client config on the driver with the platform's secrets and name the path in "
+                f"env_vars={{'{eos_job.CONFIG_FILE_ENV}': ...}} (docs/user-guide/spark-cluster.md)",
+                runbook="configuration",
+            )
+        self._config_file = None if mounted_config else self._write_client_config()
         python = self.python_executable or sys.executable
+        driver_python = self.python_executable if cluster_mode else python
+        executor_python = self._executor_python(python, str(connection.get("master", "")))
         self.env_vars = {
             **(self.env_vars or {}),
-            eos_job.CONFIG_FILE_ENV: self._config_file,
-            "PYSPARK_PYTHON": python,
-            "PYSPARK_DRIVER_PYTHON": python,
+            eos_job.CONFIG_FILE_ENV: mounted_config or self._config_file,
+            **({"PYSPARK_DRIVER_PYTHON": driver_python} if driver_python else {}),
+            **({"PYSPARK_PYTHON": executor_python} if executor_python else {}),
             **_path_with_spark_submit(python, (self.env_vars or {}).get("PATH")),
         }
-        self.conf = {**(self.conf or {}), "spark.pyspark.python": python, "spark.speculation": "false"}
+        self.conf = {
+            **(self.conf or {}),
+            "spark.speculation": "false",
+            **({"spark.pyspark.driver.python": driver_python} if driver_python else {}),
+            **({"spark.pyspark.python": executor_python} if executor_python else {}),
+        }
+        runtime = str(shipping.runtime_zip())  # the provider's job-side code, for driver and executors
+        shipped = [f for f in (self.py_files or "").split(",") if f]
+        if runtime not in shipped:
+            self.py_files = ",".join([*shipped, runtime])
         self.log.info("pipeline %s: preparing checkpoint %d -> %s",
                       self.pipeline_id, checkpoint, expected_uri)
         try:
@@ -247,6 +279,15 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         return hook
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def _executor_python(self, driver_python: str, master: str) -> str | None:
+        """``executor_python``, else the user's ``spark.pyspark.python``, else (local master only)
+        the driver's Python; on a cluster without either, the cluster's own setting applies."""
+        if self.executor_python:
+            return self.executor_python
+        if (self.conf or {}).get("spark.pyspark.python"):
+            return str(self.conf["spark.pyspark.python"])
+        return driver_python if master.startswith("local") else None
 
     def _checkpoint_id(self, context: Any) -> int:
         if self.checkpoint_id not in (None, ""):

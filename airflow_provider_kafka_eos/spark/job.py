@@ -129,6 +129,7 @@ def run(args: argparse.Namespace) -> str:
     from airflow_provider_kafka_eos.spark.writer import DEFAULT_TRANSACTION_TIMEOUT_MS, write_exactly_once
 
     params = _json_object(args.params, "--params")
+    check_job_side()
     config = load_client_config()
     application = load_application(args.application)
     plan = FaultPlan.from_env()
@@ -161,6 +162,18 @@ def run(args: argparse.Namespace) -> str:
     log.info("checkpoint %d: manifest %s is %s with %d transaction(s)", manifest.checkpoint_id, uri,
              manifest.status.value, len(manifest.committables))
     return uri
+
+
+def check_job_side() -> None:
+    """Before Spark starts: a supported PySpark, not mixed with another pyspark-client, and the
+    driver's Python has what the write imports (each refusal is one line naming the fix)."""
+    import pyspark
+
+    from airflow_provider_kafka_eos.spark import requirements
+
+    requirements.check_distribution_pair()
+    requirements.check_spark_version(pyspark.__version__, where=f"PySpark in {sys.executable}")
+    requirements.check_importable(requirements.install_specs(), where=f"the driver Python {sys.executable}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

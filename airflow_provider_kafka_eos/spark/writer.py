@@ -31,7 +31,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
 )
 from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, write_manifest
 from airflow_provider_kafka_eos.kafka.producer import TransactionProtocol
-from airflow_provider_kafka_eos.spark import naming_support
+from airflow_provider_kafka_eos.spark import naming_support, requirements, shipping
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
 
 __all__ = ["DEFAULT_TRANSACTION_TIMEOUT_MS", "write_exactly_once"]
@@ -74,6 +74,8 @@ def write_exactly_once(
     config = kafka_config if isinstance(kafka_config, KafkaClientConfig) else \
         KafkaClientConfig.from_mapping(kafka_config)
     _validate(topic, transactional_id_prefix, checkpoint_id, naming_strategy, transaction_timeout_ms)
+    requirements.check_spark_version(df.sparkSession.version, where="this Spark session")
+    requirements.check_distribution_pair()
     refuse_speculation(df.sparkSession)
     plan = fault_plan if fault_plan is not None else FaultPlan.from_env()
     this_uri = manifests.manifest_uri(manifest_uri, pipeline_id, checkpoint_id)
@@ -120,13 +122,15 @@ def write_exactly_once(
             has_headers=headers_col is not None,
             has_partition=partition_col is not None,
             plan=plan,
+            install_specs=requirements.install_specs(),
         )
+        shipping.ship_to_executors(df.sparkSession)  # executors need nothing of ours installed
         columns = [df[key_col].alias("k"), df[value_col].alias("v")]
         if headers_col is not None:
             columns.append(df[headers_col].alias("h"))
         if partition_col is not None:
             columns.append(df[partition_col].cast("int").alias("p"))
-        rows = df.select(*columns).mapInArrow(prepare, _COMMITTABLE_SCHEMA).collect()
+        rows = _collect_committables(df.select(*columns).mapInArrow(prepare, _COMMITTABLE_SCHEMA))
         committables = [Committable.from_dict(json.loads(r["committable"]), source="spark task result")
                         for r in rows]
         _check_one_per_transactional_id(committables)
@@ -168,6 +172,17 @@ def refuse_speculation(spark: Any) -> None:
         )
 
 
+def _collect_committables(frame: Any) -> list[Any]:
+    """Run the write; a task that found a job-side requirement missing fails the job with its one line."""
+    try:
+        return frame.collect()
+    except Exception as exc:
+        translated = requirements.translate_task_failure(exc, requirements.install_specs())
+        if translated is None:
+            raise
+        raise translated from None
+
+
 def _partition_preparer(
     *,
     confluent_config: dict[str, Any],
@@ -178,10 +193,14 @@ def _partition_preparer(
     has_headers: bool,
     has_partition: bool,
     plan: FaultPlan,
+    install_specs: dict[str, str],
 ):
     """The function Spark runs once per partition (it is pickled with everything it closes over)."""
 
     def prepare_partition(batches: Iterator[Any]) -> Iterator[Any]:
+        # First, before any package of the write is imported: one clear line when one is missing.
+        requirements.check_importable(install_specs, where=requirements.executor_python(), marked=True)
+
         from concurrent.futures import ThreadPoolExecutor
 
         import pyarrow as pa
@@ -189,7 +208,7 @@ def _partition_preparer(
 
         from airflow_provider_kafka_eos.kafka.producer import PartitionTransaction
         from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
-        from airflow_provider_kafka_eos.spark.faults import kill_worker
+        from airflow_provider_kafka_eos.spark.faults import stop_task
 
         context = TaskContext.get()
         partition, attempt = context.partitionId(), context.attemptNumber()
@@ -224,7 +243,7 @@ def _partition_preparer(
                 written += batch.num_rows
                 if kill_at is not None:
                     txn.flush()
-                    kill_worker()
+                    stop_task(plan, partition)
             if plan.fail_task_partition == partition:  # tests only: fail once the records reached Kafka
                 txn.flush()
             plan.check_task_failure(partition)
