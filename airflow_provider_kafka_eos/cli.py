@@ -19,15 +19,19 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 PROG = "kafka-eos-txn"
 ENV_COMMAND_CONFIG = "KAFKA_EOS_COMMAND_CONFIG"
-ENV_SASL_USERNAME = "KAFKA_EOS_SASL_USERNAME"
-ENV_SASL_PASSWORD = "KAFKA_EOS_SASL_PASSWORD"
+ENV_SASL_USERNAME = "KAFKA_EOS_SASL_USERNAME"  # every secret's variable: kafka.config.SECRET_ENV_VARS
+ENV_SASL_PASSWORD = "KAFKA_EOS_SASL_PASSWORD"  # noqa: S105 (the variable's name, not a password)
 ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
+DEFAULT_TIMEOUT = "60s"
+# How long connecting to the cluster may take at most (less when --timeout is shorter).
+CONNECT_TIMEOUT_MS = 10_000
 
 EPILOG = f"""\
 examples:
@@ -43,7 +47,8 @@ examples:
   {PROG} --action preflight --bootstrap-servers b1:9092 --prefix etl-orders- --topic orders
 
 secrets: put SASL/SSL settings in a client.properties file (--command-config, or ${ENV_COMMAND_CONFIG});
-${ENV_SASL_USERNAME} / ${ENV_SASL_PASSWORD} override the SASL credentials. Never pass them as arguments.
+${ENV_SASL_USERNAME} / ${ENV_SASL_PASSWORD} (and KAFKA_EOS_SSL_KEY_PASSWORD, ... see docs/cli.md)
+supply or override secrets. Never pass them as arguments.
 exit codes: 0 done, 1 failed, 2 usage. Reference: docs/cli.md
 """
 
@@ -122,43 +127,54 @@ def build_parser() -> argparse.ArgumentParser:
         help="preflight: the pipeline's transaction.timeout.ms, checked against the broker max",
     )
     parser.add_argument(
+        "--two-phase-commit",
+        action="store_true",
+        help="preflight: the pipeline uses KIP-939 2PC; require it and check the TWO_PHASE_COMMIT ACL",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="list/find-hanging: exit 1 when the principal cannot see every transaction asked for",
+    )
+    parser.add_argument(
         "--timeout",
-        default="10s",
+        default=DEFAULT_TIMEOUT,
         metavar="DURATION",
-        help="how long to wait for the cluster to answer (default 10s)",
+        help=f"deadline for the whole command, whatever the cluster does or does not answer "
+        f"(default {DEFAULT_TIMEOUT}; must be positive)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log the Kafka client's debug output")
     return parser
 
 
 def _client_config(args: argparse.Namespace, env: Any) -> Any:
-    """Properties file (or env) + --bootstrap-servers + credentials from the environment."""
-    from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+    """--command-config (or its env var) + --bootstrap-servers + secrets from the environment.
+
+    The parts combine: ``--bootstrap-servers`` wins over the file's ``bootstrap.servers``,
+    ``$KAFKA_BOOTSTRAP_SERVERS`` fills in when neither has one, and every secret the
+    environment supplies (``KAFKA_EOS_SASL_PASSWORD``...; ``config.SECRET_ENV_VARS``) wins over
+    the file, so a file may leave the password out.
+    """
+    from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig, settings_from_env
     from airflow_provider_kafka_eos.kafka.errors import UsageError
 
     path = args.command_config or env.get(ENV_COMMAND_CONFIG)
-    overrides: dict[str, Any] = {}
-    servers = args.bootstrap_servers or None
-    if servers:
-        overrides["bootstrap.servers"] = servers
-    if env.get(ENV_SASL_USERNAME):
-        overrides["sasl.username"] = env[ENV_SASL_USERNAME]
-    if env.get(ENV_SASL_PASSWORD):
-        overrides["sasl.password"] = env[ENV_SASL_PASSWORD]
+    overrides: dict[str, Any] = settings_from_env(env)
+    if args.bootstrap_servers:
+        overrides["bootstrap.servers"] = args.bootstrap_servers
+    defaults = {"bootstrap.servers": env[ENV_BOOTSTRAP]} if env.get(ENV_BOOTSTRAP) else {}
     if path:
-        base = KafkaClientConfig.from_properties_file(path)
-        return base.with_overrides(overrides) if overrides else base
-    if "bootstrap.servers" not in overrides:
-        if env.get(ENV_BOOTSTRAP):
-            overrides["bootstrap.servers"] = env[ENV_BOOTSTRAP]
-        else:
-            raise UsageError("--bootstrap-servers is required (or bootstrap.servers in --command-config)")
-    return KafkaClientConfig.from_mapping(overrides, source="command line")
+        return KafkaClientConfig.from_properties_file(path, overrides=overrides, defaults=defaults)
+    settings = {**defaults, **overrides}
+    if "bootstrap.servers" not in settings:
+        raise UsageError("--bootstrap-servers is required (or bootstrap.servers in --command-config)")
+    return KafkaClientConfig.from_mapping(settings, source="command line")
 
 
 def _request(args: argparse.Namespace) -> Any:
     from airflow_provider_kafka_eos.kafka.errors import UsageError
-    from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest, parse_duration_ms
+    from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest
+    from airflow_provider_kafka_eos.kafka.validation import parse_duration_ms
 
     manifests = list(args.manifest)
     manifest_uri = None
@@ -171,6 +187,8 @@ def _request(args: argparse.Namespace) -> Any:
         protect = tuple(manifests)
     elif manifests:
         raise UsageError(f"--manifest does not apply to --action {args.action}")
+    if args.strict and args.action not in ("list", "find-hanging"):
+        raise UsageError("--strict applies to --action list and find-hanging only")
     preflight_only = bool(args.topic) or args.transaction_timeout_ms is not None
     if preflight_only and args.action != "preflight":
         raise UsageError("--topic and --transaction-timeout-ms apply to --action preflight only")
@@ -187,6 +205,7 @@ def _request(args: argparse.Namespace) -> Any:
         protect_manifests=protect,
         topics=tuple(args.topic),
         transaction_timeout_ms=args.transaction_timeout_ms,
+        two_phase_commit=args.two_phase_commit,
     ).validate()
 
 
@@ -259,15 +278,23 @@ def run(
     args = build_parser().parse_args(argv)
     _quiet_client_logs(args.verbose)
     try:
-        from airflow_provider_kafka_eos.kafka.resolution import parse_duration_ms
+        from airflow_provider_kafka_eos.kafka.validation import MAX_DURATION_MS, parse_duration_ms
 
+        # The deadline starts before anything else can wait: every call below is bounded by it.
+        timeout_ms = parse_duration_ms(args.timeout, what="--timeout", positive=True, max_ms=MAX_DURATION_MS)
+        if timeout_ms is None:
+            raise UsageError(f"--timeout must be a positive duration like 30s (default {DEFAULT_TIMEOUT})")
+        deadline = time.monotonic() + timeout_ms / 1000
         request = _request(args)
         config = _client_config(args, env)
-        timeout_ms = parse_duration_ms(args.timeout, what="--timeout") or 10_000
         interactive = stdout.isatty() and not args.json
         with (
             TransactionAdmin(
-                config, connect_timeout_ms=timeout_ms, request_timeout_ms=max(timeout_ms, 5000)
+                config,
+                connect_timeout_ms=min(timeout_ms, CONNECT_TIMEOUT_MS),
+                request_timeout_ms=timeout_ms,
+                retry_timeout_ms=timeout_ms,
+                deadline=deadline,
             ) as admin,
             _ProgressBar(interactive, stderr) as bar,
         ):
@@ -293,6 +320,10 @@ def run(
     else:
         stdout.write(render_table(result.rows, result.columns) + "\n")
         stdout.write(result.summary + "\n")
+    for warning in result.warnings:
+        stderr.write(f"{PROG}: warning: {warning}. Next step: docs/runbook/missing-acl.md\n")
+    if result.warnings and args.strict:
+        return EXIT_FAILED
     return EXIT_OK if result.ok else EXIT_FAILED
 
 

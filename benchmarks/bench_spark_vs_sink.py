@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import subprocess
 import tempfile
 import time
@@ -52,8 +53,9 @@ def sink_jars(spark_version: str, scala_binary: str) -> list[str]:
     cache = pathlib.Path.home() / ".cache" / "kafka-eos" / f"spark-kafka-sink-{spark_version}"
     if not any(cache.glob("spark-sql-kafka-*.jar")):
         cache.mkdir(parents=True, exist_ok=True)
+        mvn = shutil.which("mvn") or "/usr/bin/mvn"
         subprocess.run(
-            ["mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", "-DincludeScope=runtime",
+            [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", "-DincludeScope=runtime",
              f"-DoutputDirectory={cache}", f"-Dspark.version={spark_version}",
              f"-Dscala.binary={scala_binary}"],
             check=True, timeout=600,

@@ -21,6 +21,7 @@ Every setting below has an environment variable, and each run can override it wi
 from __future__ import annotations
 
 import os
+import tempfile
 from datetime import timedelta
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsO
 from airflow_provider_kafka_eos.operators.preflight import KafkaEosPreflightOperator
 from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
 
-_STATE = Path(os.environ.get("AIRFLOW_HOME", "/tmp")) / "eos-pipeline"
+_STATE = Path(os.environ.get("AIRFLOW_HOME") or tempfile.gettempdir()) / "eos-pipeline"
 PIPELINE_ID = os.environ.get("KAFKA_EOS_PIPELINE_ID", "user_activity")
 TOPIC = os.environ.get("KAFKA_EOS_PIPELINE_TOPIC", "user-activity-per-user")
 INPUT_DIR = os.environ.get("KAFKA_EOS_PIPELINE_INPUT_DIR", str(_STATE / "input"))

@@ -8,6 +8,10 @@ id up, and an unknown id is refused without creating it), Metadata with
 ``include_topic_authorized_operations`` (KIP-430) for topics, DescribeProducers (READ). The
 result says which method was used and, per requirement, ok / missing / unknown: a probe we
 cannot run honestly (TWO_PHASE_COMMIT would create the id) is reported unknown, never ok.
+Rules that say "missing" are cross-checked with the same probes, because a super user (or an
+authorizer other than ACLs) has rights no rule shows: those are reported as granted otherwise,
+never as a false FAIL. :func:`visibility_gaps` tells the listing commands when Kafka would
+silently hide transactions from this principal.
 """
 
 from __future__ import annotations
@@ -246,7 +250,14 @@ def principal_of(config: Any) -> str | None:
 
 
 def check_acls(client: Any, requirements: Sequence[AclRequirement], principal: str | None) -> AclCheckResult:
-    """DescribeAcls when the principal may read the rules; harmless probes otherwise."""
+    """DescribeAcls when the principal may read the rules; harmless probes otherwise.
+
+    ACL rules are not the whole truth: a principal in ``super.users`` (or one an authorizer
+    other than the ACLs allows) has rights no rule shows. So every requirement the rules leave
+    *missing* is cross-checked with its harmless probe: a probe the broker authorizes turns it
+    into ok ("granted other than by an ACL rule"); one without a probe (TWO_PHASE_COMMIT) becomes
+    unknown when any other cross-check proved the rules incomplete. Never a false FAIL.
+    """
     if principal is not None:
         described = _describe_acls(client, principal)
         if described == "security-disabled":
@@ -256,10 +267,93 @@ def check_acls(client: Any, requirements: Sequence[AclRequirement], principal: s
                 [AclFinding(r, OK, "the cluster has no authorizer") for r in requirements],
             )
         if isinstance(described, list):
-            return AclCheckResult(
-                "describe-acls", principal, [evaluate_rules(principal, described, r) for r in requirements]
-            )
+            findings = [evaluate_rules(principal, described, r) for r in requirements]
+            return AclCheckResult("describe-acls", principal, _cross_check(client, findings))
     return AclCheckResult("probe", principal, [_probe(client, r) for r in requirements])
+
+
+GRANTED_OTHERWISE = (
+    "no ACL rule grants it, yet the broker authorized a harmless probe: the principal is a super user "
+    "(super.users) or has the right by other means"
+)
+
+
+def _cross_check(client: Any, findings: list[AclFinding]) -> list[AclFinding]:
+    """Probe every requirement the ACL rules leave missing (see :func:`check_acls`)."""
+    checked: list[AclFinding] = []
+    rules_incomplete = False
+    for finding in findings:
+        if finding.status != MISSING:
+            checked.append(finding)
+            continue
+        probed = _probe(client, finding.requirement)
+        if probed.status == OK:
+            rules_incomplete = True
+            checked.append(AclFinding(finding.requirement, OK, f"{GRANTED_OTHERWISE} ({probed.detail})"))
+        elif probed.status == MISSING:
+            checked.append(AclFinding(finding.requirement, MISSING, f"{finding.detail}; {probed.detail}"))
+        else:
+            checked.append(finding)  # no probe for it: decided below
+    if not rules_incomplete:
+        return checked
+    return [
+        AclFinding(
+            f.requirement,
+            UNKNOWN,
+            f"{f.detail}, but the rules are not the whole truth for this principal (other rights were "
+            "granted without an ACL rule: a super user?) and this operation cannot be probed harmlessly",
+        )
+        if f.status == MISSING and _no_harmless_probe(f.requirement)
+        else f
+        for f in checked
+    ]
+
+
+def _no_harmless_probe(req: AclRequirement) -> bool:
+    return req.operation == "TWO_PHASE_COMMIT" or req.resource_type not in ("TRANSACTIONAL_ID", "TOPIC")
+
+
+# -- what a listing can see -----------------------------------------------------------------
+
+VISIBILITY_PROBE_ID = "kafka-eos-visibility-probe"
+
+
+def visibility_gaps(client: Any, prefixes: Sequence[str]) -> list[str]:
+    """Why a ListTransactions answer may be incomplete for this principal ([] when it is complete).
+
+    Kafka lists only the transactional ids the principal may DESCRIBE, silently: "0
+    transaction(s)" from a principal without DESCRIBE is a false negative. A harmless
+    DescribeTransactions on a probe id under each prefix (or on an arbitrary id when the whole
+    cluster is listed) tells whether the principal can see everything asked for. A DENY rule on
+    a few ids under a visible prefix cannot be seen this way.
+    """
+    from kafka.protocol.admin.transactions import DescribeTransactionsRequest
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    targets = [(p, f"{p}{PROBE_ID_SUFFIX}") for p in prefixes] or [(None, VISIBILITY_PROBE_ID)]
+    gaps = []
+    for prefix, probe_id in targets:
+        scope = f"under prefix {prefix!r}" if prefix else "on the whole cluster"
+        try:
+            found = client.send(FindCoordinatorRequest(key=probe_id, key_type=1, max_version=3))
+            code = found.error_code
+            if code == 0:
+                described = client.send(
+                    DescribeTransactionsRequest(transactional_ids=[probe_id]), node_id=found.node_id
+                )
+                code = described.transaction_states[0].error_code
+        except Exception as exc:  # the listing itself already succeeded; say we could not tell
+            gaps.append(
+                f"could not check DESCRIBE rights {scope} ({type(exc).__name__}); the list may be partial"
+            )
+            continue
+        if code == ERR_TXN_ID_AUTH:
+            gaps.append(
+                f"the principal lacks DESCRIBE on TransactionalId {scope}: Kafka silently leaves out every "
+                "transaction it may not describe, so this list may be incomplete (grant DESCRIBE, e.g. a "
+                "prefixed ACL, or run as a principal that has it)"
+            )
+    return gaps
 
 
 def _describe_acls(client: Any, principal: str) -> list[AclRule] | str | None:

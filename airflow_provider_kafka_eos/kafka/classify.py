@@ -465,6 +465,11 @@ class Findings:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Findings:
+        """From ``to_dict()`` or the sensor's bounded XCom (``findings_store.xcom_payload``): a
+        payload whose lists were cut is replaced by the full findings file it names."""
+        from airflow_provider_kafka_eos.kafka.findings_store import resolve
+
+        data = resolve(data)
         prefixes = data.get("prefixes")
         return cls(
             checked_at_ms=int(data.get("checked_at_ms", 0)),
@@ -505,7 +510,7 @@ class Findings:
         if hidden > 0:
             rows = [
                 *rows[: limit + 1],
-                ("...", f"{hidden} more (all of them are in the XCom)", "", "", "", "", ""),
+                ("...", f"{hidden} more (all are in the findings file the XCom names)", "", "", "", "", ""),
             ]
         return format_table(rows)
 

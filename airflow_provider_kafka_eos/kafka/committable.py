@@ -14,7 +14,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.errors import ManifestError
+from airflow_provider_kafka_eos.kafka.errors import ManifestError, UsageError
+from airflow_provider_kafka_eos.kafka.validation import validate_transactional_id
 
 __all__ = ["Committable", "TopicPartition"]
 
@@ -108,9 +109,13 @@ class Committable:
     def validate(self, source: str = "committable") -> None:
         """Raise ManifestError when a field is out of range; a committable that cannot be committed
         must fail where it is created, not at commit time."""
-        where = f"{source} ({self.transactional_id})" if self.transactional_id else source
         if not self.transactional_id:
             raise ManifestError(f"{source}: field 'transactional_id' must not be empty")
+        try:  # one rule for what Kafka can carry (kafka/validation.py); before the id is printed
+            validate_transactional_id(self.transactional_id, field="field 'transactional_id'")
+        except UsageError as exc:
+            raise ManifestError(f"{source}: {exc.cause}") from None
+        where = f"{source} ({self.transactional_id})"
         if self.producer_id < 0:
             raise ManifestError(f"{where}: field 'producer_id' must be >= 0, got {self.producer_id}")
         if not 0 <= self.producer_epoch <= 32767:

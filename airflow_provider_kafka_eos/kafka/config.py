@@ -21,7 +21,7 @@ from typing import Any
 
 from airflow_provider_kafka_eos.kafka.errors import ConfigError
 
-__all__ = ["KafkaClientConfig", "is_secret_key"]
+__all__ = ["SECRET_ENV_VARS", "KafkaClientConfig", "is_secret_key", "settings_from_env"]
 
 REDACTED = "***"
 _SECRET_MARKERS = ("password", "secret", "token", "key", "jaas", "credential", "oauthbearer.config")
@@ -155,6 +155,28 @@ _JAVA_TWINS = {
     "default.api.timeout.ms": None,
 }
 
+# Where each secret may come from instead of a file: KAFKA_EOS_ + the librdkafka key in upper case
+# with dots as underscores (KAFKA_EOS_SASL_PASSWORD, KAFKA_EOS_SSL_KEY_PASSWORD, ...): every
+# secret-bearing key, plus the SASL user name. docs/configuration/connection.md lists them.
+SECRET_ENV_VARS: dict[str, str] = {
+    f"KAFKA_EOS_{key.upper().replace('.', '_')}": key
+    for key in (
+        "sasl.username",
+        "sasl.password",
+        "sasl.oauthbearer.client.secret",
+        "sasl.oauthbearer.config",
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.key.pem",
+    )
+}
+
+
+def settings_from_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The librdkafka settings the environment supplies through :data:`SECRET_ENV_VARS`."""
+    return {key: env[name] for name, key in SECRET_ENV_VARS.items() if env.get(name)}
+
+
 _MECHANISMS = {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER"}
 _PROTOCOLS = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
 _JAAS = re.compile(
@@ -201,18 +223,39 @@ class KafkaClientConfig:
         return cls._validated(settings, source)
 
     @classmethod
-    def from_properties_file(cls, path: str | Path) -> KafkaClientConfig:
-        """A Java ``client.properties``: Java keys with a librdkafka twin, or librdkafka keys."""
+    def from_properties_file(
+        cls,
+        path: str | Path,
+        *,
+        overrides: Mapping[str, Any] | None = None,
+        defaults: Mapping[str, Any] | None = None,
+    ) -> KafkaClientConfig:
+        """A Java ``client.properties``: Java keys with a librdkafka twin, or librdkafka keys.
+
+        ``overrides`` (librdkafka keys: ``--bootstrap-servers``, secrets from the environment)
+        win over the file and ``defaults`` fill what neither gives; validation runs once on the
+        combined settings, so a file without ``bootstrap.servers`` or without a password is fine
+        when the command line or the environment supplies it.
+        """
         source = str(path)
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"{source}: cannot read the properties file ({exc.strerror or exc})") from None
-        return cls.from_properties(_parse_properties(text), source=source)
+        except (UnicodeDecodeError, ValueError):
+            raise ConfigError(f"{source!r}: not a readable UTF-8 properties file") from None
+        return cls.from_properties(
+            _parse_properties(text), source=source, overrides=overrides, defaults=defaults
+        )
 
     @classmethod
     def from_properties(
-        cls, props: Mapping[str, str], *, source: str = "client.properties"
+        cls,
+        props: Mapping[str, str],
+        *,
+        source: str = "client.properties",
+        overrides: Mapping[str, Any] | None = None,
+        defaults: Mapping[str, Any] | None = None,
     ) -> KafkaClientConfig:
         """Translate Java client properties (already parsed) to the librdkafka form."""
         settings: dict[str, Any] = {}
@@ -255,6 +298,19 @@ class KafkaClientConfig:
                 settings[key] = value
             else:
                 raise ConfigError(f"{source}: unknown or untranslatable client property {key!r}")
+        extra = {**(defaults or {}), **(overrides or {})}
+        if extra:
+            # The same key check as a connection extra, then one validation of the whole.
+            for raw_key in extra:
+                key = "sasl.mechanisms" if raw_key == "sasl.mechanism" else raw_key
+                if key not in _CONNECTION_KEYS and key not in _CLIENT_ROLE_KEYS:
+                    raise ConfigError(f"{source}: unknown or unsupported client configuration key {key!r}")
+            for key, value in (defaults or {}).items():
+                if value is not None:
+                    settings.setdefault(key, value)
+            for key, value in (overrides or {}).items():
+                if value is not None:
+                    settings[key] = value
         return cls._validated(settings, source)
 
     @classmethod
@@ -459,8 +515,13 @@ class ClientCredentialsTokenProvider:
         }
         if self._scope:
             form["scope"] = str(self._scope)
-        request = urllib.request.Request(self._url, data=urllib.parse.urlencode(form).encode(), method="POST")
-        with urllib.request.urlopen(request, timeout=10) as response:
+        if urllib.parse.urlparse(self._url).scheme not in ("https", "http"):
+            # urllib would also open file: and ftp: URLs; a token endpoint is HTTP(S) only.
+            raise ConfigError("key 'sasl.oauthbearer.token.endpoint.url' must be an http(s) URL")
+        request = urllib.request.Request(  # noqa: S310 (scheme checked just above)
+            self._url, data=urllib.parse.urlencode(form).encode(), method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (scheme checked)
             payload = json.loads(response.read())
         self._token = payload["access_token"]
         self._expires_at = time.time() + float(payload.get("expires_in", 300))

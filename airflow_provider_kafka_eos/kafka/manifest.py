@@ -21,7 +21,12 @@ from typing import Any
 from urllib.parse import urlparse
 
 from airflow_provider_kafka_eos.kafka.committable import Committable, _reject_unknown, _require
-from airflow_provider_kafka_eos.kafka.errors import ManifestError
+from airflow_provider_kafka_eos.kafka.errors import ManifestError, UsageError
+from airflow_provider_kafka_eos.kafka.validation import (
+    validate_prefix,
+    validate_topic,
+    validate_transactional_id,
+)
 
 __all__ = [
     "SUPPORTED_SCHEMA_VERSIONS",
@@ -36,6 +41,8 @@ __all__ = [
 SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = frozenset({1})
 NAMING_STRATEGIES = ("INCREMENTING", "POOLING")
+# 1M committables of ~300 bytes; anything larger is not a manifest this provider wrote.
+MAX_MANIFEST_BYTES = 512 * 1024 * 1024
 _CHECKPOINT_FILE = re.compile(r"^checkpoint-(\d{12,})\.json$")
 
 
@@ -129,6 +136,12 @@ class Manifest:
         for name in ("pipeline_id", "transactional_id_prefix", "topic"):
             if not values[name]:
                 raise ManifestError(f"{source}: field {name!r} must not be empty")
+        try:  # what Kafka can carry: one rule for every edge (kafka/validation.py)
+            validate_prefix(values["transactional_id_prefix"], field="field 'transactional_id_prefix'")
+            validate_topic(values["topic"], field="field 'topic'")
+            validate_transactional_id(values["pipeline_id"], field="field 'pipeline_id'")
+        except UsageError as exc:
+            raise ManifestError(f"{source}: {exc.cause}") from None
         if values["checkpoint_id"] < 0:
             raise ManifestError(
                 f"{source}: field 'checkpoint_id' must be >= 0, got {values['checkpoint_id']}"
@@ -157,13 +170,34 @@ class Manifest:
         return cls(**values)
 
     @classmethod
-    def from_json(cls, text: str, *, source: str = "manifest") -> Manifest:
+    def from_json(cls, text: str | bytes, *, source: str = "manifest") -> Manifest:
+        """Parse manifest text; any defect, whatever the bytes, is a ManifestError (nothing else).
+
+        Hardened against hostile input: JSON nested too deep for the parser (100k ``[`` used to
+        escape as "unexpected RecursionError"), numbers too long for Python's int conversion,
+        invalid UTF-8 and a size beyond :data:`MAX_MANIFEST_BYTES` are ManifestErrors.
+        """
+        if isinstance(text, (bytes, bytearray)):
+            try:
+                text = bytes(text).decode("utf-8")
+            except UnicodeDecodeError:
+                raise ManifestError(f"{source}: manifest is not UTF-8 text") from None
+        if len(text) > MAX_MANIFEST_BYTES:
+            raise ManifestError(
+                f"{source}: manifest is {len(text)} characters, more than the {MAX_MANIFEST_BYTES} allowed"
+            )
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ManifestError(
                 f"{source}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
             ) from None
+        except RecursionError:
+            raise ManifestError(
+                f"{source}: JSON nested too deeply to be a manifest (a manifest needs a handful of levels)"
+            ) from None
+        except ValueError as exc:  # e.g. an integer beyond sys.get_int_max_str_digits()
+            raise ManifestError(f"{source}: not a readable manifest ({exc})") from None
         return cls.from_dict(data, source=source)
 
 
@@ -189,6 +223,8 @@ def read_manifest(uri: str) -> Manifest:
         raise ManifestError(f"{uri}: manifest is not UTF-8 text") from None
     except OSError as exc:
         raise ManifestError(f"{uri}: manifest cannot be read ({exc.strerror or exc})") from None
+    except ValueError:  # a NUL or an unencodable character in the path
+        raise ManifestError(f"{uri!r}: not a usable manifest path") from None
     return Manifest.from_json(text, source=uri)
 
 

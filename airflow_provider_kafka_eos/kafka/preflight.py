@@ -278,6 +278,8 @@ def two_phase_commit_producer_config(
         "enable.idempotence": True,
         "transaction.timeout.ms": transaction_timeout_ms,
         "transaction.two.phase.commit.enable": True,
+        # librdkafka cannot set Enable2Pc: 2PC writes use the Arrow producer (kafka/arrow_producer.py).
+        "producer": "arrow",
     }
 
 
@@ -487,7 +489,15 @@ def build_report(
             )
         )
     checks.append(check_transaction_timeout(transaction_timeout_ms, caps))
-    checks.append(check_timeout_window(transaction_timeout_ms, job_duration_budget_s, commit_schedule))
+    if two_phase_commit:
+        # Enable2Pc transactions are never timed out by the coordinator: no prepare->commit window.
+        checks.append(PreflightCheck(
+            "data-loss window", PASS,
+            "two-phase commit (KIP-939): prepared transactions never time out, so the commit has no deadline",
+            RUNBOOK_2PC,
+        ))
+    else:
+        checks.append(check_timeout_window(transaction_timeout_ms, job_duration_budget_s, commit_schedule))
     if acls is not None:
         checks.extend(check_acl_findings(acls))
     checks.extend(

@@ -36,7 +36,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
     ProducerFencedError,
 )
 
-__all__ = ["PartitionTransaction", "TransactionProtocol", "producer_settings"]
+__all__ = ["PartitionTransaction", "TransactionProtocol", "producer_settings", "verified_committable"]
 
 log = logging.getLogger(__name__)
 
@@ -290,51 +290,15 @@ class PartitionTransaction:
     # -- internals ---------------------------------------------------------------------------
 
     def _verify(self) -> Committable:
-        """The coordinator must show our transaction Ongoing, with our id/epoch, on our partitions."""
-        try:
-            description = self._describe([self.transactional_id])[self.transactional_id]
-        except KafkaEosError:
-            raise
-        except Exception as exc:
-            raise _translate(exc, self.transactional_id, "DescribeTransactions") from None
-        raw_state = _field(description, "state")
-        state = str(getattr(raw_state, "value", raw_state))
-        pid = int(_field(description, "producer_id"))
-        epoch = int(_field(description, "producer_epoch"))
-        if state.lower() != "ongoing" or pid != self.producer_id or epoch != self.producer_epoch:
-            raise ProducerFencedError(
-                f"after flush the coordinator shows state {state} with producer id {pid} epoch {epoch}, "
-                f"but this task holds producer id {self.producer_id} epoch {self.producer_epoch}: another "
-                "attempt took over the transactional id or the transaction was aborted",
-                transactional_id=self.transactional_id,
-                runbook="speculative-execution",
-            )
-        coordinator_partitions = {
-            (tp.topic, tp.partition) if isinstance(tp, TopicPartition) else (tp[0], tp[1])
-            for tp in _field(description, "partitions")
-        }
-        written = {(self.topic, p) for p in self._partitions}
-        missing = written - coordinator_partitions
-        if missing:
-            raise ProducerFencedError(
-                f"the coordinator's transaction does not cover partition(s) "
-                f"{', '.join(f'{t}-{p}' for t, p in sorted(missing))} that this task wrote",
-                transactional_id=self.transactional_id,
-                runbook="speculative-execution",
-            )
-        start_ms = int(_field(description, "start_time_ms"))
-        timeout_ms = int(_field(description, "timeout_ms"))
-        return Committable(
+        return verified_committable(
+            describe=self._describe,
             transactional_id=self.transactional_id,
+            topic=self.topic,
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
-            partitions=tuple(TopicPartition(t, p) for t, p in sorted(written)),
+            written_partitions=self._partitions,
             record_count=self._produced,
-            prepared_at_ms=int(time.time() * 1000),
-            transaction_start_ms=start_ms,
-            transaction_timeout_ms=timeout_ms,
-            transaction_version=self.protocol.transaction_version,
-            end_txn_version=self.protocol.end_txn_version,
+            protocol=self.protocol,
         )
 
     def _wait_for_producer_identity(self) -> tuple[int, int]:
@@ -372,6 +336,68 @@ class PartitionTransaction:
             raise KafkaEosError("the producer was already released", transactional_id=self.transactional_id,
                                 runbook="troubleshooting")
         return self._producer
+
+
+def verified_committable(
+    *,
+    describe: Callable[[list[str]], Mapping[str, Any]],
+    transactional_id: str,
+    topic: str,
+    producer_id: int,
+    producer_epoch: int,
+    written_partitions: Iterable[int],
+    record_count: int,
+    protocol: TransactionProtocol,
+    two_phase: bool = False,
+) -> Committable:
+    """The coordinator must show our transaction Ongoing, with our id/epoch, on our partitions.
+
+    Shared by both producers (librdkafka and Arrow), so "prepared" means the same on each path.
+    """
+    try:
+        description = describe([transactional_id])[transactional_id]
+    except KafkaEosError:
+        raise
+    except Exception as exc:
+        raise _translate(exc, transactional_id, "DescribeTransactions") from None
+    raw_state = _field(description, "state")
+    state = str(getattr(raw_state, "value", raw_state))
+    pid = int(_field(description, "producer_id"))
+    epoch = int(_field(description, "producer_epoch"))
+    if state.lower() != "ongoing" or pid != producer_id or epoch != producer_epoch:
+        raise ProducerFencedError(
+            f"after flush the coordinator shows state {state} with producer id {pid} epoch {epoch}, "
+            f"but this task holds producer id {producer_id} epoch {producer_epoch}: another "
+            "attempt took over the transactional id or the transaction was aborted",
+            transactional_id=transactional_id,
+            runbook="speculative-execution",
+        )
+    coordinator_partitions = {
+        (tp.topic, tp.partition) if isinstance(tp, TopicPartition) else (tp[0], tp[1])
+        for tp in _field(description, "partitions")
+    }
+    written = {(topic, p) for p in written_partitions}
+    missing = written - coordinator_partitions
+    if missing:
+        raise ProducerFencedError(
+            f"the coordinator's transaction does not cover partition(s) "
+            f"{', '.join(f'{t}-{p}' for t, p in sorted(missing))} that this task wrote",
+            transactional_id=transactional_id,
+            runbook="speculative-execution",
+        )
+    return Committable(
+        transactional_id=transactional_id,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        partitions=tuple(TopicPartition(t, p) for t, p in sorted(written)),
+        record_count=record_count,
+        prepared_at_ms=int(time.time() * 1000),
+        transaction_start_ms=int(_field(description, "start_time_ms")),
+        transaction_timeout_ms=int(_field(description, "timeout_ms")),
+        transaction_version=protocol.transaction_version,
+        end_txn_version=protocol.end_txn_version,
+        two_phase=two_phase,
+    )
 
 
 def _normalise_headers(row_headers: Any) -> list[tuple[str, bytes | None]]:

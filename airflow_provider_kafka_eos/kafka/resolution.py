@@ -14,13 +14,20 @@ subclasses (their text names the transaction, the cause and the runbook page);
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
+from airflow_provider_kafka_eos.kafka.validation import (
+    parse_duration_ms as parse_duration_ms,  # re-exported: its one owner is kafka/validation.py
+)
+from airflow_provider_kafka_eos.kafka.validation import (
+    validate_prefix,
+    validate_topic,
+    validate_transactional_id,
+)
 
 ACTIONS = ("list", "describe", "abort", "commit", "commit-from-manifest", "find-hanging", "preflight")
 TRANSACTION_STATES = (
@@ -36,24 +43,7 @@ DEFAULT_HANGING_MIN_AGE_MS = 15 * 60 * 1000
 BULK_CHUNK = 50
 MAX_EPOCH = 32767
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$", re.IGNORECASE)
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
 Progress = Callable[[int, int, str], None]
-
-
-def parse_duration_ms(text: str | int | None, *, what: str = "--min-age") -> int | None:
-    """``15m`` -> 900000. Units ms/s/m/h/d are required (a bare number is ambiguous)."""
-    if text is None or text == "":
-        return None
-    if isinstance(text, int) and not isinstance(text, bool):
-        if text < 0:
-            raise UsageError(f"{what} must not be negative, got {text}")
-        return text
-    match = _DURATION.match(str(text))
-    if not match:
-        raise UsageError(f"{what} must be a duration like 90s, 15m, 2h or 1d (got {text!r})")
-    return int(float(match.group(1)) * _UNIT_MS[match.group(2).lower()])
 
 
 def _normalise_state(state: str) -> str:
@@ -82,6 +72,7 @@ class ResolutionRequest:
     # preflight only (optional): the pipeline's output topics and transaction timeout.
     topics: tuple[str, ...] = ()
     transaction_timeout_ms: int | None = None
+    two_phase_commit: bool = False  # preflight: the pipeline uses KIP-939 2PC (TWO_PHASE_COMMIT ACL)
 
     def validate(self) -> ResolutionRequest:
         """The request, normalised; raises UsageError with the text the user sees."""
@@ -90,6 +81,14 @@ class ResolutionRequest:
             raise UsageError(f"unknown action {self.action!r}; choose one of {', '.join(ACTIONS)}")
         txn_id = (self.transactional_id or "").strip() or None
         prefixes = tuple(p for p in (s.strip() for s in self.prefixes) if p)
+        if txn_id is not None:
+            validate_transactional_id(txn_id, field="--transactional-id")
+        for prefix in prefixes:
+            validate_prefix(prefix, field="--prefix")
+        for topic in self.topics:
+            validate_topic(topic, field="--topic")
+        if self.transaction_timeout_ms is not None and self.transaction_timeout_ms <= 0:
+            raise UsageError(f"--transaction-timeout-ms must be positive, got {self.transaction_timeout_ms}")
         states = tuple(_normalise_state(s) for s in self.states)
         manifest = (self.manifest_uri or "").strip() or None
         if action == "commit" and manifest and not txn_id:
@@ -137,6 +136,8 @@ class ResolutionRequest:
             raise UsageError(f"{action} does not take --transactional-id; use --prefix to narrow it down")
         if action == "preflight" and not prefixes:
             raise UsageError("preflight needs --prefix (the pipeline's transactional-id prefix)")
+        if self.two_phase_commit and action != "preflight":
+            raise UsageError("--two-phase-commit applies to --action preflight only")
         if self.dry_run and action not in ("abort", "commit", "commit-from-manifest"):
             raise UsageError(f"--dry-run applies to abort and commit, not {action}")
         protect = tuple(self.protect_manifests)
@@ -162,9 +163,12 @@ class ResolutionResult:
     summary: str = ""
     ok: bool = True
     columns: tuple[str, ...] = ()
+    # Why the answer may be incomplete (a listing the principal cannot fully see); the CLI
+    # prints them on stderr and fails with --strict.
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "summary": self.summary, "rows": self.rows}
+        return {"ok": self.ok, "summary": self.summary, "rows": self.rows, "warnings": self.warnings}
 
 
 def run_resolution(
@@ -255,8 +259,20 @@ def _list(admin: Any, request: ResolutionRequest, progress: Progress | None) -> 
         for t in sorted(listings, key=lambda t: t.transactional_id)
     ]
     return ResolutionResult(
-        rows, f"{len(rows)} transaction(s)", True, ("transactional_id", "producer_id", "state")
+        rows,
+        f"{len(rows)} transaction(s)",
+        True,
+        ("transactional_id", "producer_id", "state"),
+        warnings=_visibility_warnings(admin, request.prefixes),
     )
+
+
+def _visibility_warnings(admin: Any, prefixes: Sequence[str]) -> list[str]:
+    """Kafka hides what the principal may not DESCRIBE; say so instead of a silent short list."""
+    from airflow_provider_kafka_eos.kafka.acl_check import visibility_gaps
+
+    wire = getattr(admin, "wire", None)
+    return visibility_gaps(wire, list(prefixes)) if wire is not None else []
 
 
 def _describe(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
@@ -492,7 +508,8 @@ def _find_hanging(admin: Any, request: ResolutionRequest, progress: Progress | N
         rows,
         f"{len(rows)} transaction(s) open longer than {min_age // 1000} s",
         True,
-        (
+        warnings=_visibility_warnings(admin, request.prefixes),
+        columns=(
             "transactional_id",
             "state",
             "producer_id",
@@ -537,18 +554,27 @@ def _preflight(
     caps = _capabilities(admin)
     checks = []
     acls_dict = []
+    two_pc = request.two_phase_commit
+    acls_by_prefix = {}
     for prefix in request.prefixes:
-        requirements = pipeline_requirements(prefix, request.topics)
+        requirements = pipeline_requirements(prefix, request.topics, two_phase_commit=two_pc)
         acls = check_acls(admin.wire, requirements, principal_of(config) if config is not None else None)
+        acls_by_prefix[prefix] = acls
         acls_dict.append(acls.to_dict())
         checks.extend(check_acl_findings(acls))
     if request.transaction_timeout_ms is not None:
         checks.append(check_transaction_timeout(request.transaction_timeout_ms, caps))
-    checks.extend(
-        check_two_phase_commit(
-            caps, None, request.prefixes[0], request.transaction_timeout_ms or 0, required=False
+    # With --two-phase-commit every prefix's TWO_PHASE_COMMIT ACL is judged (and 2PC is required).
+    for prefix in request.prefixes if two_pc else request.prefixes[:1]:
+        checks.extend(
+            check_two_phase_commit(
+                caps,
+                acls_by_prefix[prefix] if two_pc else None,
+                prefix,
+                request.transaction_timeout_ms or 0,
+                required=two_pc,
+            )
         )
-    )
     report = PreflightReport(checks, caps.to_dict(), {"checks": acls_dict})
     rows = [
         {

@@ -208,7 +208,9 @@ class TransactionAdmin:
     stall a call before :class:`BrokerUnreachableError`; ``retry_timeout_ms`` bounds how long
     retriable answers (CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, ...) are retried;
     ``safety_margin_ms`` is how close to its timeout a prepared transaction may be and still be
-    committed (the commit must land before the coordinator's abort scan).
+    committed (the commit must land before the coordinator's abort scan). ``deadline`` (a
+    ``time.monotonic()`` value) bounds every call of this admin, retries included: the CLI's
+    ``--timeout``.
     """
 
     def __init__(
@@ -220,12 +222,19 @@ class TransactionAdmin:
         retry_timeout_ms: int = 30000,
         safety_margin_ms: int = 5000,
         clock_ms: Callable[[], int] | None = None,
+        deadline: float | None = None,
     ):
         self.config = config
+        self.deadline = deadline
         self.retry_timeout_ms = retry_timeout_ms
         self.safety_margin_ms = safety_margin_ms
         self._clock_ms = clock_ms or _now_ms
-        self.wire = Wire(config, connect_timeout_ms=connect_timeout_ms, request_timeout_ms=request_timeout_ms)
+        self.wire = Wire(
+            config,
+            connect_timeout_ms=connect_timeout_ms,
+            request_timeout_ms=request_timeout_ms,
+            deadline=deadline,
+        )
 
     def __enter__(self) -> TransactionAdmin:
         return self
@@ -266,6 +275,7 @@ class TransactionAdmin:
         result: dict[str, TransactionDescription] = {}
         pending = ids
         retry = self._retry()
+        unreachable: BrokerUnreachableError | None = None
         while pending:
             coordinators = self.wire.coordinators(pending)
             by_node: dict[int, list[str]] = defaultdict(list)
@@ -284,7 +294,14 @@ class TransactionAdmin:
                 for node, tids in by_node.items()
                 for chunk in _chunks(tids, _DESCRIBE_BATCH)
             ]
-            for (_, node), response in zip(batch, self.wire.send_all(batch), strict=True):
+            answers = self.wire.send_all(batch, raise_errors=False)
+            for (request, node), response in zip(batch, answers, strict=True):
+                if isinstance(response, BrokerUnreachableError):
+                    # The coordinator died or restarts: look it up again (its partition moves).
+                    self._forget_coordinators(request.transactional_ids)
+                    again.extend(request.transactional_ids)
+                    unreachable = response
+                    continue
                 for row in response.transaction_states:
                     tid = row.transactional_id
                     if row.error_code == TRANSACTIONAL_ID_NOT_FOUND:
@@ -305,9 +322,10 @@ class TransactionAdmin:
                     result[tid] = _description(row, node)
             pending = again
             if pending and not retry.wait():
+                reason = f" (last: {unreachable.cause})" if unreachable is not None else ""
                 raise BrokerUnreachableError(
-                    f"coordinators kept answering retriable errors for {len(pending)} transaction(s) for "
-                    f"{self.retry_timeout_ms} ms",
+                    f"coordinators kept answering retriable errors or could not be reached for "
+                    f"{len(pending)} transaction(s) for {self.retry_timeout_ms} ms{reason}",
                     transactional_id=pending[0],
                 )
         return result
@@ -511,6 +529,7 @@ class TransactionAdmin:
             again: list[Committable] = []
             for c, response in zip(pending, self.wire.send_all(batch, raise_errors=False), strict=True):
                 if isinstance(response, BrokerUnreachableError):
+                    self.wire.forget_coordinator(c.transactional_id)  # it may have moved: ask again
                     again.append(c)
                     continue
                 code = response.error_code
@@ -670,15 +689,20 @@ class TransactionAdmin:
                     transactional_id=tid,
                 )
 
-    def fence(self, transactional_id: str, transaction_timeout_ms: int) -> FenceResult:
+    def fence(
+        self, transactional_id: str, transaction_timeout_ms: int, *, enable_2pc: bool = False
+    ) -> FenceResult:
         """Raw InitProducerId for ``transactional_id``, retrying CONCURRENT_TRANSACTIONS until done.
+
+        ``enable_2pc`` sends InitProducerId v6 with KIP-939's Enable2Pc: the transaction the
+        caller then opens never times out (the Arrow producer's two-phase-commit path).
 
         Side effects (this *is* the fencing primitive): creates the id if the coordinator does
         not know it (answering epoch 0), bumps its epoch, aborts an open transaction. Prefer
         :meth:`abort`, which describes first; the PROBING abort strategy uses this directly
         because it must work on clusters without DescribeTransactions.
         """
-        pid, epoch, fenced = self._init_producer_id(transactional_id, transaction_timeout_ms)
+        pid, epoch, fenced = self._init_producer_id(transactional_id, transaction_timeout_ms, enable_2pc)
         return FenceResult(transactional_id, pid, epoch, fenced)
 
     def lso_probe(self, topic_partitions: Iterable[TopicPartition | tuple[str, int]]) -> list[Any]:
@@ -687,14 +711,14 @@ class TransactionAdmin:
 
         return lso_probe(self, topic_partitions)
 
-    def _init_producer_id(self, tid: str, timeout_ms: int) -> tuple[int, int, bool]:
-        done, failed = self._fence_many([(tid, timeout_ms)])
+    def _init_producer_id(self, tid: str, timeout_ms: int, enable_2pc: bool = False) -> tuple[int, int, bool]:
+        done, failed = self._fence_many([(tid, timeout_ms)], enable_2pc=enable_2pc)
         if tid in failed:
             raise failed[tid]
         return done[tid]
 
     def _fence_many(
-        self, targets: Sequence[tuple[str, int]]
+        self, targets: Sequence[tuple[str, int]], *, enable_2pc: bool = False
     ) -> tuple[dict[str, tuple[int, int, bool]], dict[str, KafkaEosError]]:
         """InitProducerId for many ids, pipelined in waves until each answers NONE.
 
@@ -703,6 +727,9 @@ class TransactionAdmin:
         transaction and is aborting it (the epoch fence); the wave is re-sent after a backoff.
         """
         timeouts = {t: (ms if ms and ms > 0 else 60000) for t, ms in targets}
+        two_pc: dict[str, Any] = {}
+        if enable_2pc:
+            two_pc = {"enable2_pc": True, "keep_prepared_txn": False, "version": self._init_v6(targets)}
         pending = list(timeouts)
         fenced: set[str] = set()
         last_code: dict[str, int] = {}
@@ -728,11 +755,13 @@ class TransactionAdmin:
                     transaction_timeout_ms=timeouts[tid],
                     producer_id=-1,
                     producer_epoch=-1,
+                    **two_pc,
                 )
                 batch.append((request, node))
                 sent.append(tid)
             for tid, response in zip(sent, self.wire.send_all(batch, raise_errors=False), strict=True):
                 if isinstance(response, BrokerUnreachableError):
+                    self.wire.forget_coordinator(tid)  # it may have moved: ask again
                     again.append(tid)
                     continue
                 code = last_code[tid] = response.error_code
@@ -745,6 +774,15 @@ class TransactionAdmin:
                     if code == NOT_COORDINATOR:
                         self.wire.forget_coordinator(tid)
                     again.append(tid)
+                elif code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED and enable_2pc:
+                    failed[tid] = AuthorizationError(
+                        "InitProducerId with Enable2Pc was refused with "
+                        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the broker needs "
+                        "transaction.two.phase.commit.enable=true and the principal "
+                        "TWO_PHASE_COMMIT (besides WRITE) on the TransactionalId",
+                        transactional_id=tid,
+                        runbook="two-phase-commit",
+                    )
                 elif code == INVALID_TRANSACTION_TIMEOUT:
                     failed[tid] = KafkaEosError(
                         f"InitProducerId was refused with {error_name(code)} for timeout {timeouts[tid]} ms "
@@ -765,6 +803,19 @@ class TransactionAdmin:
                     )
                 break
         return done, failed
+
+    def _init_v6(self, targets: Sequence[tuple[str, int]]) -> int:
+        """InitProducerId v6 (KIP-939), or the error that says the cluster cannot do 2PC."""
+        version = self.wire.api_version(InitProducerIdRequest)
+        if version is None or version < 6:
+            raise UnsupportedCapabilityError(
+                f"two-phase commit needs InitProducerId v6 (KIP-939); the cluster offers "
+                f"{'none' if version is None else f'v{version}'} (Kafka 4.1+ with "
+                "transaction.two.phase.commit.enable=true and unstable.api.versions.enable=true)",
+                transactional_id=targets[0][0] if targets else None,
+                runbook="two-phase-commit",
+            )
+        return 6
 
     def abort_in_place(self, committable: Committable) -> TxnOutcome:
         """EndTxn(abort) with the committable's producer id / epoch (no epoch bump beyond Kafka's own)."""
@@ -790,8 +841,15 @@ class TransactionAdmin:
 
     # -- helpers -------------------------------------------------------------------------------
 
+    def _forget_coordinators(self, transactional_ids: Iterable[str]) -> None:
+        for tid in transactional_ids:
+            self.wire.forget_coordinator(tid)
+
     def _retry(self) -> _Retry:
-        return _Retry(deadline=time.monotonic() + self.retry_timeout_ms / 1000)
+        deadline = time.monotonic() + self.retry_timeout_ms / 1000
+        if self.deadline is not None:
+            deadline = min(deadline, self.deadline)
+        return _Retry(deadline=deadline)
 
     @classmethod
     def _raise_for_code(cls, tid: str | None, code: int, api: str) -> None:

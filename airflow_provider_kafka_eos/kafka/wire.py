@@ -8,6 +8,13 @@ manager's IO thread resolves; ``run(coro)`` blocks the calling thread on it). Ev
 kafka-python internals lives in this module, so a kafka-python upgrade that moves them breaks
 exactly one file (``tests/unit/test_core_wire.py`` pins the calls we rely on).
 
+Every blocking wait is bounded (:meth:`Wire._run`): kafka-python's own ``run`` waits on its IO
+thread with no timeout, so a request its IO thread cannot finish (a broker that accepts and
+never answers, a request that fails to encode and kills the connection) used to block the caller
+forever. Each wait here ends at the earlier of ``request_timeout_ms + connect_timeout_ms`` and
+the Wire's overall ``deadline`` (the CLI's ``--timeout``), and then raises
+:class:`BrokerUnreachableError`.
+
 Request versions are negotiated from the broker's ApiVersions answer (kafka-python does it
 per connection when a request has no explicit version); EndTxn is the exception, it is sent
 with the version recorded in the committable. Every request sent is counted per API in
@@ -16,6 +23,7 @@ with the version recorded in the committable. Every request sent is counted per 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -121,7 +129,17 @@ class Wire:
         request_timeout_ms: int = 15000,
         max_in_flight: int = 128,
         client_id: str = "kafka-eos-txn-admin",
+        deadline: float | None = None,
     ):
+        """``deadline`` (a ``time.monotonic()`` value) bounds everything this Wire does, the
+        bootstrap included: no call returns later than it (plus the time to notice)."""
+        self.deadline = deadline
+        if deadline is not None:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0:
+                raise BrokerUnreachableError(f"no time left to contact {config.bootstrap_servers}")
+            connect_timeout_ms = max(1, min(connect_timeout_ms, left_ms))
+            request_timeout_ms = max(1, min(request_timeout_ms, left_ms))
         kwargs = config.kafka_python()
         kwargs.setdefault("client_id", client_id)
         kwargs["request_timeout_ms"] = request_timeout_ms
@@ -181,7 +199,7 @@ class Wire:
         kwargs["kafka_client"] = net_client
         started = time.monotonic()
         try:
-            self._admin = KafkaAdminClient(**kwargs)
+            self._admin = _bounded_bootstrap(kwargs, created, connect_timeout_ms + request_timeout_ms)
         except (*_CONNECTION_ERRORS, kerr.KafkaError) as exc:
             auth_failure = auth_errors[0] if auth_errors else _auth_failure(created)
             _discard(created)
@@ -238,6 +256,33 @@ class Wire:
 
     # -- sending ----------------------------------------------------------------------------
 
+    def time_left_s(self) -> float | None:
+        """Seconds until the overall deadline (None without one)."""
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def _run(self, coro: Any, *args: Any) -> Any:
+        """``manager.run`` with a timeout: schedule on the IO thread, wait at most the call budget.
+
+        The budget is ``request_timeout_ms + connect_timeout_ms`` (a request may first need a
+        connection), cut to the overall deadline. On timeout the work is left to the IO thread
+        (it ends with the request timeout or at ``close()``) and KafkaTimeoutError is raised,
+        which callers turn into BrokerUnreachableError.
+        """
+        budget = (self.request_timeout_ms + self.connect_timeout_ms) / 1000
+        left = self.time_left_s()
+        if left is not None:
+            budget = min(budget, left)
+        if budget <= 0:
+            raise kerr.KafkaTimeoutError("the deadline passed before the request was sent")
+        done = threading.Event()
+        future = self._net.call_soon_with_future(coro, *args)
+        future.add_both(lambda _result: done.set())
+        if not done.wait(budget):
+            raise kerr.KafkaTimeoutError(f"no answer within {budget:.1f} s")
+        if future.exception is not None:
+            raise future.exception
+        return future.value
+
     def _count(self, request: Any, n: int = 1) -> None:
         with self._lock:
             self.requests[type(request).__name__.removesuffix("Request")] += n
@@ -262,7 +307,7 @@ class Wire:
         backoff = 0.05
         while pending:
             try:
-                answers = self._manager.run(self._send_window, [batch[i] for i in pending])
+                answers = self._run(self._send_window, [batch[i] for i in pending])
             except _CONNECTION_ERRORS as exc:
                 answers = [exc] * len(pending)
             retry = []
@@ -278,7 +323,10 @@ class Wire:
             if not pending:
                 break
             now = time.monotonic()
-            deadline = deadline if deadline is not None else now + self.connect_timeout_ms / 1000
+            if deadline is None:
+                deadline = now + self.connect_timeout_ms / 1000
+                if self.deadline is not None:
+                    deadline = min(deadline, self.deadline)
             if now + backoff > deadline:
                 for index in pending:
                     results[index] = self._unreachable(results[index])
@@ -377,10 +425,42 @@ class Wire:
         parts = list(partitions)
         self.requests["Metadata"] += 1
         try:
-            by_leader = self._manager.run(self._admin._async_get_leader_for_partitions, parts)
+            by_leader = self._run(self._admin._async_get_leader_for_partitions, parts)
         except _CONNECTION_ERRORS as exc:
             raise self._unreachable(exc) from None
         return {tp: leader for leader, tps in by_leader.items() for tp in tps}
+
+
+def _bounded_bootstrap(kwargs: dict[str, Any], created: list[Any], budget_ms: int) -> KafkaAdminClient:
+    """``KafkaAdminClient(**kwargs)`` that returns within ``budget_ms`` whatever the broker does.
+
+    kafka-python bounds its bootstrap loop by ``bootstrap_timeout_ms``, but the waits inside it
+    (ApiVersions / Metadata on a connection that accepted and never answers) are only bounded by
+    the request timeout; the constructor runs on a helper thread so that the caller's wait is
+    bounded here. A constructor still running at the deadline has its clients closed (which
+    fails its waits) and BrokerUnreachableError-worthy KafkaTimeoutError is raised.
+    """
+    box: dict[str, Any] = {}
+
+    def build() -> None:
+        try:
+            box["admin"] = KafkaAdminClient(**kwargs)
+        except BaseException as exc:  # handed to the caller's thread below
+            box["error"] = exc
+
+    thread = threading.Thread(target=build, name="kafka-eos-bootstrap", daemon=True)
+    thread.start()
+    thread.join(budget_ms / 1000)
+    if thread.is_alive():
+        _discard(created)
+        thread.join(1.0)
+        if "admin" in box:  # finished while we were giving up: do not leak it
+            with contextlib.suppress(Exception):
+                box["admin"].close()
+        raise kerr.KafkaTimeoutError(f"bootstrap did not finish within {budget_ms} ms")
+    if "error" in box:
+        raise box["error"]
+    return box["admin"]
 
 
 def _auth_failure(created: list[Any]) -> BaseException | None:
@@ -397,8 +477,8 @@ def _discard(created: list[Any]) -> None:
             client._manager.close()
             client._net.stop()
             client.close()
-        except Exception:  # best effort: the client never finished starting
-            pass
+        except Exception as exc:  # best effort: the client never finished starting
+            logging.getLogger(__name__).debug("discarding a half-started client: %s", _short(exc))
 
 
 def _short(exc: BaseException) -> str:

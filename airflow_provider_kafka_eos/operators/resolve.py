@@ -122,7 +122,11 @@ class KafkaTransactionResolutionOperator(BaseOperator):
             result = run_resolution(admin, request, progress=self._progress)
         rows = [dict(row) for row in result.rows]
         self.log.info("%s\n%s", result.summary, self.table(rows))
+        for warning in result.warnings:  # e.g. a listing Kafka filtered by the principal's rights
+            self.log.warning("%s", warning)
         outcome = {"action": request.action, "rows": rows, "summary": result.summary, "ok": bool(result.ok)}
+        if result.warnings:
+            outcome["warnings"] = list(result.warnings)
         if not result.ok:
             from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
 

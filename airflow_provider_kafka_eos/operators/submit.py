@@ -6,9 +6,11 @@ must get right done for you:
 * the checkpoint id is derived from the DAG run (its data interval end, else ``run_after``),
   so task retries and cleared reruns of one run prepare the *same* checkpoint (the job then
   finds its manifest and does not produce again) and later runs get larger ids;
-* the Kafka client configuration, secrets included, reaches the job through a private (0600)
-  temp file named by an environment variable, never the command line, and the file is
-  deleted when the task ends;
+* the Kafka client configuration, secrets included, and the user's ``application_params``
+  reach the job through a private (0600) file named by an environment variable, never the
+  command line; the file is deleted when the task ends, and one left behind by a task that was
+  killed (SIGKILL runs no cleanup) is removed by the next task that starts on the host (see
+  :func:`sweep_private_files`); it lives in ``/dev/shm`` (memory, not disk) where there is one;
 * a missing Spark connection is an error, not the parent's silent fallback to YARN;
 * the provider's job-side code travels with the job (``--py-files``, see ``spark/shipping.py``),
   so neither the executors nor a cluster-mode driver need this provider installed;
@@ -26,6 +28,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -135,6 +138,9 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
     :param checkpoint_id: override the run-derived checkpoint id (templated).
     :param transaction_timeout_ms: producer ``transaction.timeout.ms``; the commit must happen within it.
     :param key_col, value_col, headers_col, partition_col: DataFrame columns the writer reads.
+    :param two_phase_commit: KIP-939 two-phase commit: the prepared transactions never time out
+        (needs Kafka 4.1+ with 2PC enabled, the TWO_PHASE_COMMIT ACL and the Arrow producer).
+    :param producer: ``"arrow"`` or ``"librdkafka"``; default: the writer's ``DEFAULT_PRODUCER``.
     :param python_executable: the Python the driver runs (and, on a ``local`` master, the workers).
     :param executor_python: the Python the executors run on a cluster (``spark.pyspark.python``),
         an environment with the job-side requirements (docs/user-guide/spark-cluster.md); default:
@@ -176,6 +182,8 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         headers_col: str | None = None,
         partition_col: str | None = None,
         python_executable: str | None = None,
+        two_phase_commit: bool = False,
+        producer: str | None = None,
         executor_python: str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -183,6 +191,11 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
             raise UsageError(f"naming_strategy must be INCREMENTING or POOLING, got {naming_strategy!r}")
         if abort_strategy not in (None, "LISTING", "PROBING"):
             raise UsageError(f"abort_strategy must be LISTING or PROBING, got {abort_strategy!r}")
+        if producer not in (None, "arrow", "librdkafka"):
+            raise UsageError(f"producer must be arrow or librdkafka, got {producer!r}")
+        if two_phase_commit and producer == "librdkafka":
+            raise UsageError("two_phase_commit=True needs producer='arrow' (librdkafka cannot set Enable2Pc)",
+                             runbook="two-phase-commit")
         kwargs.setdefault("name", f"kafka-eos-{pipeline_id}")
         super().__init__(application=JOB_FILE, conn_id=conn_id, **kwargs)
         self.pipeline_id = pipeline_id
@@ -201,12 +214,15 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         self.headers_col = headers_col
         self.partition_col = partition_col
         self.python_executable = python_executable
+        self.two_phase_commit = two_phase_commit
+        self.producer = producer
         self.executor_python = executor_python
         self._config_file: str | None = None
 
     # -- Airflow entry points ----------------------------------------------------------------
 
     def execute(self, context: Any) -> str:
+        self._validate_arguments()  # rendered templates included; nothing is started on bad input
         self._require_spark_connection()
         checkpoint = self._checkpoint_id(context)
         expected_uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, checkpoint)
@@ -224,6 +240,11 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
                 runbook="configuration",
             )
         self._config_file = None if mounted_config else self._write_client_config()
+        if mounted_config and self.application_params:
+            # The mounted file holds only the client config: the params (never secrets, see the
+            # user guide) go on the command line, as when the job is run by hand.
+            params = json.dumps(self.application_params, sort_keys=True, default=str)
+            self.application_args += ["--params", params]
         python = self.python_executable or sys.executable
         driver_python = self.python_executable if cluster_mode else python
         executor_python = self._executor_python(python, str(connection.get("master", "")))
@@ -309,7 +330,6 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
             "--manifest-base-uri", self.manifest_base_uri,
             "--naming-strategy", self.naming_strategy,
             "--application", self.application_callable,
-            "--params", json.dumps(self.application_params, sort_keys=True, default=str),
             "--key-col", self.key_col,
             "--value-col", self.value_col,
         ]
@@ -321,7 +341,27 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
             args += ["--headers-col", self.headers_col]
         if self.partition_col:
             args += ["--partition-col", self.partition_col]
+        if self.two_phase_commit:
+            args.append("--two-phase-commit")
+        if self.producer:
+            args += ["--producer", self.producer]
         return args
+
+    def _validate_arguments(self) -> None:
+        """Ids, topic and timeout as Kafka can carry them (``kafka/validation.py``, shared with
+        the CLI, the manual DAG and the manifest reader)."""
+        from airflow_provider_kafka_eos.kafka.validation import (
+            validate_positive_ms,
+            validate_prefix,
+            validate_topic,
+            validate_transactional_id,
+        )
+
+        validate_transactional_id(self.pipeline_id, field="pipeline_id")
+        validate_prefix(self.transactional_id_prefix, field="transactional_id_prefix")
+        validate_topic(self.topic, field="topic")
+        if self.transaction_timeout_ms is not None:
+            validate_positive_ms(self.transaction_timeout_ms, field="transaction_timeout_ms")
 
     def _require_spark_connection(self) -> None:
         from airflow.sdk import BaseHook
@@ -339,23 +379,100 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
             ) from None
 
     def _write_client_config(self) -> str:
-        """The Kafka config, secrets included, in a 0600 file only this task's job reads."""
+        """The Kafka config (secrets included) and the application params, in a 0600 file only
+        this task's job reads; stale files of killed tasks are removed first."""
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
 
         config = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).client_config()
-        fd, path = tempfile.mkstemp(prefix="kafka-eos-client-", suffix=".json")
         try:
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(config.confluent(), fh)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-            raise
-        return path
+            params = json.loads(json.dumps(self.application_params or {}, sort_keys=True, default=str))
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"application_params must be JSON-serialisable ({exc})") from None
+        if not isinstance(params, dict):
+            raise UsageError(f"application_params must be a dict, got {type(params).__name__}")
+        directory = private_dir()
+        for stale in sweep_private_files(directory):
+            self.log.warning("removed %s, left behind by a task that died (its process is gone)", stale)
+        return write_private_file(
+            directory,
+            {eos_job.PRIVATE_FILE_CONFIG_KEY: config.confluent(), eos_job.PRIVATE_FILE_PARAMS_KEY: params},
+        )
 
     def _remove_config_file(self) -> None:
         path, self._config_file = self._config_file, None
         if path:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
+
+
+# -- the private file ----------------------------------------------------------------------------
+
+_PRIVATE_FILE = re.compile(r"^client-(?P<pid>\d+)-[A-Za-z0-9_]+\.json$")
+
+
+PRIVATE_DIR_ENV = "KAFKA_EOS_PRIVATE_DIR"
+
+
+def private_dir() -> str:
+    """``<base>/kafka-eos-<uid>``, created 0700, refused if another user owns it (someone could
+    read or plant files there). ``<base>`` is ``$KAFKA_EOS_PRIVATE_DIR``, else ``/dev/shm``
+    (memory-backed: the secrets never reach a disk) when the host has a writable one, else the
+    temp folder."""
+    shm = "/dev/shm"  # noqa: S108 (a per-user 0700 folder inside it, ownership checked below)
+    base = os.environ.get(PRIVATE_DIR_ENV) or (
+        shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
+    )
+    path = os.path.join(base, f"kafka-eos-{os.getuid()}")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise ConfigError(f"{path} is not a directory owned by this user; refusing to put secrets there")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
+def write_private_file(directory: str, payload: Mapping[str, Any]) -> str:
+    """A 0600 ``client-<pid>-<random>.json`` in ``directory``; the pid lets a later sweep tell
+    a live task's file from a dead one's."""
+    fd, path = tempfile.mkstemp(prefix=f"client-{os.getpid()}-", suffix=".json", dir=directory)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(payload, fh)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    return path
+
+
+def sweep_private_files(directory: str) -> list[str]:
+    """Remove the private files whose writing process is gone (a SIGKILLed task); return them.
+
+    A task removes its own file when it ends (``finally`` / ``on_kill``); only a task killed
+    without cleanup leaves one, and the next task on the host removes it here. A file whose pid
+    is alive (a running task, or a reused pid) is left alone.
+    """
+    removed = []
+    for name in sorted(os.listdir(directory)):
+        match = _PRIVATE_FILE.match(name)
+        if match is None or _process_alive(int(match.group("pid"))):
+            continue
+        path = os.path.join(directory, name)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+            removed.append(path)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True

@@ -18,9 +18,11 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 
 from airflow_provider_kafka_eos.kafka.classify import Findings, LsoStallTracker, ScanSpec
+from airflow_provider_kafka_eos.kafka.findings_store import XCOM_MAX_FINDINGS
 from airflow_provider_kafka_eos.triggers.lingering import (
     STATUS_FOUND,
     LingeringTransactionTrigger,
+    bounded_findings,
     error_from_event,
     scan_with_connection,
 )
@@ -64,9 +66,17 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
         (catches producers outside the prefixes and clusters without ListTransactions).
     :param min_lso_stall: how long an LSO must be pinned to count (defaults to ``min_age``).
     :param deferrable: poke once, then hand the waiting to the triggerer.
+    :param findings_base_uri: where the full findings go as a JSON file when there are more
+        than ``xcom_max_findings`` (templated; defaults to ``manifest_base_uri``; the file is
+        ``<base>/_lingering-findings/findings-<ms>-<hash>.json``).
+    :param xcom_max_findings: at most this many findings per list in XCom (the metadata
+        database); the rest are counted in ``omitted`` and are in the findings file.
 
-    XCom ``return_value``: ``Findings.to_dict()`` (ids, producer ids/epochs, ages, kinds,
-    reasons; no configuration, no secrets).
+    XCom ``return_value``: ``Findings.to_dict()`` bounded (counts, the first
+    ``xcom_max_findings`` transactions and LSO stalls, ``omitted``, ``findings_uri``; ids,
+    producer ids/epochs, ages, kinds, reasons; no configuration, no secrets).
+    ``Findings.from_dict`` reads the findings file back, so the abort operator and the cleanup
+    DAG act on every finding.
     """
 
     template_fields: Sequence[str] = (
@@ -75,6 +85,7 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
         "min_age",
         "manifest_base_uri",
         "lso_partitions",
+        "findings_base_uri",
     )
     ui_color = "#f6e7c8"
 
@@ -89,9 +100,15 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
         lso_partitions: Sequence[str] | None = None,
         min_lso_stall: timedelta | float | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        findings_base_uri: str | None = None,
+        xcom_max_findings: int = XCOM_MAX_FINDINGS,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if xcom_max_findings < 0:
+            raise ValueError(f"xcom_max_findings must not be negative, got {xcom_max_findings!r}")
+        self.findings_base_uri = findings_base_uri
+        self.xcom_max_findings = int(xcom_max_findings)
         self.kafka_eos_conn_id = kafka_eos_conn_id
         self.prefixes = prefixes  # normalised once templates are rendered (scan_spec)
         self.owned_prefixes = owned_prefixes
@@ -123,8 +140,12 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
                 "no transaction Ongoing for more than %d ms (%s)", findings.min_age_ms, findings.summary()
             )
             return PokeReturnValue(is_done=False)
-        self._log_findings(findings)
-        return PokeReturnValue(is_done=True, xcom_value=findings.to_dict())
+        payload = bounded_findings(findings, self._findings_base_uri(), self.xcom_max_findings)
+        self._log_findings(findings, payload.get("findings_uri"))
+        return PokeReturnValue(is_done=True, xcom_value=payload)
+
+    def _findings_base_uri(self) -> str | None:
+        return self.findings_base_uri or self.manifest_base_uri or None
 
     def execute(self, context: Any) -> Any:
         if not self.deferrable:
@@ -138,6 +159,8 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
                 spec=self.scan_spec().to_dict(),
                 poll_interval=self.poke_interval,
                 tracker=self._tracker.to_dict(),
+                findings_base_uri=self._findings_base_uri(),
+                xcom_max_findings=self.xcom_max_findings,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),
@@ -147,9 +170,19 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
         """Resume after the trigger: return its findings, or fail with the error it reported."""
         if not event or event.get("status") != STATUS_FOUND:
             raise error_from_event(event or {"cause": "the lingering-transaction trigger sent no event"})
-        findings = Findings.from_dict(event["findings"])
-        self._log_findings(findings)
-        return findings.to_dict()
+        payload = event["findings"]
+        findings = Findings.from_dict(payload)  # the full list (read from the findings file if cut)
+        if "omitted" not in payload:  # an event of a trigger started before the XCom was bounded
+            payload = bounded_findings(findings, self._findings_base_uri(), self.xcom_max_findings)
+        self._log_findings(findings, payload.get("findings_uri"))
+        return payload
 
-    def _log_findings(self, findings: Findings) -> None:
-        self.log.warning("lingering transactions found: %s\n%s", findings.summary(), findings.table())
+    def _log_findings(self, findings: Findings, findings_uri: str | None) -> None:
+        """The table in the task log: all rows, or the first 200 when a findings file has them all."""
+        where = f"; all of them in {findings_uri}" if findings_uri else ""
+        self.log.warning(
+            "lingering transactions found: %s%s\n%s",
+            findings.summary(),
+            where,
+            findings.table(limit=200 if findings_uri else None),
+        )

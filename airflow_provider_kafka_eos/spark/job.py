@@ -9,6 +9,9 @@ The Kafka client configuration (with its secrets) never travels on the command l
 ``ps`` and the Spark UI would show it: it is read from the file named by
 ``KAFKA_EOS_CLIENT_CONFIG_FILE`` (JSON object of librdkafka keys, or a Java
 ``client.properties``) or from the JSON in ``KAFKA_EOS_CLIENT_CONFIG``.
+``SparkEosSubmitOperator`` writes that file as ``{"client_config": {...},
+"application_params": {...}}``: the user's params (user-supplied JSON) travel there too, never
+on the spark-submit command line; ``--params`` remains for running the job by hand.
 
 The user's application is ``package.module:function`` or ``/path/to/file.py[:function]``
 (default function name ``build_dataframe``); the function is called as
@@ -37,6 +40,9 @@ __all__ = ["CONFIG_ENV", "CONFIG_FILE_ENV", "RESULT_PREFIX", "build_arg_parser",
 CONFIG_FILE_ENV = "KAFKA_EOS_CLIENT_CONFIG_FILE"
 CONFIG_ENV = "KAFKA_EOS_CLIENT_CONFIG"
 RESULT_PREFIX = "KAFKA_EOS_MANIFEST_URI="
+# Keys of the operator's private file (the client config and the application params together).
+PRIVATE_FILE_CONFIG_KEY = "client_config"
+PRIVATE_FILE_PARAMS_KEY = "application_params"
 DEFAULT_FUNCTION = "build_dataframe"
 
 log = logging.getLogger("airflow_provider_kafka_eos.spark.job")
@@ -58,6 +64,10 @@ def build_arg_parser() -> argparse.ArgumentParser:
                         help="module:function or path/file.py[:function], called as function(spark, params)")
     parser.add_argument("--params", default="{}", help="JSON object passed to the application function")
     parser.add_argument("--transaction-timeout-ms", type=int, default=None)
+    parser.add_argument("--two-phase-commit", action="store_true",
+                        help="KIP-939: open every transaction with Enable2Pc (needs --producer arrow)")
+    parser.add_argument("--producer", choices=("arrow", "librdkafka"), default=None,
+                        help="producer path in the tasks (default: the writer's DEFAULT_PRODUCER)")
     parser.add_argument("--key-col", default="key")
     parser.add_argument("--value-col", default="value")
     parser.add_argument("--headers-col", default=None)
@@ -80,7 +90,10 @@ def load_client_config(environ: dict[str, str] | None = None) -> Any:
         except OSError as exc:
             raise ConfigError(f"{CONFIG_FILE_ENV}={path}: cannot be read ({exc.strerror})") from None
         if text.lstrip().startswith("{"):
-            return KafkaClientConfig.from_mapping(_json_object(text, CONFIG_FILE_ENV), source=path)
+            data = _json_object(text, CONFIG_FILE_ENV)
+            if PRIVATE_FILE_CONFIG_KEY in data:  # the operator's private file: config + params
+                data = data[PRIVATE_FILE_CONFIG_KEY]
+            return KafkaClientConfig.from_mapping(data, source=path)
         return KafkaClientConfig.from_properties_file(path)
     inline = env.get(CONFIG_ENV)
     if inline:
@@ -89,6 +102,29 @@ def load_client_config(environ: dict[str, str] | None = None) -> Any:
         f"no Kafka client configuration: set {CONFIG_FILE_ENV} (a JSON or client.properties file) or "
         f"{CONFIG_ENV} (JSON); SparkEosSubmitOperator sets the file from the kafka_eos connection"
     )
+
+
+def load_params(args_params: str | None, environ: dict[str, str] | None = None) -> dict:
+    """The application's params: from the operator's private file, else ``--params`` (by hand)."""
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+
+    env = os.environ if environ is None else environ
+    path = env.get(CONFIG_FILE_ENV)
+    from_file = None
+    if path:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError:
+            text = ""  # load_client_config reports the unreadable file
+        if text.lstrip().startswith("{"):
+            from_file = _json_object(text, CONFIG_FILE_ENV).get(PRIVATE_FILE_PARAMS_KEY)
+    if from_file is not None:
+        if args_params not in (None, "", "{}"):
+            raise UsageError("--params and the operator's private params file were both given; use one")
+        if not isinstance(from_file, dict):
+            raise UsageError(f"{CONFIG_FILE_ENV}: {PRIVATE_FILE_PARAMS_KEY!r} must be a JSON object")
+        return from_file
+    return _json_object(args_params or "{}", "--params")
 
 
 def load_application(spec: str) -> Callable[[Any, dict], Any]:
@@ -126,10 +162,14 @@ def run(args: argparse.Namespace) -> str:
     from airflow_provider_kafka_eos.kafka.errors import UsageError
     from airflow_provider_kafka_eos.kafka.manifest import manifest_uri
     from airflow_provider_kafka_eos.spark.faults import FaultPlan
-    from airflow_provider_kafka_eos.spark.writer import DEFAULT_TRANSACTION_TIMEOUT_MS, write_exactly_once
+    from airflow_provider_kafka_eos.spark.writer import (
+        DEFAULT_TRANSACTION_TIMEOUT_MS,
+        _choose_producer,
+        write_exactly_once,
+    )
 
-    params = _json_object(args.params, "--params")
-    check_job_side()
+    check_job_side(_choose_producer(args.producer, args.two_phase_commit))
+    params = load_params(args.params)
     config = load_client_config()
     application = load_application(args.application)
     plan = FaultPlan.from_env()
@@ -156,6 +196,8 @@ def run(args: argparse.Namespace) -> str:
         transaction_timeout_ms=args.transaction_timeout_ms or DEFAULT_TRANSACTION_TIMEOUT_MS,
         abort_strategy=args.abort_strategy,
         fault_plan=plan,
+        two_phase_commit=args.two_phase_commit,
+        producer=args.producer,
     )
     plan.after_manifest()
     uri = manifest_uri(args.manifest_base_uri, args.pipeline_id, manifest.checkpoint_id)
@@ -164,7 +206,7 @@ def run(args: argparse.Namespace) -> str:
     return uri
 
 
-def check_job_side() -> None:
+def check_job_side(producer: str | None = None) -> None:
     """Before Spark starts: a supported PySpark, not mixed with another pyspark-client, and the
     driver's Python has what the write imports (each refusal is one line naming the fix)."""
     import pyspark
@@ -173,7 +215,8 @@ def check_job_side() -> None:
 
     requirements.check_distribution_pair()
     requirements.check_spark_version(pyspark.__version__, where=f"PySpark in {sys.executable}")
-    requirements.check_importable(requirements.install_specs(), where=f"the driver Python {sys.executable}")
+    requirements.check_importable(requirements.install_specs(), where=f"the driver Python {sys.executable}",
+                                  producer=producer)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -35,6 +35,7 @@ __all__ = [
     "executor_python",
     "install_specs",
     "missing_requirement_error",
+    "requirements_for",
     "translate_task_failure",
 ]
 
@@ -55,15 +56,24 @@ class Requirement:
     distribution: str  # the name pip installs
     module: str  # what the check imports: exactly what the write path needs from the package
     why: str
+    producers: tuple[str, ...] = ("arrow", "librdkafka")  # the producers (spark/writer.py) needing it
 
 
 JOB_REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement("pyarrow", "pyarrow", "mapInArrow hands the rows to the producers as Arrow batches"),
-    Requirement("confluent-kafka", "confluent_kafka", "the transactional producer (librdkafka)"),
     # kafka-python 2.x has no kafka.net: importing it tells "too old" from "present".
     Requirement("kafka-python", "kafka.net.compat",
-                "each task verifies its transaction on the coordinator (kafka-python >= 3 wire layer)"),
+                "the coordinator calls and the Arrow producer's wire layer (kafka-python >= 3)"),
+    Requirement("confluent-kafka", "confluent_kafka", "the librdkafka transactional producer",
+                ("librdkafka",)),
+    Requirement("numpy", "numpy", "the Arrow producer encodes record batches with it", ("arrow",)),
+    Requirement("crc32c", "crc32c", "the Arrow producer's record-batch checksums", ("arrow",)),
 )
+
+
+def requirements_for(producer: str | None) -> tuple[Requirement, ...]:
+    """What a write with ``producer`` imports (``None``: every producer's requirements)."""
+    return tuple(r for r in JOB_REQUIREMENTS if producer is None or producer in r.producers)
 
 
 def check_spark_version(version: str, *, where: str) -> None:
@@ -116,7 +126,9 @@ def install_specs() -> dict[str, str]:
     return specs
 
 
-def check_importable(specs: Mapping[str, str], *, where: str, marked: bool = False) -> None:
+def check_importable(
+    specs: Mapping[str, str] | None, *, where: str, marked: bool = False, producer: str | None = None
+) -> None:
     """Import every requirement; when any fails, raise one line naming them and the fix.
 
     Called by the job before Spark starts (the driver) and at the top of every write task
@@ -124,13 +136,13 @@ def check_importable(specs: Mapping[str, str], *, where: str, marked: bool = Fal
     it inside Spark's task-failure text and raise it alone).
     """
     missing = []
-    for requirement in JOB_REQUIREMENTS:
+    for requirement in requirements_for(producer):
         try:
             importlib.import_module(requirement.module)
         except ImportError as exc:
             missing.append((requirement, _short(exc)))
     if missing:
-        error = missing_requirement_error(missing, specs, where=where)
+        error = missing_requirement_error(missing, specs or {}, where=where)
         if marked:
             error = ConfigError(f"{MISSING_MARKER} {error.cause}", runbook=RUNBOOK)
         raise error

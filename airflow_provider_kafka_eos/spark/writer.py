@@ -34,7 +34,7 @@ from airflow_provider_kafka_eos.kafka.producer import TransactionProtocol
 from airflow_provider_kafka_eos.spark import naming_support, requirements, shipping
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
 
-__all__ = ["DEFAULT_TRANSACTION_TIMEOUT_MS", "write_exactly_once"]
+__all__ = ["DEFAULT_PRODUCER", "DEFAULT_TRANSACTION_TIMEOUT_MS", "PRODUCERS", "write_exactly_once"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,11 @@ log = logging.getLogger(__name__)
 # commit task must finish within it after the job prepared (preflight warns when retries cannot).
 DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
 _COMMITTABLE_SCHEMA = "committable string"
+# "arrow": kafka/arrow_producer.py (Arrow columns -> record batches, the only path that can set
+# KIP-939 Enable2Pc); "librdkafka": confluent-kafka, one produce() per row. The default is the
+# faster one in benchmarks/bench_arrow_producer.py (docs/benchmarks.md).
+PRODUCERS = ("arrow", "librdkafka")
+DEFAULT_PRODUCER = "arrow"
 
 
 def write_exactly_once(
@@ -61,6 +66,8 @@ def write_exactly_once(
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS,
     abort_strategy: str | None = None,
     fault_plan: FaultPlan | None = None,
+    two_phase_commit: bool = False,
+    producer: str | None = None,
 ) -> Manifest:
     """Prepare checkpoint ``checkpoint_id`` of ``df`` in Kafka and return its PREPARED manifest.
 
@@ -69,6 +76,10 @@ def write_exactly_once(
     Before producing, earlier checkpoints are restored (see ``kafka/restore.py``); when this
     checkpoint already has a PREPARED or COMMITTED manifest, nothing is produced and that
     manifest is returned (a retried or rerun job is idempotent).
+
+    ``two_phase_commit=True`` opens every partition's transaction with KIP-939's Enable2Pc (the
+    coordinator never times it out; each committable records ``two_phase``); it needs the Arrow
+    producer. ``producer`` is ``"arrow"`` or ``"librdkafka"`` (default :data:`DEFAULT_PRODUCER`).
     """
     pipeline_id = pipeline_id or transactional_id_prefix
     config = kafka_config if isinstance(kafka_config, KafkaClientConfig) else \
@@ -76,6 +87,7 @@ def write_exactly_once(
     _validate(topic, transactional_id_prefix, checkpoint_id, naming_strategy, transaction_timeout_ms)
     requirements.check_spark_version(df.sparkSession.version, where="this Spark session")
     requirements.check_distribution_pair()
+    producer = _choose_producer(producer, two_phase_commit)
     refuse_speculation(df.sparkSession)
     plan = fault_plan if fault_plan is not None else FaultPlan.from_env()
     this_uri = manifests.manifest_uri(manifest_uri, pipeline_id, checkpoint_id)
@@ -122,6 +134,8 @@ def write_exactly_once(
             has_headers=headers_col is not None,
             has_partition=partition_col is not None,
             plan=plan,
+            producer=producer,
+            two_phase=two_phase_commit,
             install_specs=requirements.install_specs(),
         )
         shipping.ship_to_executors(df.sparkSession)  # executors need nothing of ours installed
@@ -193,13 +207,16 @@ def _partition_preparer(
     has_headers: bool,
     has_partition: bool,
     plan: FaultPlan,
-    install_specs: dict[str, str],
+    producer: str = "librdkafka",
+    two_phase: bool = False,
+    install_specs: dict[str, str] | None = None,
 ):
     """The function Spark runs once per partition (it is pickled with everything it closes over)."""
 
     def prepare_partition(batches: Iterator[Any]) -> Iterator[Any]:
         # First, before any package of the write is imported: one clear line when one is missing.
-        requirements.check_importable(install_specs, where=requirements.executor_python(), marked=True)
+        requirements.check_importable(install_specs, where=requirements.executor_python(), marked=True,
+                                      producer=producer)
 
         from concurrent.futures import ThreadPoolExecutor
 
@@ -219,14 +236,26 @@ def _partition_preparer(
             lambda: TransactionAdmin(KafkaClientConfig.from_mapping(confluent_config, source="spark task"))
         )
 
-        txn = PartitionTransaction(
-            confluent_config=confluent_config,
-            transactional_id=transactional_id,
-            topic=topic,
-            transaction_timeout_ms=transaction_timeout_ms,
-            protocol=protocol,
-            describe=lambda ids: admin_future.result().describe(ids),
-        )
+        if producer == "arrow":
+            from airflow_provider_kafka_eos.kafka.arrow_producer import ArrowPartitionTransaction
+
+            txn: Any = ArrowPartitionTransaction(
+                admin=admin_future.result(),
+                transactional_id=transactional_id,
+                topic=topic,
+                transaction_timeout_ms=transaction_timeout_ms,
+                protocol=protocol,
+                two_phase=two_phase,
+            )
+        else:
+            txn = PartitionTransaction(
+                confluent_config=confluent_config,
+                transactional_id=transactional_id,
+                topic=topic,
+                transaction_timeout_ms=transaction_timeout_ms,
+                protocol=protocol,
+                describe=lambda ids: admin_future.result().describe(ids),
+            )
         try:
             txn.begin()
             written = 0
@@ -234,12 +263,20 @@ def _partition_preparer(
                 kill_at = plan.kill_point(partition, attempt, written, batch.num_rows)
                 if kill_at is not None:  # tests only: die part way through this batch
                     batch = batch.slice(0, kill_at)
-                txn.write_rows(
-                    batch.column(0).to_pylist(),
-                    batch.column(1).to_pylist(),
-                    batch.column(2).to_pylist() if has_headers else None,
-                    batch.column(2 + int(has_headers)).to_pylist() if has_partition else None,
-                )
+                if producer == "arrow":  # whole Arrow columns, no Python object per row
+                    txn.write_columns(
+                        batch.column(0),
+                        batch.column(1),
+                        batch.column(2) if has_headers else None,
+                        batch.column(2 + int(has_headers)) if has_partition else None,
+                    )
+                else:
+                    txn.write_rows(
+                        batch.column(0).to_pylist(),
+                        batch.column(1).to_pylist(),
+                        batch.column(2).to_pylist() if has_headers else None,
+                        batch.column(2 + int(has_headers)).to_pylist() if has_partition else None,
+                    )
                 written += batch.num_rows
                 if kill_at is not None:
                     txn.flush()
@@ -297,6 +334,21 @@ def _verify_still_prepared(admin: Any, committables: list[Committable]) -> None:
                 transactional_id=exc.transactional_id,
                 runbook=exc.runbook,
             ) from None
+
+
+def _choose_producer(producer: str | None, two_phase_commit: bool) -> str:
+    """The producer path; 2PC needs the Arrow producer (librdkafka cannot set Enable2Pc)."""
+    if producer is None:
+        return "arrow" if two_phase_commit else DEFAULT_PRODUCER
+    if producer not in PRODUCERS:
+        raise UsageError(f"producer must be one of {', '.join(PRODUCERS)}, got {producer!r}")
+    if two_phase_commit and producer != "arrow":
+        raise UsageError(
+            "two_phase_commit=True needs producer='arrow': librdkafka cannot open a KIP-939 two-phase-commit "
+            "transaction (Enable2Pc); drop producer= or set it to 'arrow'",
+            runbook="two-phase-commit",
+        )
+    return producer
 
 
 def _validate(topic: str, prefix: str, checkpoint_id: int, naming_strategy: str, timeout_ms: int) -> None:

@@ -32,6 +32,8 @@ _FLAGS = {
     "acl_file": "--acl-file",
     "transactional_id_expiration_ms": "--transactional-id-expiration-ms",
     "node_id": "--node-id",
+    "socket_request_max_bytes": "--socket-request-max-bytes",
+    "max_connections": "--max-connections",
 }
 _SWITCHES = {"two_phase_commit": "--two-phase-commit"}
 _NEGATED_SWITCHES = {"auto_create_topics": "--no-auto-create-topics"}
@@ -69,7 +71,13 @@ def broker_command(options: dict[str, Any], port: int = 0) -> list[str]:
 
 
 class BrokerHandle:
-    """A broker the tests talk to: ``.bootstrap``, ``.embedded``, ``.config``, stop/start/restart."""
+    """A broker the tests talk to: ``.bootstrap``, ``.embedded``, ``.config``, stop/start/restart.
+
+    ``kind`` says which: ``external`` (this class: a cluster the tests only connect to),
+    ``embedded`` or ``apache`` (``testing/apache_kafka``).
+    """
+
+    kind = "external"
 
     def __init__(self, bootstrap: str, embedded: bool, config: dict[str, Any]) -> None:
         self.bootstrap = bootstrap
@@ -112,6 +120,8 @@ class BrokerHandle:
 
 class EmbeddedBroker(BrokerHandle):
     """``kafka-eos-devbroker`` in a subprocess; restarts keep its port (and, with data_dir, its data)."""
+
+    kind = "embedded"
 
     def __init__(self, options: dict[str, Any], log_path: str) -> None:
         super().__init__("", True, options)

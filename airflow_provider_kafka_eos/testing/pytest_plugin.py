@@ -1,9 +1,17 @@
-"""pytest plugin: the ``kafka_broker`` fixture (embedded broker, or KAFKA_BOOTSTRAP_SERVERS).
+"""pytest plugin: the ``kafka_broker`` fixtures, on the Kafka chosen for this run.
 
-The embedded broker runs as a subprocess (``kafka-eos-devbroker``), exactly as a user would
-start it, so tests exercise the real TCP path and a test can restart or kill it. When
-``KAFKA_BOOTSTRAP_SERVERS`` is set the same tests run against that real cluster instead;
-anything that needs to reconfigure or restart the broker then skips, naming what it needs.
+Which Kafka the tests talk to (``$KAFKA_EOS_TEST_KAFKA``):
+
+- ``embedded`` (default): the embedded broker, ``kafka-eos-devbroker`` in a subprocess, exactly
+  as a user would start it, so tests exercise the real TCP path and can restart or kill it;
+- ``apache``: a real Apache Kafka 4.4 single node (``testing/apache_kafka``, jars from Maven);
+- ``apache3``: a real Apache Kafka 4.4 cluster of three combined broker+controller nodes;
+- ``KAFKA_BOOTSTRAP_SERVERS`` set: that external cluster (it wins over the above); anything
+  that must reconfigure or restart the broker then skips, naming what it needs.
+
+``--kafka-facing`` keeps only the tests that use a Kafka fixture, and the launcher's own tests
+(marker ``apache_kafka``): what ``./run test`` runs on real Kafka after the whole suite ran on
+the embedded broker.
 """
 
 from __future__ import annotations
@@ -24,15 +32,71 @@ from airflow_provider_kafka_eos.testing.embedded import (
     unique_name,
 )
 
-__all__ = ["BrokerHandle", "EmbeddedBroker", "broker_command", "start_embedded_broker", "unique_name"]
+__all__ = [
+    "KAFKA_KIND_ENV",
+    "BrokerHandle",
+    "EmbeddedBroker",
+    "broker_command",
+    "kafka_kind",
+    "needs_embedded_broker",
+    "start_embedded_broker",
+    "unique_name",
+]
 
-
+KAFKA_KIND_ENV = "KAFKA_EOS_TEST_KAFKA"
+KAFKA_KINDS = ("embedded", "apache", "apache3")
+KAFKA_FIXTURES = frozenset({"kafka_broker", "kafka_broker_factory"})
 _FACTORY_STARTED = "_kafka_eos_brokers"
+
+
+def kafka_kind() -> str:
+    """``embedded``, ``apache``, ``apache3`` or ``external`` (``KAFKA_BOOTSTRAP_SERVERS`` is set)."""
+    if os.environ.get(BOOTSTRAP_ENV):
+        return "external"
+    kind = os.environ.get(KAFKA_KIND_ENV, "embedded").strip().lower() or "embedded"
+    if kind not in KAFKA_KINDS:
+        raise pytest.UsageError(f"${KAFKA_KIND_ENV}={kind!r}: expected one of {', '.join(KAFKA_KINDS)}")
+    return kind
+
+
+def needs_embedded_broker(broker: BrokerHandle | None, capability: str) -> None:
+    """Skip unless ``broker`` is the embedded one; ``capability`` says what real Kafka lacks.
+
+    Use it for tests of the embedded broker's own machinery (its journal, its fault hooks):
+    ``needs_embedded_broker(kafka_broker, "the embedded broker's journal inspection")``.
+    """
+    if broker is None or not broker.embedded:
+        pytest.skip(f"needs {capability} (not available on {kafka_kind()} Kafka)")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--kafka-facing",
+        action="store_true",
+        default=False,
+        help="run only tests that use a Kafka fixture (kafka_broker, kafka_broker_factory)",
+    )
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"kafka under test: {kafka_kind()} (${KAFKA_KIND_ENV}, ${BOOTSTRAP_ENV})"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--kafka-facing"):
+        return
+    keep, drop = [], []
+    for item in items:
+        kafka_facing = KAFKA_FIXTURES & set(getattr(item, "fixturenames", ()))
+        (keep if kafka_facing or item.get_closest_marker("apache_kafka") else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """On a failure, attach the tail of each embedded broker's log the test used (what went wrong there)."""
+    """On a failure, attach the tail of each broker log the test used (what went wrong there)."""
     outcome = yield
     report = outcome.get_result()
     if report.passed or report.skipped:
@@ -42,17 +106,31 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     for broker in brokers:
         if isinstance(broker, EmbeddedBroker):
             report.sections.append((f"kafka-eos-devbroker log ({broker.log_path})", broker.log_tail()))
+        elif broker is not None and getattr(broker, "kind", "") == "apache":
+            report.sections.append((f"Apache Kafka logs ({broker.data_dir})", broker.log_tail(20)))
+
+
+def _start_apache(options: dict[str, Any], kind: str) -> BrokerHandle:
+    from airflow_provider_kafka_eos.testing.apache_kafka import ApacheKafkaCluster, UnsupportedOption
+
+    try:
+        return ApacheKafkaCluster({"nodes": 3 if kind == "apache3" else 1, **options})
+    except UnsupportedOption as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerHandle]:
-    """The session's broker: embedded (persistent data dir, so restart() keeps data) or the real one."""
-    bootstrap = os.environ.get(BOOTSTRAP_ENV)
-    if bootstrap:
-        yield BrokerHandle(bootstrap, embedded=False, config={})
+    """The session's broker (persistent data dir, so restart() keeps data), of ``kafka_kind()``."""
+    kind = kafka_kind()
+    if kind == "external":
+        yield BrokerHandle(os.environ[BOOTSTRAP_ENV], embedded=False, config={})
         return
     base = tmp_path_factory.mktemp("kafka-broker")
-    broker = EmbeddedBroker({"data_dir": str(base / "data")}, str(base / "broker.log"))
+    if kind == "embedded":
+        broker: BrokerHandle = EmbeddedBroker({"data_dir": str(base / "data")}, str(base / "broker.log"))
+    else:
+        broker = _start_apache({"data_dir": str(base / "data")}, kind)
     try:
         yield broker
     finally:
@@ -62,16 +140,24 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerHan
 
 @pytest.fixture
 def kafka_broker_factory(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest):
-    """``factory(**options)`` starts a dedicated broker with other settings; stopped after the test."""
-    started: list[EmbeddedBroker] = []
-    setattr(request.node, _FACTORY_STARTED, started)
+    """``factory(**options)`` starts a dedicated broker with other settings; stopped after the test.
 
-    def factory(**options: Any) -> EmbeddedBroker:
-        if os.environ.get(BOOTSTRAP_ENV):
+    The options are the embedded broker's (``testing/embedded.py``); on Apache Kafka they map to
+    broker configs (``testing/apache_kafka/options.py``) and one Kafka cannot have skips the test.
+    """
+    started: list[BrokerHandle] = []
+    setattr(request.node, _FACTORY_STARTED, started)
+    kind = kafka_kind()
+
+    def factory(**options: Any) -> BrokerHandle:
+        if kind == "external":
             wanted = ", ".join(f"{k}={v}" for k, v in options.items()) or "a dedicated broker"
             pytest.skip(f"needs {wanted}: the real cluster at ${BOOTSTRAP_ENV} cannot be reconfigured")
         base = tmp_path_factory.mktemp("kafka-broker")
-        broker = EmbeddedBroker(options, str(base / "broker.log"))
+        if kind == "embedded":
+            broker: BrokerHandle = EmbeddedBroker(options, str(base / "broker.log"))
+        else:
+            broker = _start_apache({"data_dir": str(base / "data"), **options}, kind)
         started.append(broker)
         return broker
 

@@ -1,11 +1,12 @@
 """A Spark standalone cluster for tests and benchmarks: one master and N workers, each its own
 JVM on loopback, started from the installed PySpark's own launcher (``bin/spark-class``).
 
-Its executors run a Python environment that has PySpark, pyarrow, confluent-kafka and
-kafka-python but **not** this provider (``executor_python_env``): the exactly-once write must
-bring its own code to them, as it must on a real cluster. That environment is made once with
-``uv`` and cached under ``~/.cache/kafka-eos/`` (``$KAFKA_EOS_SPARK_CACHE``), keyed by the Python
-and package versions of the running interpreter, so it matches the driver exactly.
+Its executors run a Python environment with the job-side requirements (PySpark, pyarrow,
+kafka-python, confluent-kafka, numpy, crc32c) but **not** this provider
+(``executor_python_env``): the exactly-once write must bring its own code to them, as it must
+on a real cluster. That environment is made once with ``uv`` and cached under
+``~/.cache/kafka-eos/`` (``$KAFKA_EOS_SPARK_CACHE``), keyed by the Python and package versions
+of the running interpreter, so it matches the driver exactly.
 
     with start_cluster() as cluster:
         cluster.master_url                   # spark://127.0.0.1:<port>
@@ -34,6 +35,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from airflow_provider_kafka_eos.spark.requirements import JOB_REQUIREMENTS
+
 __all__ = [
     "CACHE_ENV",
     "EXECUTOR_PACKAGES",
@@ -45,7 +48,7 @@ __all__ = [
 
 CACHE_ENV = "KAFKA_EOS_SPARK_CACHE"
 # What the executors get (the documented job-side requirements), at the driver's own versions.
-EXECUTOR_PACKAGES = ("pyspark", "pyarrow", "confluent-kafka", "kafka-python")
+EXECUTOR_PACKAGES = ("pyspark", *(r.distribution for r in JOB_REQUIREMENTS))
 START_TIMEOUT_S = 120.0
 DAEMON_HEAP = "256m"  # master and worker JVMs: bookkeeping only
 # Test jobs are small: a JVM that starts fast (C1 only, serial GC) beats one that runs fast.

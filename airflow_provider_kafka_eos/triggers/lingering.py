@@ -16,6 +16,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_kafka_eos.kafka import errors as eos_errors
 from airflow_provider_kafka_eos.kafka.classify import Findings, LsoStallTracker, ScanSpec, scan
+from airflow_provider_kafka_eos.kafka.findings_store import XCOM_MAX_FINDINGS, write_findings, xcom_payload
 
 STATUS_FOUND = "found"
 STATUS_ERROR = "error"
@@ -27,6 +28,16 @@ def scan_with_connection(conn_id: str, spec: ScanSpec, tracker: LsoStallTracker 
 
     with KafkaEosHook(kafka_eos_conn_id=conn_id).transaction_admin() as admin:
         return scan(admin, spec, tracker=tracker)
+
+
+def bounded_findings(findings: Findings, findings_base_uri: str | None, limit: int) -> dict[str, Any]:
+    """What the sensor pushes to XCom and the trigger's event carries (both land in the metadata
+    database): counts and at most ``limit`` findings per list. When more were found, all of them
+    are written to a JSON file under ``findings_base_uri`` whose URI the payload names."""
+    uri = None
+    if findings_base_uri and max(len(findings.transactions), len(findings.lso_stalls)) > limit:
+        uri = write_findings(findings_base_uri, findings)
+    return xcom_payload(findings, limit=limit, findings_uri=uri)
 
 
 def error_event(err: BaseException) -> dict[str, Any]:
@@ -65,7 +76,8 @@ def error_from_event(event: dict[str, Any]) -> eos_errors.KafkaEosError:
 class LingeringTransactionTrigger(BaseTrigger):
     """Polls until a lingering transaction (or LSO stall) is found; yields the findings once.
 
-    Yields ``{"status": "found", "findings": {...}}`` or ``{"status": "error", ...}`` and stops.
+    Yields ``{"status": "found", "findings": {...}}`` (bounded: :func:`bounded_findings`) or
+    ``{"status": "error", ...}`` and stops.
     """
 
     def __init__(
@@ -75,9 +87,13 @@ class LingeringTransactionTrigger(BaseTrigger):
         spec: dict[str, Any],
         poll_interval: float = 60.0,
         tracker: dict[str, Any] | None = None,
+        findings_base_uri: str | None = None,
+        xcom_max_findings: int = XCOM_MAX_FINDINGS,
     ) -> None:
         super().__init__()
         self.kafka_eos_conn_id = kafka_eos_conn_id
+        self.findings_base_uri = findings_base_uri
+        self.xcom_max_findings = int(xcom_max_findings)
         self.spec = ScanSpec.from_dict(spec).to_dict()  # validate now, in the worker, not in the triggerer
         self.poll_interval = float(poll_interval)
         self.tracker = LsoStallTracker.from_dict(tracker).to_dict()
@@ -90,6 +106,8 @@ class LingeringTransactionTrigger(BaseTrigger):
                 "spec": self.spec,
                 "poll_interval": self.poll_interval,
                 "tracker": self.tracker,
+                "findings_base_uri": self.findings_base_uri,
+                "xcom_max_findings": self.xcom_max_findings,
             },
         )
 
@@ -106,7 +124,14 @@ class LingeringTransactionTrigger(BaseTrigger):
                 yield TriggerEvent(error_event(err))
                 return
             if findings:
-                yield TriggerEvent({"status": STATUS_FOUND, "findings": findings.to_dict()})
+                try:
+                    payload = await asyncio.to_thread(
+                        bounded_findings, findings, self.findings_base_uri, self.xcom_max_findings
+                    )
+                except Exception as err:  # the findings file could not be written
+                    yield TriggerEvent(error_event(err))
+                    return
+                yield TriggerEvent({"status": STATUS_FOUND, "findings": payload})
                 return
             self.log.info(
                 "no lingering transactions (%s); next poll in %.0f s", findings.summary(), self.poll_interval

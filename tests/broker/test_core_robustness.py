@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import socket
 import struct
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -177,3 +180,102 @@ def test_frames_split_at_awkward_points_are_reassembled(kafka_broker, raw_client
     response = client.read_response(ProduceResponse, 9)
     assert response.responses[0].partition_responses[0].error_code == 0
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [f"k{i}".encode() for i in range(30)])
+
+
+# -- limits as Kafka has them (issue #13) --------------------------------------------------------
+
+MIB = 1024 * 1024
+
+
+def _rss_bytes(pid: int) -> int:
+    """Resident set size of a process, from /proc (Linux)."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS line")
+
+
+def _settle(raw_client, bootstrap: str, rounds: int = 5) -> None:
+    """Round trips on another connection: the broker's single event loop has read what was sent."""
+    bystander = raw_client(bootstrap)
+    for _ in range(rounds):
+        bystander.request(MetadataRequest(topics=[], allow_auto_topic_creation=False), MetadataResponse, 12)
+
+
+@pytest.fixture
+def sasl_broker(kafka_broker_factory, tmp_path):
+    import json
+
+    path = tmp_path / "acls.json"
+    path.write_text(json.dumps({"users": {"u": "u-pw"}, "super_users": ["User:u"], "acls": []}))
+    return kafka_broker_factory(acl_file=str(path))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux /proc (VmRSS)")
+@pytest.mark.parametrize("listener", ["plaintext", "sasl"])
+def test_ten_connections_declaring_100_mib_do_not_exhaust_the_broker(
+    kafka_broker_factory, sasl_broker, raw_client, listener
+):
+    """Each declares a 100 MiB frame (the limit) and sends 1 MiB of it: RSS stays < 200 MB.
+
+    Before the fix the broker allocated every declared size up front, before authentication:
+    ten such connections took it to 1.06 GB. A correctness bound, not a speed goal.
+    """
+    broker = sasl_broker if listener == "sasl" else kafka_broker_factory()
+    before = _rss_bytes(broker.process.pid)
+    chunk = struct.pack(">ihhi", 100 * MIB, 0, 9, 1) + bytes(MIB)  # Produce v9 header, then zeros
+    clients = [raw_client(broker.bootstrap) for _ in range(10)]
+    for client in clients:
+        with contextlib.suppress(OSError):  # the SASL listener may close at once
+            client.send_bytes(chunk)
+    if listener == "plaintext":
+        _settle(raw_client, broker.bootstrap)
+    peak = _rss_bytes(broker.process.pid)
+    assert peak < 200 * 1000 * 1000, f"RSS {peak / MIB:.0f} MiB (was {before / MIB:.0f} MiB before)"
+    if listener == "sasl":  # 100 MiB > the 512 KiB pre-authentication limit: closed at once
+        assert all(c.is_closed_by_peer() for c in clients)
+    else:
+        _settle(raw_client, broker.bootstrap)
+        assert broker.process.poll() is None
+
+
+def test_sasl_listener_applies_kafkas_pre_authentication_frame_limit(sasl_broker, raw_client):
+    """sasl.server.max.receive.size (524288): a bigger frame before authentication closes the
+    connection before its body arrives; one within the limit is read (the connection waits)."""
+    over = raw_client(sasl_broker.bootstrap)
+    over.send_bytes(struct.pack(">i", 524288 + 1) + b"\x00\x11")
+    assert over.is_closed_by_peer()
+    within = raw_client(sasl_broker.bootstrap)
+    within.send_bytes(struct.pack(">i", 524288) + b"\x00\x11")
+    within.sock.settimeout(1.0)
+    with pytest.raises(TimeoutError):
+        within.sock.recv(1)  # still open: the broker waits for the rest of the frame
+
+
+def test_request_above_socket_request_max_bytes_closes_the_connection(kafka_broker_factory, raw_client):
+    broker = kafka_broker_factory(socket_request_max_bytes=1 * MIB)
+    client = raw_client(broker.bootstrap)
+    client.send_bytes(struct.pack(">i", MIB + 1))
+    assert client.is_closed_by_peer()
+    ok = raw_client(broker.bootstrap)
+    assert ok.request(MetadataRequest(topics=[], allow_auto_topic_creation=False), MetadataResponse, 12)
+
+
+def test_connections_beyond_max_connections_are_closed(kafka_broker_factory, raw_client):
+    broker = kafka_broker_factory(max_connections=3)
+    kept = [raw_client(broker.bootstrap) for _ in range(3)]
+    for client in kept:  # each is served (and counted) before the next one connects
+        client.request(MetadataRequest(topics=[], allow_auto_topic_creation=False), MetadataResponse, 12)
+    extra = raw_client(broker.bootstrap)
+    assert extra.is_closed_by_peer()
+    kept[0].close()
+    # a slot frees once the broker has seen the close; a new connection gets it (bounded poll)
+    deadline = time.monotonic() + 10
+    while True:
+        client = raw_client(broker.bootstrap)
+        try:
+            client.request(MetadataRequest(topics=[], allow_auto_topic_creation=False), MetadataResponse, 12)
+            break
+        except (ConnectionError, OSError):
+            assert time.monotonic() < deadline, "the freed slot was never reused"

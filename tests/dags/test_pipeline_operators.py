@@ -11,7 +11,6 @@ import json
 import os
 import pathlib
 import stat
-import tempfile
 from datetime import datetime, timezone
 from types import SimpleNamespace
 
@@ -51,7 +50,7 @@ def test_client_config_reaches_the_job_only_through_a_private_file_that_is_remov
     path = operator._write_client_config()
     try:
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-        assert json.loads(pathlib.Path(path).read_text())["ssl.key.password"] == SECRET
+        assert json.loads(pathlib.Path(path).read_text())["client_config"]["ssl.key.password"] == SECRET
         args = operator._job_args(42)
         assert SECRET not in " ".join(args) and "bootstrap" not in " ".join(args)
         assert args[args.index("--checkpoint-id") + 1] == "42"
@@ -62,7 +61,7 @@ def test_client_config_reaches_the_job_only_through_a_private_file_that_is_remov
 
 
 def test_missing_spark_connection_fails_instead_of_falling_back_to_yarn(kafka_conn, tmp_path, monkeypatch):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a config file would land
+    monkeypatch.setenv("KAFKA_EOS_PRIVATE_DIR", str(tmp_path))  # where a config file would land
     operator = _submit(conn_id="no_such_spark_conn")
     context = {"data_interval_end": datetime(2026, 3, 1, tzinfo=timezone.utc)}
     with pytest.raises(ConfigError) as excinfo:

@@ -40,6 +40,15 @@ HERE = pathlib.Path(__file__).resolve().parent
 SPARK_SUBMIT = pathlib.Path(sys.executable).with_name("spark-submit")
 
 
+# The producer paths a fault test can run on (write_exactly_once keywords). The Arrow producer is
+# the default, so every test runs on it; the parametrized ones also run on librdkafka and 2PC.
+PATHS = {
+    "arrow": {"producer": "arrow"},
+    "librdkafka": {"producer": "librdkafka"},
+    "arrow-2pc": {"producer": "arrow", "two_phase_commit": True},
+}
+
+
 def _keys(tag, n):
     return [f"{tag}-{i}" for i in range(n)]
 
@@ -84,12 +93,13 @@ def kafka_eos_conn(monkeypatch, unique_name):
     return make
 
 
-def test_task_killed_mid_write_is_fenced_by_its_retry(spark, kafka_broker, tmp_path, unique_name):
+@pytest.mark.parametrize("path", ["arrow", "librdkafka"])
+def test_task_killed_mid_write_is_fenced_by_its_retry(spark, kafka_broker, tmp_path, unique_name, path):
     """Partition 0's first attempt flushes 150 records and its worker dies; local[2,3] retries it."""
     prefix, topic = unique_name("kill"), unique_name("out")
     df = keyed_frame(spark, "k", 600, 3)
     plan = FaultPlan(kill_task_after_records=150, kill_task_partition=0)
-    manifest = _write(df, kafka_broker, tmp_path, prefix, topic, 1, fault_plan=plan)
+    manifest = _write(df, kafka_broker, tmp_path, prefix, topic, 1, fault_plan=plan, **PATHS[path])
     assert len(manifest.committables) == 3
     # The dead attempt flushed 150 records before dying: they are in the log...
     assert _uncommitted_total(kafka_broker, topic) == 600 + 150
@@ -98,17 +108,19 @@ def test_task_killed_mid_write_is_fenced_by_its_retry(spark, kafka_broker, tmp_p
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), _keys("k", 600))
 
 
+@pytest.mark.parametrize("path", ["arrow", "librdkafka"])
 def test_job_failing_after_some_partitions_prepared_is_rerun_cleanly(
-    spark, kafka_broker, tmp_path, unique_name
+    spark, kafka_broker, tmp_path, unique_name, path
 ):
     prefix, topic = unique_name("partial"), unique_name("out")
     df = keyed_frame(spark, "p", 300, 3)
     with pytest.raises(Exception, match="injected failure of partition 1"):
-        _write(df, kafka_broker, tmp_path, prefix, topic, 7, fault_plan=FaultPlan(fail_task_partition=1))
+        _write(df, kafka_broker, tmp_path, prefix, topic, 7, fault_plan=FaultPlan(fail_task_partition=1),
+               **PATHS[path])
     assert find_manifests(str(tmp_path), prefix) == []  # no vote: the job did not finish
     assert f"{prefix}-1-7" in _ongoing(kafka_broker, prefix)  # prepared transactions were left open
 
-    manifest = _write(df, kafka_broker, tmp_path, prefix, topic, 7)  # the submit task's retry
+    manifest = _write(df, kafka_broker, tmp_path, prefix, topic, 7, **PATHS[path])  # the submit task's retry
     commit_manifest(kafka_broker.bootstrap, manifest)
     assert _ongoing(kafka_broker, prefix) == []
     assert _uncommitted_total(kafka_broker, topic) > 300
@@ -204,16 +216,20 @@ def test_commit_task_killed_after_k_of_n_commits_is_retried(
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), _keys("c", 400))
 
 
+@pytest.mark.parametrize("path", ["arrow", "arrow-2pc", "librdkafka"])
 def test_broker_restarted_between_prepare_and_commit(
-    spark, kafka_broker_factory, tmp_path, unique_name, kafka_eos_conn
+    spark, kafka_broker_factory, tmp_path, unique_name, kafka_eos_conn, path
 ):
-    broker = kafka_broker_factory(data_dir=str(tmp_path / "broker-data"), partitions=2)
+    broker = kafka_broker_factory(data_dir=str(tmp_path / "broker-data"), partitions=2, two_phase_commit=True)
     prefix, topic = unique_name("restart"), unique_name("out")
-    manifest = _write(keyed_frame(spark, "r", 200, 2), broker, tmp_path / "m", prefix, topic, 1)
+    df = keyed_frame(spark, "r", 200, 2)
+    manifest = _write(df, broker, tmp_path / "m", prefix, topic, 1, **PATHS[path])
     broker.restart()
     with _admin(broker) as admin:
         states = admin.describe([c.transactional_id for c in manifest.committables])
     assert {d.state for d in states.values()} == {TxnState.ONGOING}  # prepared state survived
+    if path == "arrow-2pc":  # ...and so did 2PC's never-expiring timeout
+        assert {d.timeout_ms for d in states.values()} == {2**31 - 1}
     report = KafkaCommitTransactionsOperator(
         task_id="commit",
         manifest_uri=manifest_uri(str(tmp_path / "m"), prefix, 1),

@@ -68,9 +68,16 @@ def test_pyspark_and_pyspark_client_of_different_versions_are_refused():
 
 def test_install_specs_carry_the_bounds_of_setup_cfg():
     specs = requirements.install_specs()
-    assert set(specs) == {"pyarrow", "confluent-kafka", "kafka-python"}
+    assert set(specs) == {"pyarrow", "confluent-kafka", "kafka-python", "numpy", "crc32c"}
     assert ">=2.16" in specs["confluent-kafka"] and "<2.17" in specs["confluent-kafka"]
-    assert ">=3.0.12" in specs["kafka-python"] and ">=17" in specs["pyarrow"]
+    assert ">=3.0.12" in specs["kafka-python"] and ">=17" in specs["pyarrow"] and ">=2.4" in specs["crc32c"]
+
+
+def test_each_producer_checks_what_it_imports():
+    arrow = {r.distribution for r in requirements.requirements_for("arrow")}
+    librdkafka = {r.distribution for r in requirements.requirements_for("librdkafka")}
+    assert arrow == {"pyarrow", "kafka-python", "numpy", "crc32c"}
+    assert librdkafka == {"pyarrow", "kafka-python", "confluent-kafka"}
 
 
 def test_a_task_failure_is_reduced_to_the_one_requirement_line():

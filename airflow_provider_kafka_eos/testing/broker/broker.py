@@ -112,6 +112,12 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = 604800000
     auto_create_topics: bool = True
     group_initial_rebalance_delay_ms: int = 0  # Kafka's default is 3000; tests want joins to be quick
+    # Kafka's limits (server.py enforces them): socket.request.max.bytes, the SASL authenticator's
+    # sasl.server.max.receive.size for frames before authentication, and max.connections
+    # (Kafka's default is unlimited; ours bounds a test process that shares a small machine).
+    socket_request_max_bytes: int = 100 * 1024 * 1024
+    sasl_server_max_receive_size: int = 524288
+    max_connections: int = 1000
 
     def __post_init__(self) -> None:
         if self.transaction_version not in (1, 2):

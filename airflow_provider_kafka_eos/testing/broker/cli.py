@@ -51,6 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--transactional-id-expiration-ms", type=int, default=604800000)
     parser.add_argument("--no-auto-create-topics", dest="auto_create_topics", action="store_false")
+    parser.add_argument(
+        "--socket-request-max-bytes", type=int, default=100 * 1024 * 1024,
+        help="largest request frame accepted (Kafka's socket.request.max.bytes)",
+    )
+    parser.add_argument(
+        "--max-connections", type=int, default=1000,
+        help="connections beyond this are closed at once (Kafka's max.connections)",
+    )
     parser.add_argument("--log-level", default="WARNING")
     return parser
 
@@ -70,6 +78,8 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
         acl_file=args.acl_file,
         transactional_id_expiration_ms=args.transactional_id_expiration_ms,
         auto_create_topics=args.auto_create_topics,
+        socket_request_max_bytes=args.socket_request_max_bytes,
+        max_connections=args.max_connections,
     )
 
 

@@ -28,8 +28,8 @@ log = logging.getLogger(__name__)
 API_VERSIONS_KEY = 18
 SASL_HANDSHAKE_KEY = 17
 SASL_AUTHENTICATE_KEY = 36
-MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
 _INT32 = struct.Struct(">i")
+_ZEROS = bytes(1024 * 1024)  # growth material for big frames (extend without a temporary)
 _REQUEST_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
 
 
@@ -119,13 +119,22 @@ class FrameProtocol(asyncio.BufferedProtocol):
     that (a produce request of a megabyte) gets its own buffer, and the kernel writes the rest of
     it straight there (``recv_into``), so big payloads are never copied on the way in. Reading
     pauses while more than a few frames wait, so a slow handler pushes back on the client.
+
+    Limits, as Kafka has them: a declared frame size above ``socket.request.max.bytes`` (or,
+    before SASL authentication, above ``sasl.server.max.receive.size``, 512 KiB) closes the
+    connection; and a big frame's buffer **grows as its bytes arrive** (doubling from 256 KiB),
+    never to the declared size up front, so a client that announces 100 MiB and sends nothing
+    costs 256 KiB, not 100 MiB (ten such unauthenticated connections took the broker to 1 GB).
     """
 
     SCRATCH_BYTES = 64 * 1024
+    BIG_START_BYTES = 256 * 1024
     _PAUSE_AT, _RESUME_AT = 16, 4
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.handler: ConnectionHandler | None = None
+        self._big_size = 0  # the declared size of the frame being received into _big
         self.transport: asyncio.Transport | None = None
         self.frames: deque[bytes | bytearray] = deque()
         self.bad_frame_size: int | None = None
@@ -143,23 +152,47 @@ class FrameProtocol(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        limit = self.broker.config.max_connections
+        if len(self.broker.connections) >= limit:
+            log.warning("refusing a connection: %d connections open (max.connections=%d)",
+                        len(self.broker.connections), limit)
+            self.closed = True
+            transport.close()
+            return
         handler = ConnectionHandler(self.broker, self)
+        self.handler = handler
+        self.broker.connections.add(handler)  # counted now, before its task first runs
         handler.task = asyncio.get_running_loop().create_task(handler.serve())
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._big is not None:
+            if self._big_filled == len(self._big):  # full but the frame is not: grow (x2, capped)
+                grow = min(len(self._big), self._big_size - len(self._big))
+                while grow > 0:
+                    step = min(grow, len(_ZEROS))
+                    self._big.extend(memoryview(_ZEROS)[:step])
+                    grow -= step
             return memoryview(self._big)[self._big_filled :]
         return memoryview(self._scratch)[self._filled :]
 
     def buffer_updated(self, nbytes: int) -> None:
         if self._big is not None:
             self._big_filled += nbytes
-            if self._big_filled == len(self._big):
+            if self._big_filled == self._big_size:
                 big, self._big = self._big, None
                 self._push(big)
             return
         self._filled += nbytes
         self._split_scratch()
+
+    def frame_limit(self) -> int:
+        """The largest frame accepted now: Kafka's SASL pre-authentication limit until the
+        connection has authenticated, ``socket.request.max.bytes`` after."""
+        config = self.broker.config
+        handler = self.handler
+        if handler is not None and not handler.conn.open_for_requests:
+            return min(config.sasl_server_max_receive_size, config.socket_request_max_bytes)
+        return config.socket_request_max_bytes
 
     def eof_received(self) -> bool:
         return False  # close the transport: a half-closed client sends no more requests
@@ -182,9 +215,12 @@ class FrameProtocol(asyncio.BufferedProtocol):
         data, pos, end = self._scratch, 0, self._filled
         while end - pos >= 4 and self.bad_frame_size is None:
             (size,) = _INT32.unpack_from(data, pos)
-            if size < 0 or size > MAX_REQUEST_BYTES:
+            if size < 0 or size > self.frame_limit():
                 self.bad_frame_size = size
                 self._wake("_frame_waiter")
+                if self.transport is not None:
+                    self.transport.pause_reading()  # read nothing more from a connection we close
+                    self._reading_paused = True
                 break
             if end - pos - 4 >= size:
                 self._push(bytes(memoryview(data)[pos + 4 : pos + 4 + size]))
@@ -192,9 +228,11 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 continue
             if 4 + size > len(data):  # too big for the scratch buffer: receive the rest in place
                 have = end - pos - 4
-                self._big = bytearray(size)
+                # Start small and grow as bytes arrive (get_buffer): a declared size costs nothing.
+                self._big = bytearray(min(size, max(self.BIG_START_BYTES, 2 * have)))
                 self._big[:have] = memoryview(data)[pos + 4 : end]
                 self._big_filled = have
+                self._big_size = size
                 pos = end
             break
         if pos:
@@ -225,7 +263,12 @@ class FrameProtocol(asyncio.BufferedProtocol):
             self._frame_waiter = asyncio.get_running_loop().create_future()
             await self._frame_waiter
         frame = self.frames.popleft()
-        if self._reading_paused and len(self.frames) <= self._RESUME_AT and not self.closed:
+        if (
+            self._reading_paused
+            and len(self.frames) <= self._RESUME_AT
+            and not self.closed
+            and self.bad_frame_size is None
+        ):
             self.transport.resume_reading()
             self._reading_paused = False
         return frame
@@ -271,7 +314,13 @@ class ConnectionHandler:
                     return
                 await protocol.drain()
             if protocol.bad_frame_size is not None:
-                log.info("%s: frame size %d out of range; closing", self.conn.peer, protocol.bad_frame_size)
+                log.info(
+                    "%s: frame size %d out of range (limit %d%s); closing",
+                    self.conn.peer,
+                    protocol.bad_frame_size,
+                    protocol.frame_limit(),
+                    "" if self.conn.open_for_requests else ", before SASL authentication",
+                )
         except ConnectionError:
             return  # the client went away while we were answering
         except Exception:

@@ -1,0 +1,539 @@
+"""An Arrow-native transactional producer: Arrow columns in, a prepared Kafka transaction out.
+
+Why it exists: librdkafka cannot set KIP-939's ``Enable2Pc`` (no Python client can), and a
+Python loop calling ``produce()`` per record caps a Spark task's throughput. This producer
+speaks the transaction protocol itself through the wire layer (``kafka/wire.py``) and encodes
+whole Arrow columns into RecordBatch v2 bytes (``kafka/record_batch.py``), so it can open a
+two-phase-commit transaction that never times out, and spends no Python call per record.
+
+Protocol, as Kafka's Java producer does it:
+
+1. InitProducerId through :meth:`TransactionAdmin.fence` (FindCoordinator, CONCURRENT_TRANSACTIONS
+   retried; v6 with ``Enable2Pc`` when ``two_phase``): fences every earlier attempt of the id.
+2. Metadata: the topic's partition count and each partition's leader.
+3. Under TV1, AddPartitionsToTxn (v<=3) for each partition before its first batch; under TV2
+   Produce v12 adds the partition implicitly (KIP-890).
+4. Produce (acks=all) to each leader, one batch per partition in flight, idempotent sequences
+   from 0 per partition. Retriable answers (leader moved, NOT_ENOUGH_REPLICAS, timeouts, a
+   broker restarting) are re-sent with the *same* batch and sequence until
+   ``delivery_timeout_ms``; DUPLICATE_SEQUENCE_NUMBER means an earlier send landed.
+5. :meth:`prepare` verifies on the coordinator (``producer.verified_committable``) and returns
+   the same :class:`Committable` as the librdkafka path, ``two_phase=True`` under 2PC.
+
+Memory is bounded: rows are buffered up to ``buffer_bytes`` (Arrow slices, no copy), then
+encoded and sent wave by wave (one batch of at most ``batch_bytes`` per partition).
+The transaction is never ended here: the commit task commits it (commit-by-resume).
+No Airflow imports: this runs inside Spark executors.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest
+
+from airflow_provider_kafka_eos.kafka.committable import Committable
+from airflow_provider_kafka_eos.kafka.errors import (
+    AuthorizationError,
+    BrokerUnreachableError,
+    DataLossError,
+    KafkaEosError,
+    ProducerFencedError,
+    UsageError,
+)
+from airflow_provider_kafka_eos.kafka.partitioner import partitions_for_keys
+from airflow_provider_kafka_eos.kafka.producer import TransactionProtocol, verified_committable
+from airflow_provider_kafka_eos.kafka.record_batch import EncodedBatch, encode_batch, record_sizes
+from airflow_provider_kafka_eos.kafka.wire import error_name
+
+__all__ = ["ArrowPartitionTransaction", "ProducerStats"]
+
+log = logging.getLogger(__name__)
+
+NONE = 0
+DUPLICATE_SEQUENCE_NUMBER = 46
+# Kafka's RetriableException subclasses a producer meets on Produce / AddPartitionsToTxn.
+RETRIABLE = frozenset({
+    3,   # UNKNOWN_TOPIC_OR_PARTITION (metadata not propagated yet)
+    5,   # LEADER_NOT_AVAILABLE
+    6,   # NOT_LEADER_OR_FOLLOWER
+    7,   # REQUEST_TIMED_OUT
+    13,  # NETWORK_EXCEPTION
+    14,  # COORDINATOR_LOAD_IN_PROGRESS
+    15,  # COORDINATOR_NOT_AVAILABLE
+    16,  # NOT_COORDINATOR
+    19,  # NOT_ENOUGH_REPLICAS
+    20,  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    51,  # CONCURRENT_TRANSACTIONS
+    56,  # KAFKA_STORAGE_ERROR
+    74,  # FENCED_LEADER_EPOCH
+    75,  # UNKNOWN_LEADER_EPOCH
+})
+_REFRESH_METADATA = frozenset({3, 5, 6, 13, 56, 74, 75})
+_FENCED = frozenset({47, 90})  # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED
+_AUTH = frozenset({29, 53})  # TOPIC_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+_INVALID_TXN_STATE = 48
+_PRODUCE_MAX_VERSION = 12  # v13 addresses topics by id; v12 is what TV2's implicit add needs
+
+
+@dataclass
+class ProducerStats:
+    """What the producer did (benchmarks and tests read it)."""
+
+    records: int = 0
+    batches: int = 0
+    bytes: int = 0
+    produce_requests: int = 0
+    retries: int = 0
+    peak_buffered_bytes: int = 0
+
+
+class ArrowPartitionTransaction:
+    """One Spark partition's transaction on the Arrow path; the same life cycle as
+    :class:`~airflow_provider_kafka_eos.kafka.producer.PartitionTransaction`:
+    ``begin()``, ``write_columns(...)`` any number of times, ``prepare()`` -> Committable | None.
+
+    ``admin`` is a ``TransactionAdmin`` owned by the caller (its wire carries every request).
+    """
+
+    def __init__(
+        self,
+        *,
+        admin: Any,
+        transactional_id: str,
+        topic: str,
+        transaction_timeout_ms: int,
+        protocol: TransactionProtocol,
+        two_phase: bool = False,
+        batch_bytes: int = 1_000_000,
+        buffer_bytes: int = 32 * 1024 * 1024,
+        delivery_timeout_ms: int = 120_000,
+        request_timeout_ms: int = 30_000,
+    ) -> None:
+        self.admin = admin
+        self.wire = admin.wire
+        self.transactional_id = transactional_id
+        self.topic = topic
+        self.transaction_timeout_ms = int(transaction_timeout_ms)
+        self.protocol = protocol
+        self.two_phase = two_phase
+        self.batch_bytes = batch_bytes
+        self.buffer_bytes = buffer_bytes
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.request_timeout_ms = request_timeout_ms
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.stats = ProducerStats()
+        self._leaders: dict[int, int] = {}
+        self._num_partitions = 0
+        self._next_sequence: dict[int, int] = defaultdict(int)  # acknowledged
+        self._encoded_sequence: dict[int, int] = defaultdict(int)  # assigned to encoded batches
+        self._executor: ThreadPoolExecutor | None = None
+        self._added: set[int] = set()
+        self._written: set[int] = set()
+        self._pending: list[tuple[pa.Array, pa.Array, pa.Array | None, pa.Array | None, np.ndarray]] = []
+        self._pending_bytes = 0
+        self._sticky = 0
+        self._produced = 0
+        self._released = False
+
+    # -- the transaction ---------------------------------------------------------------------
+
+    def begin(self) -> None:
+        """InitProducerId (fences earlier attempts; Enable2Pc under 2PC) and read the topic's leaders."""
+        result = self.admin.fence(
+            self.transactional_id, self.transaction_timeout_ms, enable_2pc=self.two_phase
+        )
+        self.producer_id, self.producer_epoch = result.producer_id, result.producer_epoch
+        log.info("%s: transaction open under producer id %d, epoch %d%s", self.transactional_id,
+                 self.producer_id, self.producer_epoch, " (two-phase commit)" if self.two_phase else "")
+        self._refresh_metadata()
+
+    def identity(self) -> tuple[int, int]:
+        return self.producer_id, self.producer_epoch
+
+    def write_columns(
+        self,
+        keys: pa.Array | pa.ChunkedArray | None,
+        values: pa.Array | pa.ChunkedArray,
+        headers: pa.Array | pa.ChunkedArray | None = None,
+        partitions: pa.Array | pa.ChunkedArray | None = None,
+    ) -> int:
+        """Buffer one batch of rows (Arrow columns); send when the buffer is full. Returns the row count."""
+        self._check_open()
+        n = len(values)
+        if n == 0:
+            return 0
+        keys, values, headers, partitions = (_combine(c) for c in (keys, values, headers, partitions))
+        targets = self._partitions_for(keys, partitions, n)
+        self._pending.append((keys, values, headers, partitions, targets))
+        self._pending_bytes += int(record_sizes(keys, values).sum())
+        self.stats.peak_buffered_bytes = max(self.stats.peak_buffered_bytes, self._pending_bytes)
+        self._produced += n
+        if self._pending_bytes >= self.buffer_bytes:
+            self._send_pending()
+        return n
+
+    def flush(self) -> None:
+        """Send everything buffered and wait for every acknowledgement."""
+        self._check_open()
+        self._send_pending()
+
+    def prepare(self) -> Committable | None:
+        """Flush, verify on the coordinator; ``None`` for an empty partition (nothing to commit)."""
+        try:
+            self.flush()
+            if self._produced == 0:
+                return None
+            return verified_committable(
+                describe=self.admin.describe,
+                transactional_id=self.transactional_id,
+                topic=self.topic,
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                written_partitions=self._written,
+                record_count=self._produced,
+                protocol=self.protocol,
+                two_phase=self.two_phase,
+            )
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        """Forget buffered rows. Nothing is closed or aborted: the transaction stays open for the commit."""
+        self._pending.clear()
+        self._pending_bytes = 0
+        self._released = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    # -- partitioning ------------------------------------------------------------------------
+
+    def _partitions_for(self, keys: Any, partitions: Any, n: int) -> np.ndarray:
+        """Explicit partition column first; else Java's murmur2 of the key; null keys stick to one
+        partition per call and rotate (as Java's sticky partitioner spreads them)."""
+        if partitions is not None:
+            target = np.asarray(partitions.cast(pa.int32()).fill_null(-1).to_numpy(zero_copy_only=False))
+        elif keys is not None:
+            target = partitions_for_keys(keys, self._num_partitions)
+        else:
+            target = np.full(n, -1, dtype=np.int32)
+        if (target < 0).any():
+            if keys is not None and partitions is not None:
+                missing = target < 0
+                by_key = partitions_for_keys(keys, self._num_partitions)
+                target = np.where(missing & (by_key >= 0), by_key, target)
+            target = np.where(target < 0, self._sticky % self._num_partitions, target).astype(np.int32)
+            self._sticky += 1
+        bad = target >= self._num_partitions
+        if bad.any():
+            raise UsageError(
+                f"row partition {int(target[bad][0])} does not exist: topic {self.topic} has "
+                f"{self._num_partitions} partition(s); fix the partition column",
+                transactional_id=self.transactional_id,
+            )
+        return target.astype(np.int32, copy=False)
+
+    # -- sending -----------------------------------------------------------------------------
+
+    def _send_pending(self) -> None:
+        if not self._pending:
+            return
+        pending, self._pending, self._pending_bytes = self._pending, [], 0
+        keys = _concat([p[0] for p in pending])
+        values = _concat([p[1] for p in pending])
+        headers = _concat([p[2] for p in pending])
+        targets = np.concatenate([p[4] for p in pending])
+        order = np.argsort(targets, kind="stable")
+        sorted_targets = targets[order]
+        take = pa.array(order)
+        keys = keys.take(take) if keys is not None else None
+        values = values.take(take)
+        headers = headers.take(take) if headers is not None else None
+        sizes = record_sizes(keys, values)
+        bounds = np.flatnonzero(np.diff(sorted_targets)) + 1
+        starts = np.concatenate([[0], bounds])
+        ends = np.concatenate([bounds, [len(sorted_targets)]])
+        queues: dict[int, list[tuple[int, int]]] = {}
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):  # one step per partition
+            queues[int(sorted_targets[start])] = _chunks(sizes[start:end], start, self.batch_bytes)
+        # One wave in flight while the next is encoded (the IO runs on the wire's network thread
+        # and in the sender thread; numpy/Arrow/crc32c release the GIL for the large steps).
+        in_flight: Future[None] | None = None
+        try:
+            in_flight = self._encode_and_send(queues, keys, values, headers)
+        finally:
+            if in_flight is not None:
+                in_flight.result()
+
+    def _encode_and_send(self, queues: dict[int, list[tuple[int, int]]], keys: Any, values: Any,
+                         headers: Any) -> Future[None] | None:
+        in_flight: Future[None] | None = None
+        while queues:
+            wave: dict[int, EncodedBatch] = {}
+            for partition in list(queues):
+                start, end = queues[partition].pop(0)
+                if not queues[partition]:
+                    del queues[partition]
+                wave[partition] = encode_batch(
+                    keys.slice(start, end - start) if keys is not None else None,
+                    values.slice(start, end - start),
+                    headers=headers.slice(start, end - start) if headers is not None else None,
+                    producer_id=self.producer_id,
+                    producer_epoch=self.producer_epoch,
+                    base_sequence=self._encoded_sequence[partition],
+                )
+                self._encoded_sequence[partition] += wave[partition].record_count
+            if in_flight is not None:
+                in_flight.result()  # waves go out in order: at most one in flight per partition
+            in_flight = self._sender().submit(self._send_wave, wave)
+        return in_flight
+
+    def _sender(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-eos-arrow-send")
+        return self._executor
+
+    def _send_wave(self, wave: dict[int, EncodedBatch]) -> None:
+        """One batch per partition, one Produce request per leader, retried until acknowledged."""
+        deadline = time.monotonic() + self.delivery_timeout_ms / 1000
+        backoff = 0.02
+        todo = dict(wave)
+        last: dict[int, str] = {}
+        while todo:
+            if self.protocol.transaction_version < 2:
+                self._add_partitions(sorted(set(todo) - self._added), deadline)
+            by_leader: dict[int, list[int]] = defaultdict(list)
+            for partition in todo:
+                by_leader[self._leaders.get(partition, -1)].append(partition)
+            requests, groups = [], []
+            for leader, parts in by_leader.items():
+                request = self._produce_request({p: todo[p] for p in parts})
+                requests.append((request, leader if leader >= 0 else None))
+                groups.append(parts)
+            self.stats.produce_requests += len(requests)
+            refresh = False
+            for parts, response in zip(groups, self.wire.send_all(requests, raise_errors=False), strict=True):
+                if isinstance(response, BrokerUnreachableError):
+                    refresh = True
+                    last.update({p: str(response.cause) for p in parts})
+                    continue
+                for topic in response.responses:
+                    for row in topic.partition_responses:
+                        partition, code = row.index, row.error_code
+                        if partition not in todo:
+                            continue
+                        if code in (NONE, DUPLICATE_SEQUENCE_NUMBER):
+                            batch = todo.pop(partition)
+                            self._acknowledged(partition, batch)
+                        elif code in RETRIABLE:
+                            refresh |= code in _REFRESH_METADATA
+                            last[partition] = error_name(code)
+                        else:
+                            raise self._produce_error(partition, code, getattr(row, "error_message", None))
+            if not todo:
+                return
+            self.stats.retries += 1
+            if time.monotonic() + backoff > deadline:
+                partition = min(todo)
+                raise BrokerUnreachableError(
+                    f"{len(todo)} batch(es) were not acknowledged within delivery timeout "
+                    f"{self.delivery_timeout_ms} ms (partition {self.topic}-{partition}: last answer "
+                    f"{last.get(partition, 'none')})",
+                    transactional_id=self.transactional_id,
+                )
+            time.sleep(backoff)  # a backoff between protocol retries, bounded by the delivery deadline
+            backoff = min(backoff * 2, 0.5)
+            if refresh:
+                self._refresh_metadata(required=False)
+
+    def _acknowledged(self, partition: int, batch: EncodedBatch) -> None:
+        self._next_sequence[partition] = batch.last_sequence + 1
+        self._written.add(partition)
+        self.stats.records += batch.record_count
+        self.stats.batches += 1
+        self.stats.bytes += len(batch.data)
+
+    def _produce_request(self, batches: dict[int, EncodedBatch]) -> Any:
+        topic_data = ProduceRequest.TopicProduceData
+        partition_data = topic_data.PartitionProduceData
+        version = min(self.wire.api_version(ProduceRequest) or 3, _PRODUCE_MAX_VERSION)
+        if self.protocol.transaction_version >= 2 and version < 12:
+            raise KafkaEosError(
+                f"the cluster finalized transaction.version 2 but offers Produce v{version} only",
+                transactional_id=self.transactional_id,
+                runbook="capabilities",
+            )
+        return ProduceRequest(
+            transactional_id=self.transactional_id,
+            acks=-1,
+            timeout_ms=self.request_timeout_ms,
+            topic_data=[
+                topic_data(
+                    name=self.topic,
+                    partition_data=[
+                        partition_data(index=p, records=b.data) for p, b in sorted(batches.items())
+                    ],
+                )
+            ],
+            version=version,
+        )
+
+    def _add_partitions(self, partitions: list[int], deadline: float) -> None:
+        """TV1: AddPartitionsToTxn before a partition's first batch (v<=3: the client's versions)."""
+        backoff = 0.02
+        while partitions:
+            version = min(self.wire.api_version(AddPartitionsToTxnRequest) or 0, 3)
+            topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+            request = AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=self.transactional_id,
+                v3_and_below_producer_id=self.producer_id,
+                v3_and_below_producer_epoch=self.producer_epoch,
+                v3_and_below_topics=[topic(name=self.topic, partitions=partitions)],
+                version=version,
+            )
+            node = self.wire.coordinators([self.transactional_id]).get(self.transactional_id)
+            response = self.wire.send_all([(request, node if isinstance(node, int) else None)],
+                                          raise_errors=False)[0]
+            again: list[int] = []
+            last = "no answer"
+            if isinstance(response, BrokerUnreachableError):
+                again, last = partitions, str(response.cause)
+            else:
+                for result in response.results_by_topic_v3_and_below:
+                    for row in result.results_by_partition:
+                        code = row.partition_error_code
+                        if code == NONE:
+                            self._added.add(row.partition_index)
+                        elif code in RETRIABLE or code == 52:  # 52: OPERATION_NOT_ATTEMPTED (another failed)
+                            if code == 16:
+                                self.wire.forget_coordinator(self.transactional_id)
+                            again.append(row.partition_index)
+                            last = error_name(code)
+                        else:
+                            raise self._produce_error(
+                                row.partition_index, code, None, api="AddPartitionsToTxn"
+                            )
+            partitions = again
+            if partitions:
+                if time.monotonic() + backoff > deadline:
+                    raise BrokerUnreachableError(
+                        f"AddPartitionsToTxn did not succeed within {self.delivery_timeout_ms} ms "
+                        f"(last answer {last})",
+                        transactional_id=self.transactional_id,
+                    )
+                time.sleep(backoff)  # protocol retry backoff, bounded by the deadline
+                backoff = min(backoff * 2, 0.5)
+
+    def _refresh_metadata(self, required: bool = True) -> None:
+        """Partition count and leaders of the topic (Metadata, allowing auto-creation as the Java
+        producer does); an unknown or leaderless topic is asked again until the delivery deadline."""
+        deadline = time.monotonic() + self.delivery_timeout_ms / 1000
+        backoff = 0.05
+        while True:
+            request = MetadataRequest(
+                topics=[MetadataRequest.MetadataRequestTopic(name=self.topic)],
+                allow_auto_topic_creation=True,
+                max_version=12,
+            )
+            try:
+                response = self.wire.send(request)
+            except BrokerUnreachableError:
+                if not required:
+                    return  # keep the old leaders; the produce retry loop decides
+                raise
+            code, parts = -1, []
+            for topic in response.topics:
+                if topic.name == self.topic:
+                    code, parts = topic.error_code, topic.partitions
+            if code == NONE and parts and all(p.leader_id >= 0 for p in parts):
+                self._num_partitions = len(parts)
+                self._leaders = {p.partition_index: p.leader_id for p in parts}
+                return
+            if code in _AUTH:
+                raise AuthorizationError(
+                    f"Metadata for topic {self.topic} was refused ({error_name(code)}): WRITE and DESCRIBE "
+                    "on the topic are needed",
+                    transactional_id=self.transactional_id,
+                )
+            if not required:
+                return
+            if code not in (NONE, 3, 5) or time.monotonic() + backoff > deadline:
+                answer = error_name(code) if code >= 0 else "not in the answer"
+                raise KafkaEosError(
+                    f"topic {self.topic} has no usable metadata ({answer}) after "
+                    f"{self.delivery_timeout_ms} ms: does it exist (auto-creation off?)",
+                    transactional_id=self.transactional_id,
+                    runbook="troubleshooting",
+                )
+            time.sleep(backoff)  # topic being created / leader being elected; bounded by the deadline
+            backoff = min(backoff * 2, 0.5)
+
+    def _produce_error(
+        self, partition: int, code: int, message: str | None, api: str = "Produce"
+    ) -> KafkaEosError:
+        where = f"{api} to {self.topic}-{partition} was refused with {error_name(code)}"
+        detail = f" ({message})" if message else ""
+        tid = self.transactional_id
+        if code in _FENCED:
+            return ProducerFencedError(
+                f"{where}{detail}: a newer attempt owns this transactional id",
+                transactional_id=tid, runbook="speculative-execution",
+            )
+        if code in _AUTH:
+            return AuthorizationError(f"{where}: WRITE on the topic and the TransactionalId is needed",
+                                      transactional_id=tid)
+        if code == _INVALID_TXN_STATE:
+            return DataLossError(
+                f"{where}: the transaction is no longer open (aborted by the coordinator?); the "
+                "task fails so that its retry writes the partition again",
+                transactional_id=tid,
+            )
+        return KafkaEosError(f"{where}{detail}", transactional_id=tid, runbook="troubleshooting")
+
+    def _check_open(self) -> None:
+        if self._released:
+            raise KafkaEosError("the producer was already released", transactional_id=self.transactional_id,
+                                runbook="troubleshooting")
+        if self.producer_id < 0:
+            raise KafkaEosError("begin() was not called", transactional_id=self.transactional_id,
+                                runbook="troubleshooting")
+
+
+def _combine(column: Any) -> Any:
+    if isinstance(column, pa.ChunkedArray):
+        return column.combine_chunks()
+    return column
+
+
+def _concat(columns: list[Any]) -> Any:
+    if columns[0] is None:
+        return None
+    return columns[0] if len(columns) == 1 else pa.concat_arrays([c.cast(columns[0].type) for c in columns])
+
+
+def _chunks(sizes: np.ndarray, offset: int, budget: int) -> list[tuple[int, int]]:
+    """Split one partition's rows (their byte sizes) into [start, end) runs of at most ``budget``
+    bytes (at least one row each); positions are shifted by ``offset``."""
+    total = np.cumsum(sizes)
+    cuts = []
+    start = 0
+    n = len(sizes)
+    base = 0
+    while start < n:
+        end = int(np.searchsorted(total, base + budget, side="right"))
+        end = max(end, start + 1)
+        cuts.append((offset + start, offset + end))
+        base = int(total[end - 1])
+        start = end
+    return cuts

@@ -1,0 +1,104 @@
+"""The lingering scan's findings, bounded for XCom; the full list in a JSON file a person can read.
+
+XCom rows live in Airflow's metadata database (and a deferred sensor's trigger event too), so a
+scan over 50,000 open transactions must not push 50,000 findings there. The sensor pushes
+:func:`xcom_payload`: the counts, the first ``limit`` findings of each list, how many were left
+out, and ``findings_uri``: the whole :meth:`Findings.to_dict` written by :func:`write_findings`
+as one JSON file beside the manifests (``<base>/_lingering-findings/findings-<ms>-<hash>.json``).
+:meth:`Findings.from_dict` reads that file back when it is handed a truncated payload, so the
+abort operator and the cleanup DAG act on every finding, not only on the first ``limit``.
+No Airflow imports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_provider_kafka_eos.kafka import manifest as _store
+from airflow_provider_kafka_eos.kafka.errors import ManifestError
+
+__all__ = ["FINDINGS_DIR", "XCOM_MAX_FINDINGS", "read_findings", "write_findings", "xcom_payload"]
+
+FINDINGS_DIR = "_lingering-findings"
+XCOM_MAX_FINDINGS = 100  # per list (transactions, LSO stalls): ~30 KB of XCom at most
+
+
+def write_findings(base_uri: str, findings: Any) -> str:
+    """Write the whole findings as JSON under ``base_uri``; returns the file's URI.
+
+    The name holds the poll time and a hash of the content, so a retried write of the same
+    findings lands on the same file, and two polls never overwrite each other. Atomic, like a
+    manifest: a reader sees the whole file or none.
+    """
+    data = json.dumps(findings.to_dict(), indent=1, sort_keys=True).encode("utf-8")
+    digest = hashlib.sha256(data).hexdigest()[:12]
+    uri = f"{base_uri.rstrip('/')}/{FINDINGS_DIR}/findings-{findings.checked_at_ms}-{digest}.json"
+    if _store._is_local(uri):
+        _store._write_local_atomic(_store._local_path(uri), data)
+    else:
+        fs, path = _store._fsspec(uri)
+        with contextlib.suppress(Exception):  # object stores have no directories
+            fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        fs.pipe_file(path, data)
+    return uri
+
+
+def read_findings(uri: str) -> dict[str, Any]:
+    """The full findings dict written by :func:`write_findings`; ManifestError naming the file."""
+    try:
+        if _store._is_local(uri):
+            with open(_store._local_path(uri), encoding="utf-8") as fh:
+                text = fh.read()
+        else:
+            fs, path = _store._fsspec(uri)
+            text = fs.cat_file(path).decode("utf-8")
+        data = json.loads(text)
+    except FileNotFoundError:
+        raise ManifestError(
+            f"{uri}: the lingering-transaction findings file is gone; run the sensor again",
+            runbook="troubleshooting",
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise ManifestError(
+            f"{uri}: the lingering-transaction findings file cannot be read ({exc}); run the sensor again",
+            runbook="troubleshooting",
+        ) from None
+    if not isinstance(data, dict):
+        raise ManifestError(
+            f"{uri}: not a findings file (a JSON object was expected)", runbook="troubleshooting"
+        )
+    return data
+
+
+def xcom_payload(
+    findings: Any, *, limit: int = XCOM_MAX_FINDINGS, findings_uri: str | None = None
+) -> dict[str, Any]:
+    """``findings.to_dict()`` with each list cut to ``limit`` entries.
+
+    ``omitted`` counts what was cut per list; ``findings_uri`` names the file with all of them
+    (None when there was nowhere to write it: the task log's table is then the full record).
+    """
+    if limit < 0:
+        raise ValueError(f"limit must not be negative, got {limit}")
+    full = findings.to_dict()
+    omitted = {}
+    for key in ("transactions", "lso_stalls"):
+        entries = full[key]
+        omitted[key] = max(0, len(entries) - limit)
+        full[key] = entries[:limit]
+    full["omitted"] = omitted
+    full["findings_uri"] = findings_uri
+    return full
+
+
+def resolve(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The full findings for a payload: itself, or the file it names when lists were cut."""
+    omitted = data.get("omitted") or {}
+    uri = data.get("findings_uri")
+    if uri and any(int(n or 0) > 0 for n in omitted.values()):
+        return read_findings(str(uri))
+    return data

@@ -1,0 +1,447 @@
+"""Apache Kafka 4.4 on loopback: 1 or 3 combined broker+controller JVMs in KRaft mode.
+
+``ApacheKafkaCluster(options)`` formats the storage of each node (``kafka.tools.StorageTool``)
+when it is new, starts the JVMs and returns once every node answers Metadata with the whole
+cluster and a transactional producer can initialise (so the transaction coordinator is
+loaded). It is a :class:`~airflow_provider_kafka_eos.testing.embedded.BrokerHandle`, so tests
+written for the embedded broker use it unchanged: ``stop()``/``start()``/``restart()`` keep
+the data dir and the ports, and so every record and every open transaction.
+
+Layout of the data dir: ``cluster.json`` (cluster id and controller ports, reused on restart)
+and per node ``node-N/`` with ``server.properties``, ``server.log`` (the JVM's whole output)
+and ``data/`` (``log.dirs``). Nothing is written to the terminal.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import pathlib
+import secrets
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_kafka_eos.testing.embedded import BrokerHandle
+
+from .jars import fetch_jars
+from .options import KafkaOptions, node_properties, render_properties
+
+START_TIMEOUT_ENV = "KAFKA_EOS_KAFKA_START_TIMEOUT_S"
+START_TIMEOUT_S = float(os.environ.get(START_TIMEOUT_ENV, "120"))
+STOP_TIMEOUT_S = 30.0
+FORMAT_TIMEOUT_S = 90.0
+READY_PROBE_ID = "kafka-eos-launcher-ready"
+_INTERNAL_USER = "kafka-eos-node"
+_LOG4J2 = """\
+status = warn
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = {level}
+rootLogger.appenderRef.out.ref = out
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.controller.name = kafka.controller
+logger.controller.level = INFO
+"""
+
+
+class KafkaStartError(RuntimeError):
+    """A node did not start (or the cluster did not become ready); every node has been stopped."""
+
+
+@dataclass
+class KafkaNode:
+    """One JVM: its id, client port, controller port and directory."""
+
+    node_id: int
+    host: str
+    port: int
+    controller_port: int
+    directory: pathlib.Path
+    process: subprocess.Popen | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def log_path(self) -> pathlib.Path:
+        return self.directory / "server.log"
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            with open(self.log_path, errors="replace") as fh:
+                return "".join(fh.readlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def _port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def _accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class ApacheKafkaCluster(BrokerHandle):
+    """A real Kafka 4.4 cluster of ``options.nodes`` nodes; started by the constructor."""
+
+    kind = "apache"
+
+    def __init__(self, options: KafkaOptions | dict[str, Any] | None = None, *, start: bool = True) -> None:
+        opts = (
+            options if isinstance(options, KafkaOptions) else KafkaOptions.from_mapping(dict(options or {}))
+        )
+        opts.validate()
+        super().__init__("", False, dict(options) if isinstance(options, dict) else {})
+        self.options = opts
+        self.owns_data_dir = opts.data_dir is None
+        self.data_dir = pathlib.Path(opts.data_dir or tempfile.mkdtemp(prefix="kafka-eos-kafka-"))
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.nodes: list[KafkaNode] = []
+        self._internal_user = (_INTERNAL_USER, secrets.token_urlsafe(18)) if opts.secured else None
+        self._acls_applied = False
+        if start:
+            self.start()
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start every node not running (formatting new storage) and wait until the cluster is ready."""
+        if self.nodes and all(node.running() for node in self.nodes):
+            return
+        classpath = fetch_jars()
+        if not self.nodes:
+            self.nodes = self._plan_nodes()
+        self._write_configs()
+        self.bootstrap = ",".join(node.address for node in self.nodes)
+        try:
+            self._format(classpath)
+            for node in self.nodes:
+                if not node.running():
+                    self._spawn(node, classpath)
+            self._wait_ready(time.monotonic() + START_TIMEOUT_S)
+            if not self._acls_applied and self.options.secured:
+                self._apply_acls(time.monotonic() + START_TIMEOUT_S)
+                self._acls_applied = True
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """SIGTERM every node at once (a clean, controlled shutdown), SIGKILL after a deadline."""
+        running = [node for node in self.nodes if node.running()]
+        for node in running:
+            node.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for node in running:
+            self._reap(node, deadline)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def kill(self) -> None:
+        """SIGKILL every node: a crash of the whole cluster (data stays in the data dir)."""
+        for node in self.nodes:
+            self.kill_node(node.node_id)
+
+    def stop_node(self, node_id: int) -> None:
+        node = self.node(node_id)
+        if node.running():
+            node.process.send_signal(signal.SIGTERM)
+            self._reap(node, time.monotonic() + STOP_TIMEOUT_S)
+
+    def kill_node(self, node_id: int) -> None:
+        node = self.node(node_id)
+        if node.running():
+            node.process.kill()
+            node.process.wait()
+        node.process = None
+
+    def start_node(self, node_id: int) -> None:
+        """Start one stopped node again and wait until it answers Metadata with the whole cluster."""
+        node = self.node(node_id)
+        if node.running():
+            return
+        self._spawn(node, fetch_jars())
+        try:
+            running = [n for n in self.nodes if n.running()]
+            self._wait_metadata(node, time.monotonic() + START_TIMEOUT_S, running)
+        except BaseException:
+            self.stop_node(node_id)
+            raise
+
+    def node(self, node_id: int) -> KafkaNode:
+        for node in self.nodes:
+            if node.node_id == node_id:
+                return node
+        raise KeyError(f"no node {node_id}; nodes are {[n.node_id for n in self.nodes]}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(f"--- node {n.node_id} ({n.log_path})\n{n.log_tail(lines)}" for n in self.nodes)
+
+    # -- clients ---------------------------------------------------------------------------
+
+    def admin_config(self, **extra: Any) -> dict[str, Any]:
+        """librdkafka config of a super user (the nodes' own SASL user on a secured cluster)."""
+        if self._internal_user:
+            return self.sasl_config(*self._internal_user, **extra)
+        return self.client_config(**extra)
+
+    def _node_config(self, node: KafkaNode, **extra: Any) -> dict[str, Any]:
+        config = self.admin_config(**extra)
+        config["bootstrap.servers"] = node.address
+        return config
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _plan_nodes(self) -> list[KafkaNode]:
+        """Node ids, ports and directories: client ports from ``listen`` (0 = free), controller
+        ports reused from ``cluster.json`` when still free (a restart keeps its quorum addresses)."""
+        state = self._load_state()
+        stored = {n["node_id"]: n["controller_port"] for n in state.get("nodes", [])}
+        listen = self.options.listen or [("127.0.0.1", 0)] * self.options.nodes
+        nodes = []
+        for index, (host, port) in enumerate(listen):
+            node_id = index + 1
+            controller_port = stored.get(node_id, 0)
+            if not controller_port or not _port_is_free("127.0.0.1", controller_port):
+                controller_port = free_port()
+            nodes.append(
+                KafkaNode(
+                    node_id=node_id,
+                    host=host,
+                    port=port or free_port(host),
+                    controller_port=controller_port,
+                    directory=self.data_dir / f"node-{node_id}",
+                )
+            )
+        state["nodes"] = [{"node_id": n.node_id, "controller_port": n.controller_port} for n in nodes]
+        state.setdefault("cluster_id", base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode())
+        (self.data_dir / "cluster.json").write_text(json.dumps(state, indent=2) + "\n")
+        return nodes
+
+    def _load_state(self) -> dict[str, Any]:
+        try:
+            return json.loads((self.data_dir / "cluster.json").read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, json.JSONDecodeError) as exc:
+            raise KafkaStartError(f"cannot read {self.data_dir / 'cluster.json'}: {exc}") from exc
+
+    @property
+    def cluster_id(self) -> str:
+        return self._load_state()["cluster_id"]
+
+    def _write_configs(self) -> None:
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
+        for node in self.nodes:
+            node.directory.mkdir(parents=True, exist_ok=True)
+            props = node_properties(
+                self.options,
+                node_id=node.node_id,
+                host=node.host,
+                port=node.port,
+                controller_port=node.controller_port,
+                voters=voters,
+                log_dir=str(node.directory / "data"),
+                internal_user=self._internal_user,
+            )
+            path = node.directory / "server.properties"
+            # The file may hold SASL passwords: only the owner reads it.
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(render_properties(props))
+            (node.directory / "log4j2.properties").write_text(
+                _LOG4J2.format(level=self.options.log_level.upper())
+            )
+
+    def _java(self, node: KafkaNode, classpath: str, main: list[str], heap: str) -> list[str]:
+        return [
+            "java",
+            f"-Xmx{heap}",
+            "-Xms32m",
+            "-XX:+UseSerialGC",
+            "-XX:+ExitOnOutOfMemoryError",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={node.directory / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={node.directory}",
+            "-cp",
+            classpath,
+            *main,
+        ]
+
+    def _format(self, classpath: str) -> None:
+        """Format each node whose storage is new (all at once: each is a JVM start)."""
+        pending = []
+        for node in self.nodes:
+            if (node.directory / "data" / "meta.properties").exists():
+                continue
+            command = self._java(
+                node,
+                classpath,
+                [
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "--config",
+                    str(node.directory / "server.properties"),
+                    "--cluster-id",
+                    self.cluster_id,
+                    "--feature",
+                    f"transaction.version={self.options.transaction_version}",
+                ],
+                "128m",
+            )
+            log = open(node.directory / "format.log", "wb")  # noqa: SIM115 - closed below
+            pending.append((node, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), log))
+        deadline = time.monotonic() + FORMAT_TIMEOUT_S
+        failures = []
+        for node, process, log in pending:
+            try:
+                code = process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                code = process.wait()
+            log.close()
+            if code != 0:
+                tail = (node.directory / "format.log").read_text(errors="replace").strip().splitlines()[-15:]
+                failures.append(f"node {node.node_id}: StorageTool format exited {code}:\n" + "\n".join(tail))
+        if failures:
+            raise KafkaStartError(f"cannot format KRaft storage in {self.data_dir}:\n" + "\n".join(failures))
+
+    def _spawn(self, node: KafkaNode, classpath: str) -> None:
+        command = self._java(
+            node, classpath, ["kafka.Kafka", str(node.directory / "server.properties")], self.options.heap
+        )
+        with open(node.log_path, "ab") as log:
+            # Its own session: a Ctrl-C in the terminal reaches the launcher, which stops nodes cleanly.
+            node.process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
+    def _reap(self, node: KafkaNode, deadline: float) -> None:
+        assert node.process is not None
+        try:
+            node.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            node.process.kill()
+            node.process.wait()
+        node.process = None
+
+    def _check_alive(self, nodes: list[KafkaNode] | None = None) -> None:
+        """Raise (with that node's port and log) as soon as any of ``nodes`` (default: all) has exited."""
+        for node in self.nodes if nodes is None else nodes:
+            if node.process is None or node.process.poll() is not None:
+                code = None if node.process is None else node.process.returncode
+                raise KafkaStartError(
+                    f"Kafka node {node.node_id} (port {node.port}) exited with code {code} while starting; "
+                    f"the last lines of {node.log_path}:\n{node.log_tail(30)}"
+                )
+
+    def _not_ready(self, node: KafkaNode, what: str) -> KafkaStartError:
+        return KafkaStartError(
+            f"Kafka node {node.node_id} (port {node.port}) {what} within {START_TIMEOUT_S:.0f} s "
+            f"(${START_TIMEOUT_ENV} sets the limit); the last lines of {node.log_path}:\n{node.log_tail(30)}"
+        )
+
+    def _wait_metadata(self, node: KafkaNode, deadline: float, among: list[KafkaNode] | None = None) -> None:
+        """Poll until the node accepts connections and its Metadata lists every node of ``among``
+        (default: all nodes); any of them exiting ends the wait with its log."""
+        among = self.nodes if among is None else among
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        while not _accepts(node.host, node.port):
+            self._check_alive(among)
+            if time.monotonic() > deadline:
+                raise self._not_ready(node, "did not accept connections")
+            time.sleep(0.2)
+        admin = AdminClient(self._node_config(node, **{"log_level": 2}))
+        wanted = {n.node_id for n in among}
+        while True:
+            self._check_alive(among)
+            try:
+                metadata = admin.list_topics(timeout=2)
+                if set(metadata.brokers) >= wanted:
+                    return
+            except KafkaException:
+                pass
+            if time.monotonic() > deadline:
+                raise self._not_ready(node, f"did not list all {len(wanted)} node(s) in Metadata")
+            time.sleep(0.2)
+
+    def _wait_ready(self, deadline: float) -> None:
+        from confluent_kafka import KafkaException, Producer
+
+        for node in self.nodes:
+            self._wait_metadata(node, deadline)
+        # The transaction coordinator is ready once a transactional producer can initialise
+        # (on first use this also creates __transaction_state with its replication factor).
+        producer = Producer(self.admin_config(**{"transactional.id": READY_PROBE_ID, "log_level": 2}))
+        try:
+            while True:
+                self._check_alive()
+                try:
+                    producer.init_transactions(max(1.0, min(10.0, deadline - time.monotonic())))
+                    return
+                except KafkaException as exc:
+                    if time.monotonic() > deadline:
+                        raise KafkaStartError(
+                            f"no transactional producer could initialise on {self.nodes[0].address} within "
+                            f"{START_TIMEOUT_S:.0f} s: {exc}; logs:\n{self.log_tail(15)}"
+                        ) from exc
+                    if not exc.args[0].retriable():
+                        producer = Producer(
+                            self.admin_config(**{"transactional.id": READY_PROBE_ID, "log_level": 2})
+                        )
+                    time.sleep(0.5)
+        finally:
+            with contextlib.suppress(Exception):
+                producer.flush(0)
+            del producer
+
+    def _apply_acls(self, deadline: float) -> None:
+        """Create the ACL file's ACLs (as the nodes' super user), then wait until every node enforces them."""
+        from .security import apply_acls
+
+        apply_acls(self, self.options.security_doc()["acls"], deadline)
+
+    def __repr__(self) -> str:
+        nodes, data_dir = self.options.nodes, str(self.data_dir)
+        return f"ApacheKafkaCluster({self.bootstrap!r}, nodes={nodes}, data_dir={data_dir!r})"

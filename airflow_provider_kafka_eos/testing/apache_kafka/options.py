@@ -1,0 +1,183 @@
+"""What a test or ``./run kafka`` may ask of an Apache Kafka cluster, and the broker configs it means.
+
+The option names are the embedded broker's (``testing/embedded.py``), so the pytest factory can
+hand the same ``kafka_broker_factory(**options)`` to either broker. ``node_properties`` is the
+one place that turns options into Kafka configs.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+# A SASL cluster started without an ACL file gets this development super user (as `./run kafka --sasl`).
+DEFAULT_SASL_USERS = {"admin": "admin-secret"}
+DEFAULT_SUPER_USER = "User:admin"
+CONTROLLER_LISTENER = "CONTROLLER"
+CLIENT_LISTENER = "CLIENT"
+
+
+class UnsupportedOption(ValueError):
+    """An embedded-broker option real Kafka cannot have; the message names the capability."""
+
+
+@dataclass
+class KafkaOptions:
+    """A cluster's settings. Defaults match the embedded broker's (and mostly Kafka's own)."""
+
+    nodes: int = 1
+    data_dir: str | None = None
+    listen: list[tuple[str, int]] = field(default_factory=list)  # one HOST:PORT per node; port 0 = free
+    two_phase_commit: bool = False
+    sasl: bool = False
+    acl_file: str | None = None  # the embedded broker's JSON users/super_users/acls; implies sasl
+    transaction_max_timeout_ms: int = 900_000
+    abort_check_interval_ms: int = 10_000
+    transaction_version: int = 2
+    default_partitions: int = 1
+    auto_create_topics: bool = True
+    transactional_id_expiration_ms: int = 604_800_000
+    heap: str = "384m"
+    log_level: str = "INFO"
+
+    @classmethod
+    def from_mapping(cls, options: dict[str, Any]) -> KafkaOptions:
+        """Options as the embedded broker's fixture takes them; unknown ones raise ``TypeError``."""
+        known = {f.name for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for key, value in options.items():
+            if key == "partitions":
+                key = "default_partitions"
+            if key == "node_id":
+                raise UnsupportedOption(
+                    "needs a chosen node id: the Apache Kafka launcher numbers nodes 1..N"
+                )
+            if key not in known:
+                raise TypeError(f"unknown broker option {key!r}; known: {', '.join(sorted(known))}")
+            if value is not None:
+                values[key] = value
+        opts = cls(**values)
+        opts.validate()
+        return opts
+
+    def validate(self) -> None:
+        if self.nodes not in (1, 3):
+            raise ValueError(f"nodes must be 1 or 3, got {self.nodes}")
+        if self.listen and len(self.listen) != self.nodes:
+            raise ValueError(f"--listen names {len(self.listen)} addresses for {self.nodes} node(s)")
+        if self.transaction_version not in (1, 2):
+            raise ValueError(f"transaction_version must be 1 or 2, got {self.transaction_version}")
+
+    @property
+    def secured(self) -> bool:
+        return self.sasl or self.acl_file is not None
+
+    def security_doc(self) -> dict[str, Any]:
+        """``{"users", "super_users", "acls"}`` of a SASL cluster (the embedded broker's ACL file format)."""
+        if self.acl_file:
+            doc = json.loads(pathlib.Path(self.acl_file).read_text())
+        else:
+            doc = {"users": dict(DEFAULT_SASL_USERS), "super_users": [DEFAULT_SUPER_USER], "acls": []}
+        return {
+            "users": doc.get("users", {}),
+            "super_users": doc.get("super_users", []),
+            "acls": doc.get("acls", []),
+        }
+
+
+def _jaas_quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def node_properties(
+    opts: KafkaOptions,
+    *,
+    node_id: int,
+    host: str,
+    port: int,
+    controller_port: int,
+    voters: str,
+    log_dir: str,
+    internal_user: tuple[str, str] | None,
+) -> dict[str, str]:
+    """server.properties of one combined broker+controller node."""
+    replication = "3" if opts.nodes == 3 else "1"
+    min_isr = "2" if opts.nodes == 3 else "1"
+    props = {
+        "process.roles": "broker,controller",
+        "node.id": str(node_id),
+        "controller.quorum.voters": voters,
+        "controller.listener.names": CONTROLLER_LISTENER,
+        "log.dirs": log_dir,
+        "num.partitions": str(opts.default_partitions),
+        "auto.create.topics.enable": str(opts.auto_create_topics).lower(),
+        "default.replication.factor": replication,
+        "min.insync.replicas": min_isr,
+        "offsets.topic.replication.factor": replication,
+        "offsets.topic.num.partitions": "6",
+        "transaction.state.log.replication.factor": replication,
+        "transaction.state.log.min.isr": min_isr,
+        "transaction.state.log.num.partitions": "6",
+        "share.coordinator.state.topic.replication.factor": replication,
+        "share.coordinator.state.topic.min.isr": min_isr,
+        "transaction.max.timeout.ms": str(opts.transaction_max_timeout_ms),
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": str(opts.abort_check_interval_ms),
+        "transactional.id.expiration.ms": str(opts.transactional_id_expiration_ms),
+        "transaction.two.phase.commit.enable": str(opts.two_phase_commit).lower(),
+        "group.initial.rebalance.delay.ms": "0",
+        "num.network.threads": "2",
+        "num.io.threads": "4",
+        "background.threads": "4",
+        "log.cleaner.threads": "1",
+        "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
+        "num.recovery.threads.per.data.dir": "1",
+        "log.segment.bytes": str(64 * 1024 * 1024),
+        "controlled.shutdown.enable": "true",
+    }
+    if opts.two_phase_commit:
+        # KIP-939's InitProducerId v6 (Enable2Pc) is still "latestVersionUnstable" in Kafka 4.4:
+        # without this the broker advertises v5 and closes a connection that sends v6.
+        props["unstable.api.versions.enable"] = "true"
+    client, controller = CLIENT_LISTENER, CONTROLLER_LISTENER
+    client_protocol = "SASL_PLAINTEXT" if opts.secured else "PLAINTEXT"
+    props.update(
+        {
+            "listeners": f"{client}://{host}:{port},{controller}://127.0.0.1:{controller_port}",
+            "advertised.listeners": f"{client}://{host}:{port}",
+            "listener.security.protocol.map": f"{client}:{client_protocol},{controller}:PLAINTEXT",
+            "inter.broker.listener.name": CLIENT_LISTENER,
+        }
+    )
+    if opts.secured:
+        assert internal_user is not None
+        doc = opts.security_doc()
+        users = {**doc["users"], internal_user[0]: internal_user[1]}
+        entries = " ".join(f"user_{name}={_jaas_quote(pw)}" for name, pw in sorted(users.items()))
+        jaas = (
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f"username={_jaas_quote(internal_user[0])} password={_jaas_quote(internal_user[1])} {entries};"
+        )
+        # The controller listener is PLAINTEXT on loopback: its peers are the nodes (User:ANONYMOUS).
+        supers = [*doc["super_users"], f"User:{internal_user[0]}", "User:ANONYMOUS"]
+        props.update(
+            {
+                "sasl.enabled.mechanisms": "PLAIN",
+                "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                f"listener.name.{CLIENT_LISTENER.lower()}.plain.sasl.jaas.config": jaas,
+                "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                "super.users": ";".join(dict.fromkeys(supers)),
+                "allow.everyone.if.no.acl.found": "false",
+            }
+        )
+    return props
+
+
+def render_properties(props: dict[str, str]) -> str:
+    """Java properties text (values escaped the way java.util.Properties reads them)."""
+
+    def escape(text: str) -> str:
+        return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+    return "".join(f"{key}={escape(value)}\n" for key, value in props.items())

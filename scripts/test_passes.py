@@ -1,0 +1,170 @@
+"""``./run test``: ruff, then the test passes in order; the last line is the total over all passes.
+
+Each pass is one pytest run with its own environment (which Kafka, which tests). Every pass runs
+even when an earlier one failed; the exit status is non-zero if any failed. A pass that selects
+no tests (pytest exit code 5) counts as passed. To add a pass (a Spark 3.5 pass, a 3-node
+cluster pass), append a :class:`Pass` to ``PASSES``.
+
+Environment:
+  KAFKA_EOS_TEST_PASSES  comma-separated pass names to run (default: all), e.g. ``embedded``
+  extra arguments        ``./run test -k foo`` hands ``-k foo`` to every pass's pytest
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PASSES_ENV = "KAFKA_EOS_TEST_PASSES"
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One pytest run: ``name`` (printed), extra ``env`` and pytest ``args``.
+
+    ``blocking=False`` marks a pass that is still being made green: it runs and reports, but
+    its failures do not fail ``./run test`` and are left out of the closing line's totals.
+    ``python`` returns the interpreter to run pytest with (default: this one); it is called when
+    the pass starts, so a pass can make its own environment (e.g. another PySpark).
+    """
+
+    name: str
+    description: str
+    env: dict[str, str] = field(default_factory=dict)
+    args: tuple[str, ...] = ()
+    blocking: bool = True
+    python: Callable[[], str] | None = None
+
+
+def _spark35_python() -> str:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import spark_venv
+
+    return str(spark_venv.ensure("3.5"))
+
+
+PASSES: list[Pass] = [
+    Pass("embedded", "the whole suite on the embedded broker", {"KAFKA_EOS_TEST_KAFKA": "embedded"}),
+    Pass(
+        "apache",
+        "every Kafka-facing test on real Apache Kafka 4.4, single node",
+        {"KAFKA_EOS_TEST_KAFKA": "apache"},
+        ("--kafka-facing",),
+        blocking=False,
+    ),
+    Pass(
+        "cluster",
+        "cluster fault tests (tests/cluster) on a real 3-node Apache Kafka 4.4 cluster, started once",
+        {"KAFKA_EOS_TEST_KAFKA": "apache3"},
+        ("tests/cluster", "-m", "kafka_cluster"),
+    ),
+    Pass(
+        "spark35",
+        "the Spark tests and the cluster jobs on PySpark 3.5 (its own venv, scripts/spark_venv.py)",
+        {"KAFKA_EOS_TEST_KAFKA": "embedded"},
+        ("tests/spark", "tests/spark_cluster/test_spark_cluster_jobs.py"),
+        python=_spark35_python,
+    ),
+]
+
+
+@dataclass
+class Outcome:
+    name: str
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+    ok: bool = True
+    blocking: bool = True
+
+
+def _counts(junit: Path, outcome: Outcome) -> None:
+    try:
+        root = ET.parse(junit).getroot()  # noqa: S314 (the JUnit XML our own pytest run just wrote)
+    except (OSError, ET.ParseError):
+        return
+    for suite in root.iter("testsuite"):
+        tests = int(suite.get("tests", 0))
+        failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+        skipped = int(suite.get("skipped", 0))
+        outcome.failed += failed
+        outcome.skipped += skipped
+        outcome.passed += tests - failed - skipped
+
+
+def run_pass(test_pass: Pass, extra: list[str]) -> Outcome:
+    outcome = Outcome(test_pass.name, blocking=test_pass.blocking)
+    print(f"\n===== pass {test_pass.name}: {test_pass.description}", flush=True)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"kafka-eos-pass-{test_pass.name}-") as tmp:
+        junit = Path(tmp) / "junit.xml"
+        try:
+            python = test_pass.python() if test_pass.python else sys.executable
+        except (OSError, subprocess.SubprocessError) as exc:
+            print(f"===== pass {test_pass.name}: cannot make its environment: {exc}", flush=True)
+            python, code = None, 1
+        if python is not None:
+            command = [python, "-m", "pytest", *test_pass.args, f"--junitxml={junit}", *extra]
+            env = {**os.environ, **test_pass.env}
+            if test_pass.python:  # that environment's Spark workers run its own interpreter
+                env.update(PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python)
+                env["PATH"] = os.pathsep.join([str(Path(python).parent), env.get("PATH", "")])
+            code = subprocess.run(command, cwd=ROOT, env=env).returncode
+        _counts(junit, outcome)
+    outcome.seconds = time.monotonic() - started
+    outcome.ok = code in (0, 5)  # 5: no tests selected (e.g. -k matched nothing here)
+    if not outcome.ok and outcome.failed == 0:
+        outcome.failed = 1  # pytest itself failed (usage error, crash): count it
+    print(
+        f"===== pass {test_pass.name}: {'ok' if outcome.ok else 'FAILED'} in {outcome.seconds:.0f} s "
+        f"({outcome.passed} passed, {outcome.failed} failed, {outcome.skipped} skipped)",
+        flush=True,
+    )
+    return outcome
+
+
+def selected_passes() -> list[Pass]:
+    wanted = [n.strip() for n in os.environ.get(PASSES_ENV, "").split(",") if n.strip()]
+    if not wanted:
+        return list(PASSES)
+    known = {p.name: p for p in PASSES}
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise SystemExit(f"run test: unknown pass(es) {unknown} in ${PASSES_ENV}; known: {', '.join(known)}")
+    return [known[n] for n in wanted]
+
+
+def main(argv: list[str]) -> int:
+    passes = selected_passes()
+    outcomes = []
+    started = time.monotonic()
+    ruff = subprocess.run([str(Path(sys.executable).with_name("ruff")), "check", "."], cwd=ROOT).returncode
+    if ruff != 0:
+        print("===== ruff: FAILED", flush=True)
+    for test_pass in passes:
+        outcomes.append(run_pass(test_pass, argv))
+    print(f"\n===== {len(outcomes)} pass(es) in {time.monotonic() - started:.0f} s", flush=True)
+    for o in outcomes:
+        print(
+            f"  {o.name:10} {'ok' if o.ok else 'FAILED':6} {o.seconds:6.0f} s  "
+            f"{o.passed} passed, {o.failed} failed, {o.skipped} skipped",
+            flush=True,
+        )
+    passed = sum(o.passed for o in outcomes)
+    failed = sum(o.failed for o in outcomes) + (1 if ruff else 0)
+    skipped = sum(o.skipped for o in outcomes)
+    print(f"{passed} passed, {failed} failed, {skipped} skipped", flush=True)
+    return 0 if failed == 0 and ruff == 0 and all(o.ok for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
