@@ -435,12 +435,13 @@ def start_cluster(
     cached provider-less environment from ``executor_python_env()``)."""
     cluster = SparkStandaloneCluster(
         home=spark_home(),
-        work_dir=Path(work_dir or tempfile.mkdtemp(prefix="kafka-eos-spark-cluster-")),
+        work_dir=Path(work_dir or tempfile.mkdtemp(prefix="kafka-eos-spark-cluster-")).resolve(),
         executor_python=executor_python or executor_python_env(),
         worker_cores=worker_cores,
         worker_memory=worker_memory,
         executor_memory=executor_memory,
     )
+    cluster.work_dir.mkdir(parents=True, exist_ok=True)
     try:
         return cluster.start(workers, timeout_s)
     except BaseException:
