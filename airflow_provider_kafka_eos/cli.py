@@ -29,6 +29,8 @@ ENV_COMMAND_CONFIG = "KAFKA_EOS_COMMAND_CONFIG"
 ENV_SASL_USERNAME = "KAFKA_EOS_SASL_USERNAME"  # every secret's variable: kafka.config.SECRET_ENV_VARS
 ENV_SASL_PASSWORD = "KAFKA_EOS_SASL_PASSWORD"  # noqa: S105 (the variable's name, not a password)
 ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
+ENV_MANIFEST_BASE = "KAFKA_EOS_MANIFEST_BASE_URI"
+MANIFEST_BASE_KEY = "manifest_base_uri"  # in --command-config: ours, not a Kafka client property
 DEFAULT_TIMEOUT = "60s"
 # How long connecting to the cluster may take at most (less when --timeout is shorter).
 CONNECT_TIMEOUT_MS = 10_000
@@ -37,9 +39,14 @@ EPILOG = f"""\
 examples:
   {PROG} --action list --bootstrap-servers b1:9092 --prefix etl-orders- --state Ongoing --min-age 15m
   {PROG} --action describe --bootstrap-servers b1:9092 --transactional-id etl-orders-3-17
-  {PROG} --action abort --bootstrap-servers b1:9092 --transactional-id etl-orders-3-17
-  {PROG} --action abort --bootstrap-servers b1:9092 --prefix etl-orders- --min-age 1h \\
-      --manifest s3://bucket/manifests/orders/checkpoint-000000000017.json --dry-run
+  {PROG} --action abort --bootstrap-servers b1:9092 --manifest-base s3://bucket/manifests \\
+      --transactional-id etl-orders-3-17
+  {PROG} --action abort --bootstrap-servers b1:9092 --manifest-base s3://bucket/manifests \\
+      --transactional-id etl-orders-3-17 --producer-id 4001 --epoch 0      (compare-and-abort)
+  {PROG} --action abort --bootstrap-servers b1:9092 --manifest-base s3://bucket/manifests \\
+      --prefix etl-orders- --min-age 1h --dry-run
+  {PROG} --action abort --bootstrap-servers b1:9092 \\
+      --manifest s3://bucket/manifests/orders/checkpoint-000000000017.json   (a whole checkpoint)
   {PROG} --action commit --bootstrap-servers b1:9092 --transactional-id etl-orders-3-17 \\
       --producer-id 4001 --epoch 0
   {PROG} --action commit --bootstrap-servers b1:9092 --manifest file:///data/manifests/orders/checkpoint-000000000017.json
@@ -49,6 +56,8 @@ examples:
 secrets: put SASL/SSL settings in a client.properties file (--command-config, or ${ENV_COMMAND_CONFIG});
 ${ENV_SASL_USERNAME} / ${ENV_SASL_PASSWORD} (and KAFKA_EOS_SSL_KEY_PASSWORD, ... see docs/cli.md)
 supply or override secrets. Never pass them as arguments.
+manifest store: every abort reads it first and refuses ids a PREPARED manifest lists: --manifest-base,
+else {MANIFEST_BASE_KEY} in --command-config, else ${ENV_MANIFEST_BASE}. --unprotected goes around it.
 exit codes: 0 done, 1 failed, 2 usage. Reference: docs/cli.md
 """
 
@@ -82,8 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"client.properties with SSL/SASL settings (default: ${ENV_COMMAND_CONFIG})",
     )
     parser.add_argument("--transactional-id", metavar="ID", help="one transaction (describe, abort, commit)")
-    parser.add_argument("--producer-id", type=int, metavar="N", help="commit: the prepared producer id")
-    parser.add_argument("--epoch", type=int, metavar="N", help="commit: the prepared producer epoch")
+    parser.add_argument(
+        "--producer-id", type=int, metavar="N", help="commit / compare-and-abort: the producer id"
+    )
+    parser.add_argument(
+        "--epoch", type=int, metavar="N", help="commit / compare-and-abort: the producer epoch"
+    )
     parser.add_argument(
         "--prefix",
         action="append",
@@ -99,15 +112,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="only transactions in this state (repeatable), e.g. Ongoing",
     )
     parser.add_argument(
-        "--min-age", metavar="DURATION", help="only transactions open at least this long (15m)"
+        "--min-age",
+        metavar="DURATION",
+        help="only transactions open at least this long (15m); a bulk abort defaults to the "
+        "transaction timeout (15m)",
     )
     parser.add_argument(
         "--manifest",
-        action="append",
-        default=[],
         metavar="URI",
-        help="commit: commit every committable of this checkpoint manifest; abort/find-hanging: "
-        "protect the transactions it lists as PREPARED (repeatable)",
+        help="one checkpoint manifest: commit commits it; abort aborts what it holds open and marks "
+        "it ABORTED",
+    )
+    parser.add_argument(
+        "--manifest-base",
+        metavar="URI",
+        help=f"the manifest store every abort reads first (default: {MANIFEST_BASE_KEY} in --command-config, "
+        f"or ${ENV_MANIFEST_BASE})",
+    )
+    parser.add_argument(
+        "--unprotected",
+        action="store_true",
+        help="abort: do not require the manifest store and abort ids of PREPARED manifests too "
+        "(their batches are lost)",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="show what abort/commit would do; change nothing"
@@ -147,46 +173,60 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _client_config(args: argparse.Namespace, env: Any) -> Any:
+def _properties(args: argparse.Namespace, env: Any) -> tuple[str | None, dict[str, str]]:
+    """The --command-config file (or env) parsed, and its path."""
+    from airflow_provider_kafka_eos.kafka.config import read_properties_file
+
+    path = args.command_config or env.get(ENV_COMMAND_CONFIG)
+    return path, (read_properties_file(path) if path else {})
+
+
+def _client_config(
+    args: argparse.Namespace, env: Any, path: str | None = None, props: dict[str, str] | None = None
+) -> Any:
     """--command-config (or its env var) + --bootstrap-servers + secrets from the environment.
 
     The parts combine: ``--bootstrap-servers`` wins over the file's ``bootstrap.servers``,
     ``$KAFKA_BOOTSTRAP_SERVERS`` fills in when neither has one, and every secret the
     environment supplies (``KAFKA_EOS_SASL_PASSWORD``...; ``config.SECRET_ENV_VARS``) wins over
-    the file, so a file may leave the password out.
+    the file, so a file may leave the password out. The file's ``manifest_base_uri`` is ours
+    (the manifest store), not a client property.
     """
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig, settings_from_env
     from airflow_provider_kafka_eos.kafka.errors import UsageError
 
-    path = args.command_config or env.get(ENV_COMMAND_CONFIG)
+    if props is None:
+        path, props = _properties(args, env)
+
     overrides: dict[str, Any] = settings_from_env(env)
     if args.bootstrap_servers:
         overrides["bootstrap.servers"] = args.bootstrap_servers
     defaults = {"bootstrap.servers": env[ENV_BOOTSTRAP]} if env.get(ENV_BOOTSTRAP) else {}
     if path:
-        return KafkaClientConfig.from_properties_file(path, overrides=overrides, defaults=defaults)
+        client = {k: v for k, v in props.items() if k != MANIFEST_BASE_KEY}
+        return KafkaClientConfig.from_properties(
+            client, source=str(path), overrides=overrides, defaults=defaults
+        )
     settings = {**defaults, **overrides}
     if "bootstrap.servers" not in settings:
         raise UsageError("--bootstrap-servers is required (or bootstrap.servers in --command-config)")
     return KafkaClientConfig.from_mapping(settings, source="command line")
 
 
-def _request(args: argparse.Namespace) -> Any:
+def _manifest_base(args: argparse.Namespace, env: Any, props: dict[str, str]) -> str | None:
+    """--manifest-base, else the key in --command-config, else the environment (one store)."""
+    return args.manifest_base or props.get(MANIFEST_BASE_KEY) or env.get(ENV_MANIFEST_BASE) or None
+
+
+def _request(args: argparse.Namespace, manifest_base: str | None = None) -> Any:
     from airflow_provider_kafka_eos.kafka.errors import UsageError
     from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest
     from airflow_provider_kafka_eos.kafka.validation import parse_duration_ms
 
-    manifests = list(args.manifest)
-    manifest_uri = None
-    protect: tuple[str, ...] = ()
-    if args.action in ("commit", "commit-from-manifest"):
-        if len(manifests) > 1:
-            raise UsageError("commit takes one --manifest at a time")
-        manifest_uri = manifests[0] if manifests else None
-    elif args.action in ("abort", "find-hanging"):
-        protect = tuple(manifests)
-    elif manifests:
+    if args.manifest and args.action not in ("commit", "commit-from-manifest", "abort"):
         raise UsageError(f"--manifest does not apply to --action {args.action}")
+    if args.unprotected and args.action != "abort":
+        raise UsageError("--unprotected applies to --action abort only")
     if args.strict and args.action not in ("list", "find-hanging"):
         raise UsageError("--strict applies to --action list and find-hanging only")
     preflight_only = bool(args.topic) or args.transaction_timeout_ms is not None
@@ -200,9 +240,10 @@ def _request(args: argparse.Namespace) -> Any:
         prefixes=tuple(args.prefix),
         states=tuple(args.state),
         min_age_ms=parse_duration_ms(args.min_age),
-        manifest_uri=manifest_uri,
+        manifest_uri=args.manifest,
         dry_run=args.dry_run,
-        protect_manifests=protect,
+        manifest_base_uri=manifest_base,
+        protect=not args.unprotected,
         topics=tuple(args.topic),
         transaction_timeout_ms=args.transaction_timeout_ms,
         two_phase_commit=args.two_phase_commit,
@@ -285,8 +326,14 @@ def run(
         if timeout_ms is None:
             raise UsageError(f"--timeout must be a positive duration like 30s (default {DEFAULT_TIMEOUT})")
         deadline = time.monotonic() + timeout_ms / 1000
-        request = _request(args)
-        config = _client_config(args, env)
+        path, props = _properties(args, env)
+        request = _request(args, _manifest_base(args, env, props))
+        if not request.protect:
+            stderr.write(
+                f"{PROG}: WARNING: --unprotected: transactions listed in PREPARED manifests will be "
+                "aborted too; their checkpoints' batches are lost\n"
+            )
+        config = _client_config(args, env, path, props)
         interactive = stdout.isatty() and not args.json
         with (
             TransactionAdmin(

@@ -87,7 +87,7 @@ def _eos(df: Any, config: dict[str, Any], producer: str, two_phase: bool, checkp
             kafka_config=config,
             transactional_id_prefix=f"bench-{producer}-{run}",
             checkpoint_id=checkpoint,
-            manifest_uri=manifests,
+            manifest_base_uri=manifests,
             producer=producer,
             two_phase_commit=two_phase,
         )

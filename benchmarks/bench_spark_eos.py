@@ -146,7 +146,7 @@ def _eos_once(
         kafka_config=config,
         transactional_id_prefix=f"bench-{run}",
         checkpoint_id=checkpoint,
-        manifest_uri=manifests,
+        manifest_base_uri=manifests,
     )
     prepare_s = time.perf_counter() - start
     prepared = sum(c.record_count for c in manifest.committables)

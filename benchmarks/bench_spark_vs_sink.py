@@ -150,7 +150,7 @@ def main(argv: list[str]) -> dict[str, Any]:
                 kafka_config=config,
                 transactional_id_prefix=prefix,
                 checkpoint_id=checkpoint,
-                manifest_uri=manifests,
+                manifest_base_uri=manifests,
             )
             prepared = time.perf_counter() - start
             commit_manifest(config, manifest)

@@ -48,13 +48,26 @@ def _check(responses: list[Any], what: str, code_of) -> None:
         raise RuntimeError(f"seeding failed at {what}: {len(bad)} error(s), first code {bad[0]}")
 
 
+SEED_CHUNK = 5000  # ids per pipelined wave: each wave must finish within one request budget
+
+
 def seed_open_transactions(
     wire: Wire, ids: list[str], topic: str, *, with_records: bool
 ) -> list[tuple[str, int, int, int]]:
     """Leave each id with an Ongoing transaction on ``topic`` (partition i % PARTITIONS).
 
-    Returns (transactional id, producer id, epoch, partition) per id.
+    Returns (transactional id, producer id, epoch, partition) per id. Seeds in waves of
+    :data:`SEED_CHUNK` ids (50,000 InitProducerIds on a real cluster outlast one request budget).
     """
+    seeded: list[tuple[str, int, int, int]] = []
+    for start in range(0, len(ids), SEED_CHUNK):
+        seeded += _seed_chunk(wire, ids[start : start + SEED_CHUNK], topic, with_records=with_records)
+    return seeded
+
+
+def _seed_chunk(
+    wire: Wire, ids: list[str], topic: str, *, with_records: bool
+) -> list[tuple[str, int, int, int]]:
     coordinators = wire.coordinators(ids)
     inits = wire.send_all(
         [

@@ -1,22 +1,23 @@
 """Scheduled guard against lingering Kafka transactions (copy and adapt).
 
 A lingering transaction blocks every read_committed consumer at the last stable offset until
-the broker times it out, and then its data is lost. Every run of this DAG:
+the broker times it out, and then its data is lost. Every run of this DAG, in sequence:
 
 1. ``find_lingering``: the sensor lists transactions Ongoing longer than ``min_age_seconds``
-   under ``prefixes`` and classifies each against the PREPARED manifests under
-   ``manifest_base_uri`` (orphan / commit-pending / foreign). Nothing lingering: the sensor
-   times out softly and the run is skipped, which is the healthy case.
-2. ``route``: picks what to do per kind.
-3. ``abort_orphans``: fences the orphans (re-checking manifests and epochs first).
-4. ``commit_pending``: commits the commit-pending ones from their manifests, or, with
-   ``commit_pending_action = "alert"``, ``alert_commit_pending`` fails loudly instead so a human
+   under ``prefixes`` and classifies each against the PREPARED manifests of the manifest store
+   (orphan / commit-pending / foreign). Nothing lingering: the sensor times out softly and the
+   run is skipped, which is the healthy case.
+2. ``commit_pending``: commits every checkpoint that holds a commit-pending transaction (first,
+   so a prepared batch is committed before anything is aborted); with
+   ``commit_pending_action = "alert"`` it commits nothing and ``summary`` fails loudly so a human
    decides (see docs/runbook/commit-pending-transaction.md).
-5. ``summary``: what was found and what became of it (after the branches that ran; when the
-   sensor, the abort or the commit failed, the run fails instead).
+3. ``abort_orphans``: re-reads the manifest store and fences the orphans (never an id a PREPARED
+   manifest lists, unless the ``protect`` Param is switched off; logged loudly).
+4. ``summary``: what was found and what became of it ("would ..." in a dry run).
 
-Foreign transactions are only reported. Configure the defaults below (or the environment
-variables they read) for your pipelines; every value can be overridden per run.
+The manifest store is the ``kafka_eos`` connection's ``manifest_base_uri`` (the same store the
+pipelines write to); a run can override it. A store that is not configured or cannot be read
+fails the run with nothing aborted. Foreign transactions are only reported.
 """
 
 from __future__ import annotations
@@ -36,9 +37,6 @@ KAFKA_EOS_CONN_ID = os.environ.get("KAFKA_EOS_CLEANUP_CONN_ID", "kafka_eos_defau
 DEFAULT_PREFIXES = [
     p.strip() for p in os.environ.get("KAFKA_EOS_CLEANUP_PREFIXES", "eos-").split(",") if p.strip()
 ]
-DEFAULT_MANIFEST_BASE_URI = os.environ.get(
-    "KAFKA_EOS_MANIFEST_BASE_URI", "file:///var/lib/kafka-eos/manifests"
-)
 DEFAULT_MIN_AGE_SECONDS = int(os.environ.get("KAFKA_EOS_CLEANUP_MIN_AGE_SECONDS", "900"))
 
 COMMIT = "commit"
@@ -63,10 +61,9 @@ ALERT = "alert"
             description="Transactional-id prefixes that belong to our pipelines.",
         ),
         "manifest_base_uri": Param(
-            DEFAULT_MANIFEST_BASE_URI,
-            type="string",
-            minLength=1,
-            description="Where the pipelines write checkpoint manifests.",
+            None,
+            type=["null", "string"],
+            description="The manifest store (blank: the connection's manifest_base_uri).",
         ),
         "min_age_seconds": Param(
             DEFAULT_MIN_AGE_SECONDS,
@@ -78,6 +75,11 @@ ALERT = "alert"
             COMMIT,
             enum=[COMMIT, ALERT],
             description="Commit commit-pending transactions, or fail to alert a human.",
+        ),
+        "protect": Param(
+            True,
+            type="boolean",
+            description="Never abort an id a PREPARED manifest lists. Off: those batches are lost.",
         ),
         "dry_run": Param(False, type="boolean", description="Decide and report; abort and commit nothing."),
     },
@@ -95,18 +97,27 @@ def eos_cleanup() -> None:
         soft_fail=True,  # nothing lingering is the healthy case: skip the rest of the run
     )
 
-    @task.branch
-    def route(findings: dict[str, Any], params: dict[str, Any] | None = None) -> list[str]:
-        """Which follow-up tasks this run needs; ``summary`` always runs."""
-        found = Findings.from_dict(findings)
-        chosen = ["summary"]
-        if found.of_kind(FindingKind.ORPHAN) or any(s.kind is FindingKind.ORPHAN for s in found.lso_stalls):
-            chosen.append("abort_orphans")
-        if found.of_kind(FindingKind.COMMIT_PENDING):
-            chosen.append(
-                "commit_pending" if params["commit_pending_action"] == COMMIT else "alert_commit_pending"
-            )
-        return chosen
+    @task
+    def commit_pending(
+        findings: dict[str, Any], params: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        """Commit every checkpoint holding a commit-pending transaction (idempotent per manifest)."""
+        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+        from airflow_provider_kafka_eos.kafka.checkpoint import commit_checkpoint
+
+        pending = Findings.from_dict(findings).of_kind(FindingKind.COMMIT_PENDING)
+        uris = sorted({f.manifest_uri for f in pending if f.manifest_uri})
+        if not uris or params["commit_pending_action"] != COMMIT:
+            return []
+        reports = []
+        with KafkaEosHook(kafka_eos_conn_id=KAFKA_EOS_CONN_ID).transaction_admin() as admin:
+            for uri in uris:
+                report = commit_checkpoint(
+                    admin, uri, committed_by="eos_cleanup", dry_run=bool(params["dry_run"])
+                )
+                print(report.summary())
+                reports.append(report.to_dict())
+        return reports
 
     abort = KafkaAbortTransactionsOperator(
         task_id="abort_orphans",
@@ -114,92 +125,62 @@ def eos_cleanup() -> None:
         findings=find.output,
         owned_prefixes="{{ params.prefixes }}",
         manifest_base_uri="{{ params.manifest_base_uri }}",
+        protect="{{ params.protect }}",
         dry_run="{{ params.dry_run }}",
     )
 
-    @task
-    def commit_pending(
-        findings: dict[str, Any], params: dict[str, Any] | None = None
-    ) -> list[dict[str, Any]]:
-        """Commit every manifest that holds a commit-pending transaction (idempotent per manifest)."""
-        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-        from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest, run_resolution
-
-        uris = sorted(
-            {
-                f.manifest_uri
-                for f in Findings.from_dict(findings).of_kind(FindingKind.COMMIT_PENDING)
-                if f.manifest_uri
-            }
-        )
-        reports = []
-        with KafkaEosHook(kafka_eos_conn_id=KAFKA_EOS_CONN_ID).transaction_admin() as admin:
-            for uri in uris:
-                request = ResolutionRequest(
-                    action="commit-from-manifest", manifest_uri=uri, dry_run=bool(params["dry_run"])
-                )
-                request.validate()
-                result = run_resolution(admin, request)
-                print(f"{uri}: {result.summary}")
-                reports.append(
-                    {
-                        "manifest_uri": uri,
-                        "summary": result.summary,
-                        "ok": bool(result.ok),
-                        "rows": [dict(r) for r in result.rows],
-                    }
-                )
-                if not result.ok:
-                    from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
-
-                    raise KafkaEosError(
-                        f"commit from {uri} failed: {result.summary}", runbook="commit-pending-transaction"
-                    )
-        return reports
-
-    @task(retries=0)
-    def alert_commit_pending(findings: dict[str, Any]) -> None:
-        """Fail loudly, naming each commit-pending transaction and its manifest, so a human decides."""
-        from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
-
-        pending = Findings.from_dict(findings).of_kind(FindingKind.COMMIT_PENDING)
-        names = "; ".join(
-            f"{f.transactional_id} in {f.manifest_uri} (Ongoing {f.age_ms // 1000} s)" for f in pending
-        )
-        raise KafkaEosError(
-            f"{len(pending)} prepared transaction(s) are waiting to be committed: {names}; commit them "
-            "before their transaction timeout or their batch is lost",
-            runbook="commit-pending-transaction",
-        )
-
-    # Runs after whichever branches ran; a failed sensor, abort or commit fails the run instead.
     @task(trigger_rule="none_failed_min_one_success")
     def summary(
         findings: dict[str, Any] | None,
-        aborted: dict[str, Any] | None,
         committed: list[dict[str, Any]] | None,
+        aborted: dict[str, Any] | None,
+        params: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """What this run found and what became of each finding (also the run's XCom)."""
         if not findings:
             print("no lingering transactions")
             return {"findings": {}, "aborted": [], "committed_manifests": []}
         found = Findings.from_dict(findings)
+        dry = bool(params["dry_run"])
         print(f"found: {found.summary()}\n{found.table()}")
         result = {
+            "dry_run": dry,
             "findings": found.counts(),
             "aborted": (aborted or {}).get("aborted", []),
             "abort_skipped": (aborted or {}).get("skipped", []),
-            "committed_manifests": [r["manifest_uri"] for r in committed or [] if r.get("ok")],
+            "committed_manifests": [r["manifest_uri"] for r in committed or []],
             "foreign": [f.transactional_id for f in found.of_kind(FindingKind.FOREIGN)],
         }
+        verb_abort, verb_commit = ("would abort", "would commit") if dry else ("aborted", "committed")
+        print(
+            f"{'dry run: ' if dry else ''}{verb_abort} {len(result['aborted'])} transaction(s); "
+            f"{verb_commit} {len(result['committed_manifests'])} checkpoint(s); "
+            f"{len(result['abort_skipped'])} left alone"
+        )
         print(result)
+        _alert_if_pending(found, params)
         return result
 
-    routed = route(find.output)
     committed = commit_pending(find.output)
-    alert = alert_commit_pending(find.output)
-    routed >> [abort, committed, alert]
-    summary(find.output, abort.output, committed) << [routed, abort, committed, alert]
+    find >> committed >> abort
+    summary(find.output, committed, abort.output)
+
+
+def _alert_if_pending(found: Findings, params: dict[str, Any] | None) -> None:
+    """``commit_pending_action = "alert"``: fail loudly, naming each prepared transaction and its manifest."""
+    pending = found.of_kind(FindingKind.COMMIT_PENDING)
+    if not pending or (params or {}).get("commit_pending_action") != ALERT:
+        return
+    from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
+
+    names = "; ".join(
+        f"{f.transactional_id} in {f.manifest_uri} (Ongoing {f.age_ms // 1000} s)" for f in pending
+    )
+    raise KafkaEosError(
+        f"{len(pending)} prepared transaction(s) are waiting to be committed: {names}; commit them "
+        "before their transaction timeout or their batch is lost",
+        runbook="commit-pending-transaction",
+    )
 
 
 eos_cleanup()

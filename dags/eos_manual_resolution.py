@@ -4,8 +4,12 @@ Trigger it with the form ("Trigger DAG w/ config"): pick an action and fill in w
 
 - ``list``: transactions, optionally under a prefix (comma-separate several).
 - ``describe``: one transactional id.
-- ``abort``: fence one transactional id (or every Ongoing one under a prefix). Transactions in a
-  PREPARED manifest under ``protect_manifests_under`` are refused: commit those instead.
+- ``abort``: fence one transactional id (or every Ongoing one under a prefix older than the
+  transaction timeout, or ``manifest_uri``'s whole checkpoint, which is then marked ABORTED). The
+  manifest store (``manifest_base_uri``; blank: the connection's) is read first and every id a
+  PREPARED manifest lists is refused: commit those instead. A store that cannot be read refuses
+  the abort. ``unprotected`` is the only way around it (logged loudly; the batch is lost). With
+  ``producer_id`` and ``epoch``, a single abort is compare-and-abort.
 - ``commit``: finish a prepared transaction with its producer id *and* epoch (from the manifest
   or the failed commit task's log).
 - ``commit-from-manifest``: commit everything a PREPARED manifest lists and mark it COMMITTED.
@@ -26,7 +30,6 @@ from airflow.sdk import DAG, Param
 from airflow_provider_kafka_eos.operators.resolve import KafkaTransactionResolutionOperator
 
 KAFKA_EOS_CONN_ID = os.environ.get("KAFKA_EOS_RESOLUTION_CONN_ID", "kafka_eos_default")
-DEFAULT_PROTECTED_MANIFESTS = os.environ.get("KAFKA_EOS_MANIFEST_BASE_URI", "")
 
 ACTIONS = ["list", "describe", "abort", "commit", "commit-from-manifest"]
 
@@ -52,7 +55,7 @@ with DAG(
             type=["null", "integer"],
             minimum=0,
             title="Producer id",
-            description="commit: the producer id of the prepared transaction.",
+            description="commit (or compare-and-abort): the producer id of the transaction.",
         ),
         "epoch": Param(
             None,
@@ -60,7 +63,7 @@ with DAG(
             minimum=0,
             maximum=32767,
             title="Producer epoch",
-            description="commit: the producer epoch of the prepared transaction.",
+            description="commit (or compare-and-abort): the producer epoch of the transaction.",
         ),
         "prefix": Param(
             None,
@@ -72,13 +75,20 @@ with DAG(
             None,
             type=["null", "string"],
             title="Manifest URI",
-            description="commit-from-manifest: the checkpoint manifest to commit.",
+            description="commit-from-manifest / abort: the checkpoint manifest to commit or abort.",
         ),
-        "protect_manifests_under": Param(
-            DEFAULT_PROTECTED_MANIFESTS or None,
+        "manifest_base_uri": Param(
+            None,
             type=["null", "string"],
-            title="Protect PREPARED manifests under",
-            description="abort: refuse ids listed in PREPARED manifests under these base URIs.",
+            title="Manifest store",
+            description="abort: the store whose PREPARED manifests are protected (blank: the connection's "
+            "manifest_base_uri).",
+        ),
+        "unprotected": Param(
+            False,
+            type="boolean",
+            title="Unprotected abort",
+            description="abort: also abort ids of PREPARED manifests (their batches are lost); logged.",
         ),
         "dry_run": Param(False, type="boolean", title="Dry run", description="Check and report only."),
     },

@@ -12,10 +12,12 @@ transaction manager):
    run prepares the same checkpoint (and finds its manifest instead of writing again).
 3. ``commit``: commits every transaction the manifest lists, then marks it COMMITTED.
 
-Connections: ``kafka_eos_default`` (type ``kafka_eos``; extra = librdkafka config, e.g.
-``{"bootstrap.servers": "broker:9092"}``) and ``spark_local`` (type ``spark``, host
-``local[2,3]`` or your cluster's master). ``max_active_runs=1`` keeps checkpoints in order.
-Every setting below has an environment variable, and each run can override it with params.
+Connections: ``kafka_eos_default`` (type ``kafka_eos``; extra = librdkafka config plus the
+manifest store, e.g. ``{"bootstrap.servers": "broker:9092", "manifest_base_uri":
+"s3://bucket/kafka-eos/manifests"}``; ``eos_cleanup`` reads the same store) and
+``spark_local`` (type ``spark``, host ``local[2,3]`` or your cluster's master).
+``max_active_runs=1`` keeps checkpoints in order. Every setting below has an environment
+variable, and each run can override it with params.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ _STATE = Path(os.environ.get("AIRFLOW_HOME") or tempfile.gettempdir()) / "eos-pi
 PIPELINE_ID = os.environ.get("KAFKA_EOS_PIPELINE_ID", "user_activity")
 TOPIC = os.environ.get("KAFKA_EOS_PIPELINE_TOPIC", "user-activity-per-user")
 INPUT_DIR = os.environ.get("KAFKA_EOS_PIPELINE_INPUT_DIR", str(_STATE / "input"))
-MANIFEST_BASE_URI = os.environ.get("KAFKA_EOS_MANIFEST_BASE_URI", (_STATE / "manifests").as_uri())
+# None: the kafka_eos connection's manifest_base_uri (one store for this DAG and eos_cleanup).
+MANIFEST_BASE_URI = os.environ.get("KAFKA_EOS_MANIFEST_BASE_URI") or None
 KAFKA_EOS_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_CONN_ID", "kafka_eos_default")
 SPARK_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_SPARK_CONN_ID", "spark_local")
 TRANSACTION_TIMEOUT_MS = int(os.environ.get("KAFKA_EOS_PIPELINE_TXN_TIMEOUT_MS", "900000"))
@@ -58,7 +61,11 @@ with DAG(
         "input_dir": Param(
             INPUT_DIR, type="string", description="one sub-folder per batch: <input_dir>/<ts_nodash>"
         ),
-        "manifest_base_uri": Param(MANIFEST_BASE_URI, type="string"),
+        "manifest_base_uri": Param(
+            MANIFEST_BASE_URI,
+            type=["null", "string"],
+            description="the manifest store (blank: the connection's manifest_base_uri)",
+        ),
         "spark_partitions": Param(2, type="integer", minimum=1),
     },
     default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
@@ -78,7 +85,7 @@ with DAG(
         task_id="submit",
         pipeline_id="{{ params.pipeline_id }}",
         topic="{{ params.topic }}",
-        manifest_base_uri="{{ params.manifest_base_uri }}",
+        manifest_base_uri="{{ params.manifest_base_uri or '' }}",
         application_callable=APPLICATION,
         application_params={
             "input_path": "{{ params.input_dir }}/{{ ts_nodash }}",

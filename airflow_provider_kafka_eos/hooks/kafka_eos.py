@@ -7,6 +7,10 @@ unchanged. Host/port are a fallback for ``bootstrap.servers`` (connection URIs s
 credentials. Every secret value of the extra is registered with Airflow's secrets masker the
 moment it is read, because the masker only recognises some key names on its own
 (``sasl.password`` yes, ``ssl.key.pem`` or an OAuth client secret not necessarily).
+
+One key of the extra is ours, not librdkafka's: ``manifest_base_uri``, the deployment's
+checkpoint manifest store. It is configured once, here, and is the default of every operator,
+sensor and example DAG (see docs/configuration/connection.md).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ if TYPE_CHECKING:
     from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
 
 DEFAULT_PORT = 9092
+MANIFEST_BASE_URI_KEY = "manifest_base_uri"  # our key in the extra; never passed to the Kafka client
 
 
 def _mask(value: Any) -> None:
@@ -63,17 +68,11 @@ class KafkaEosHook(BaseHook):
         if self._config is not None:
             return self._config
         from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig, is_secret_key
-        from airflow_provider_kafka_eos.kafka.errors import ConfigError
 
         conn = self.get_connection(self.kafka_eos_conn_id)
         source = f"connection {self.kafka_eos_conn_id!r} extra"
-        try:
-            extra = conn.extra_dejson
-        except Exception:
-            raise ConfigError(f"{source}: extra is not valid JSON", runbook="configuration") from None
-        if not isinstance(extra, dict):
-            raise ConfigError(f"{source}: extra must be a JSON object of librdkafka keys")
-        settings = dict(extra)
+        settings = self._extra_settings(conn, source)
+        settings.pop(MANIFEST_BASE_URI_KEY, None)
         if conn.password:
             _mask(conn.password)
         for key, value in settings.items():
@@ -94,6 +93,29 @@ class KafkaEosHook(BaseHook):
             "Kafka client configuration from %s: %s", self.kafka_eos_conn_id, self._config.redacted()
         )
         return self._config
+
+    def _extra_settings(self, conn: Any, source: str) -> dict[str, Any]:
+        from airflow_provider_kafka_eos.kafka.errors import ConfigError
+
+        try:
+            extra = conn.extra_dejson
+        except Exception:
+            raise ConfigError(f"{source}: extra is not valid JSON", runbook="configuration") from None
+        if not isinstance(extra, dict):
+            raise ConfigError(f"{source}: extra must be a JSON object of librdkafka keys")
+        return dict(extra)
+
+    def manifest_base_uri(self) -> str | None:
+        """The connection's manifest store (extra key ``manifest_base_uri``), or None if unset."""
+        conn = self.get_connection(self.kafka_eos_conn_id)
+        value = self._extra_settings(conn, f"connection {self.kafka_eos_conn_id!r} extra").get(
+            MANIFEST_BASE_URI_KEY
+        )
+        return (str(value).strip() or None) if value is not None else None
+
+    def manifest_store_source(self) -> str:
+        """How errors name the setting a user fixes."""
+        return f"{MANIFEST_BASE_URI_KEY} in the extra of connection {self.kafka_eos_conn_id!r}"
 
     def get_conn(self) -> KafkaClientConfig:
         return self.client_config()

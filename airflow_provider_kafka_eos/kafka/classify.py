@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from airflow_provider_kafka_eos.kafka.checkpoint import AbortPolicy, PreparedRef, load_prepared
+
 RUNBOOK_ORPHAN = "orphaned-transaction"
 RUNBOOK_COMMIT_PENDING = "commit-pending-transaction"
 RUNBOOK_LSO = "consumers-stuck-at-lso"
@@ -69,7 +71,7 @@ def under_prefixes(transactional_id: str, prefixes: Iterable[str]) -> bool:
     A prefix that should not swallow its longer siblings (``orders`` vs ``orders2``) must end
     with the naming strategy's separator (``orders-``); see docs/configuration/sensor-and-abort.md.
     """
-    return any(transactional_id.startswith(prefix) for prefix in prefixes)
+    return AbortPolicy(prefixes=tuple(prefixes)).owner(transactional_id) is not None
 
 
 def partition_names(partitions: Any) -> tuple[str, ...]:
@@ -93,38 +95,6 @@ def partition_names(partitions: Any) -> tuple[str, ...]:
                 topic, number = item
                 names.append(f"{topic}-{number}")
     return tuple(sorted(names))
-
-
-@dataclass(frozen=True)
-class PreparedRef:
-    """Where a prepared transaction is recorded: the manifest that must commit it."""
-
-    manifest_uri: str
-    pipeline_id: str
-    checkpoint_id: int
-    producer_id: int
-    producer_epoch: int
-
-
-def prepared_index(manifests: Iterable[tuple[str, Any]]) -> dict[str, PreparedRef]:
-    """Transactional id -> its PREPARED manifest, from ``find_manifests(...)`` rows.
-
-    Manifests in any other status are ignored: COMMITTED and ABORTED manifests cast no vote
-    that is still owed.
-    """
-    index: dict[str, PreparedRef] = {}
-    for uri, manifest in manifests:
-        if str(_enum_value(manifest.status)).upper() != "PREPARED":
-            continue
-        for committable in manifest.committables:
-            index[committable.transactional_id] = PreparedRef(
-                manifest_uri=uri,
-                pipeline_id=manifest.pipeline_id,
-                checkpoint_id=manifest.checkpoint_id,
-                producer_id=committable.producer_id,
-                producer_epoch=committable.producer_epoch,
-            )
-    return index
 
 
 @dataclass(frozen=True)
@@ -198,8 +168,8 @@ def classify_one(
                 "the commit will report data loss"
             )
         return FindingKind.COMMIT_PENDING, reason, ref.manifest_uri
-    if under_prefixes(transactional_id, owned_prefixes):
-        prefix = next(p for p in owned_prefixes if transactional_id.startswith(p))
+    prefix = AbortPolicy(prefixes=tuple(owned_prefixes)).owner(transactional_id)
+    if prefix is not None:
         return FindingKind.ORPHAN, f"under prefix {prefix!r} and in no PREPARED manifest", None
     if owned_prefixes:
         return FindingKind.FOREIGN, f"outside the configured prefixes {list(owned_prefixes)}", None
@@ -575,21 +545,14 @@ class ScanSpec:
         )
 
 
-def load_prepared(manifest_base_uri: str | None) -> dict[str, PreparedRef]:
-    """The PREPARED manifests' transactions; a malformed manifest raises rather than being skipped."""
-    if not manifest_base_uri:
-        return {}
-    from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, find_manifests
-
-    return prepared_index(find_manifests(manifest_base_uri, status=ManifestStatus.PREPARED))
-
-
 def scan(admin: Any, spec: ScanSpec, *, tracker: LsoStallTracker | None = None) -> Findings:
     """One poll: lingering transactions (and LSO stalls, if asked) classified against the manifests.
 
     ``admin`` is an open ``TransactionAdmin``. Blocking: async callers use ``asyncio.to_thread``.
+    The manifest store must be readable (``ManifestStoreError`` otherwise): a store that cannot
+    be read would make every commit-pending transaction look like an orphan.
     """
-    prepared = load_prepared(spec.manifest_base_uri)
+    prepared = load_prepared(spec.manifest_base_uri, source="the sensor's manifest_base_uri")
     lingering = admin.find_lingering(
         prefixes=list(spec.prefixes) if spec.prefixes else None, min_age_ms=spec.min_age_ms
     )

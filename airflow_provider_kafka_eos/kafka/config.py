@@ -237,15 +237,8 @@ class KafkaClientConfig:
         combined settings, so a file without ``bootstrap.servers`` or without a password is fine
         when the command line or the environment supplies it.
         """
-        source = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"{source}: cannot read the properties file ({exc.strerror or exc})") from None
-        except (UnicodeDecodeError, ValueError):
-            raise ConfigError(f"{source!r}: not a readable UTF-8 properties file") from None
         return cls.from_properties(
-            _parse_properties(text), source=source, overrides=overrides, defaults=defaults
+            read_properties_file(path), source=str(path), overrides=overrides, defaults=defaults
         )
 
     @classmethod
@@ -563,6 +556,17 @@ def _translate_jaas(value: str, mechanism: str, source: str) -> dict[str, str]:
         f"{source}: key 'sasl.jaas.config' uses {module}, which cannot be translated "
         f"(mechanism {mechanism}); use librdkafka 'sasl.*' keys instead"
     )
+
+
+def read_properties_file(path: str | Path) -> dict[str, str]:
+    """A ``.properties`` file parsed (ConfigError naming the file when it cannot be read)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the properties file ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, ValueError):
+        raise ConfigError(f"{str(path)!r}: not a readable UTF-8 properties file") from None
+    return _parse_properties(text)
 
 
 def _parse_properties(text: str) -> dict[str, str]:

@@ -15,7 +15,7 @@ import json
 import os
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 from urllib.parse import urlparse
@@ -33,8 +33,11 @@ __all__ = [
     "Manifest",
     "ManifestStatus",
     "find_manifests",
+    "is_local_uri",
+    "local_path",
     "manifest_uri",
     "read_manifest",
+    "store_exists",
     "write_manifest",
 ]
 
@@ -83,6 +86,8 @@ class Manifest:
     updated_at_ms: int
     schema_version: int = SCHEMA_VERSION
     commit_report: dict | None = None
+    # Where this manifest lives (set by read_manifest / write_manifest); not part of the JSON.
+    uri: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self.status = ManifestStatus(self.status)
@@ -225,7 +230,9 @@ def read_manifest(uri: str) -> Manifest:
         raise ManifestError(f"{uri}: manifest cannot be read ({exc.strerror or exc})") from None
     except ValueError:  # a NUL or an unencodable character in the path
         raise ManifestError(f"{uri!r}: not a usable manifest path") from None
-    return Manifest.from_json(text, source=uri)
+    manifest = Manifest.from_json(text, source=uri)
+    manifest.uri = uri
+    return manifest
 
 
 def write_manifest(uri: str, manifest: Manifest) -> None:
@@ -245,6 +252,7 @@ def write_manifest(uri: str, manifest: Manifest) -> None:
         with contextlib.suppress(Exception):  # object stores have no directories
             fs.makedirs(parent, exist_ok=True)
         fs.pipe_file(path, data)
+    manifest.uri = uri
 
 
 def find_manifests(
@@ -270,16 +278,36 @@ def find_manifests(
     return found
 
 
+def store_exists(base_uri: str) -> bool:
+    """Whether a manifest store's base exists (a folder locally; a listable prefix elsewhere).
+
+    Raises OSError / ManifestError when the store cannot be reached; callers name the store.
+    """
+    if _is_local(base_uri):
+        root = _local_path(base_uri)
+        if os.path.isdir(root):
+            os.listdir(root)  # PermissionError for a store we cannot list
+            return True
+        return False
+    fs, path = _fsspec(base_uri)
+    return bool(fs.exists(path))
+
+
 # -- storage plumbing -------------------------------------------------------------------------
 
 
-def _is_local(uri: str) -> bool:
+def is_local_uri(uri: str) -> bool:
+    """A local path or ``file://`` URI (written with rename; anything else goes through fsspec)."""
     scheme = urlparse(uri).scheme
     return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
 
 
-def _local_path(uri: str) -> str:
+def local_path(uri: str) -> str:
     return urlparse(uri).path if uri.startswith("file://") else uri
+
+
+_is_local = is_local_uri
+_local_path = local_path
 
 
 def _fsspec(uri: str):

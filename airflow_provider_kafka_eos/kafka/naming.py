@@ -17,9 +17,11 @@ pooled ids do not follow checkpoint numbers, so PROBING would never find lingeri
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
+from functools import partial
+from typing import Any
 
 from airflow_provider_kafka_eos.kafka.errors import ConfigError
 
@@ -31,6 +33,7 @@ __all__ = [
     "incrementing_id",
     "owned_by",
     "parse_transactional_id",
+    "pipeline_identity",
     "pooling_id",
     "pooling_ids",
     "validate_prefix",
@@ -38,17 +41,46 @@ __all__ = [
 
 
 class NamingStrategy(str, Enum):
+    """How a pipeline names its transactional ids; each member carries its behaviour."""
+
     INCREMENTING = "INCREMENTING"
     POOLING = "POOLING"
 
     @classmethod
     def parse(cls, value: str | NamingStrategy) -> NamingStrategy:
+        """The one place a strategy name becomes a strategy (ConfigError naming the choices)."""
         try:
-            return cls(str(getattr(value, "value", value)).upper())
+            return cls(str(getattr(value, "value", value)).strip().upper())
         except ValueError:
             raise ConfigError(
                 f"naming strategy {value!r} is not one of {', '.join(s.value for s in cls)}"
             ) from None
+
+    def ids_in_use(self, admin: Any, prefix: str, prepared_ids: Iterable[str]) -> set[str]:
+        """Ids a new checkpoint must not take: POOLING's open and PREPARED ids; none for INCREMENTING."""
+        if self is NamingStrategy.INCREMENTING:
+            return set()
+        open_ids = {
+            entry.transactional_id
+            for entry in admin.list(prefixes=[prefix], states=["Ongoing"])
+            if owned_by(prefix, entry.transactional_id)
+        }
+        return open_ids | set(prepared_ids)
+
+    def id_factory(
+        self, prefix: str, checkpoint_id: int, *, partitions: int, in_use: Iterable[str] = ()
+    ) -> Callable[[int], str]:
+        """Spark partition id -> transactional id, picklable (it travels to the executors)."""
+        if self is NamingStrategy.INCREMENTING:
+            return partial(incrementing_id, prefix, checkpoint_id=checkpoint_id)
+        taken = frozenset(in_use)
+        return partial(_pooled, pooling_ids(prefix, range(partitions), taken), prefix, taken)
+
+    def check_switch_from(self, previous: Iterable[Any]) -> NamingStrategy:
+        """:func:`check_strategy_switch` against the pipeline's manifests (``(uri, Manifest)`` rows)."""
+        rows = list(previous)
+        last = rows[-1][1].naming_strategy if rows else None
+        return check_strategy_switch(last, self, has_state=bool(rows))
 
 
 @dataclass(frozen=True)
@@ -56,6 +88,21 @@ class ParsedTransactionalId:
     prefix: str
     partition: int
     offset: int  # checkpoint id (INCREMENTING) or pool slot (POOLING)
+
+
+def pipeline_identity(pipeline_id: str | None, transactional_id_prefix: str | None) -> tuple[str, str]:
+    """(pipeline id, transactional-id prefix): the one rule for their defaults.
+
+    Each defaults to the other (a pipeline is usually named by its prefix); at least one is
+    required. Used by the writer, the spark job and the submit operator alike.
+    """
+    pipeline = (pipeline_id or "").strip() or None
+    prefix = (transactional_id_prefix or "").strip() or None
+    if pipeline is None and prefix is None:
+        raise ConfigError(
+            "a pipeline needs a pipeline_id or a transactional_id_prefix (each defaults to the other)"
+        )
+    return (pipeline or prefix), (prefix or pipeline)  # type: ignore[return-value]
 
 
 def validate_prefix(prefix: str) -> str:
@@ -90,6 +137,10 @@ def owned_by(prefix: str, transactional_id: str) -> bool:
     """True only for ids this prefix generated (``p-0-1`` is owned by ``p``, ``p2-0-1`` is not)."""
     parsed = parse_transactional_id(transactional_id)
     return parsed is not None and parsed.prefix == prefix
+
+
+def _pooled(table: dict[int, str], prefix: str, in_use: frozenset[str], partition: int) -> str:
+    return table.get(partition) or pooling_id(prefix, partition, in_use)
 
 
 def incrementing_id(prefix: str, partition: int, checkpoint_id: int) -> str:

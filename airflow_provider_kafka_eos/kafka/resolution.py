@@ -4,8 +4,10 @@
 :class:`ResolutionRequest`, call :meth:`ResolutionRequest.validate` and
 :func:`run_resolution`, so a user sees the same words and the same safety rules whichever
 door they came in by: a commit needs the producer id and epoch from the manifest or
-``describe``; a bulk abort can be previewed with ``dry_run`` and never touches a transaction
-that a given manifest lists as PREPARED (that would be data loss, invariant 4).
+``describe``; every abort first reads the manifest store (``manifest_base_uri``) and refuses
+the transactions a PREPARED manifest lists (that would be data loss, invariant 4), unless the
+request says ``protect=False``; a dry run runs every check the real action runs. The rules
+themselves live in ``kafka/checkpoint.py``; this module only maps requests onto them.
 
 Failures the user must act on raise :class:`~airflow_provider_kafka_eos.kafka.errors.KafkaEosError`
 subclasses (their text names the transaction, the cause and the runbook page);
@@ -30,6 +32,7 @@ from airflow_provider_kafka_eos.kafka.validation import (
 )
 
 ACTIONS = ("list", "describe", "abort", "commit", "commit-from-manifest", "find-hanging", "preflight")
+ABORT_CHECKPOINT = "abort-checkpoint"  # internal: --action abort --manifest URI
 TRANSACTION_STATES = (
     "Empty",
     "Ongoing",
@@ -68,7 +71,8 @@ class ResolutionRequest:
     min_age_ms: int | None = None
     manifest_uri: str | None = None
     dry_run: bool = False
-    protect_manifests: tuple[str, ...] = ()
+    manifest_base_uri: str | None = None
+    protect: bool = True
     # preflight only (optional): the pipeline's output topics and transaction timeout.
     topics: tuple[str, ...] = ()
     transaction_timeout_ms: int | None = None
@@ -77,7 +81,7 @@ class ResolutionRequest:
     def validate(self) -> ResolutionRequest:
         """The request, normalised; raises UsageError with the text the user sees."""
         action = (self.action or "").strip().lower()
-        if action not in ACTIONS:
+        if action not in (*ACTIONS, ABORT_CHECKPOINT):
             raise UsageError(f"unknown action {self.action!r}; choose one of {', '.join(ACTIONS)}")
         txn_id = (self.transactional_id or "").strip() or None
         prefixes = tuple(p for p in (s.strip() for s in self.prefixes) if p)
@@ -93,34 +97,43 @@ class ResolutionRequest:
         manifest = (self.manifest_uri or "").strip() or None
         if action == "commit" and manifest and not txn_id:
             action = "commit-from-manifest"
+        if action == "abort" and manifest:
+            if txn_id or prefixes:
+                raise UsageError(
+                    "abort takes --manifest (a whole checkpoint), --transactional-id or --prefix, "
+                    "one of them",
+                    transactional_id=txn_id,
+                )
+            action = ABORT_CHECKPOINT
+        normalised = replace(
+            self,
+            action=action,
+            transactional_id=txn_id,
+            prefixes=prefixes,
+            states=states,
+            manifest_uri=manifest,
+            manifest_base_uri=(self.manifest_base_uri or "").strip() or None,
+        )
+        normalised._check_targets()
+        normalised._check_pid_epoch()
+        return normalised
+
+    def _check_targets(self) -> None:
+        action, txn_id, prefixes, manifest = (
+            self.action,
+            self.transactional_id,
+            self.prefixes,
+            self.manifest_uri,
+        )
         if self.min_age_ms is not None and self.min_age_ms < 0:
             raise UsageError(f"--min-age must not be negative, got {self.min_age_ms} ms")
-        if action != "commit" and (self.producer_id is not None or self.epoch is not None):
-            raise UsageError("--producer-id and --epoch only apply to --action commit (one transaction)")
-        if action == "commit":
-            if not txn_id:
-                raise UsageError(
-                    "commit needs --transactional-id (or --manifest to commit a whole checkpoint)"
-                )
-            if self.producer_id is None or self.epoch is None:
-                raise UsageError(
-                    "commit needs --producer-id and --epoch (from the checkpoint manifest or `describe`)",
-                    transactional_id=txn_id,
-                )
-            if self.producer_id < 0:
-                raise UsageError(
-                    f"--producer-id must be >= 0, got {self.producer_id}", transactional_id=txn_id
-                )
-            if not 0 <= self.epoch <= MAX_EPOCH:
-                raise UsageError(
-                    f"--epoch must be in 0..{MAX_EPOCH}, got {self.epoch}", transactional_id=txn_id
-                )
-            if manifest:
-                raise UsageError(
-                    "commit takes either --transactional-id with --producer-id/--epoch, or "
-                    "--manifest, not both",
-                    transactional_id=txn_id,
-                )
+        if action == "commit" and not txn_id:
+            raise UsageError("commit needs --transactional-id (or --manifest to commit a whole checkpoint)")
+        if action == "commit" and manifest:
+            raise UsageError(
+                "commit takes either --transactional-id with --producer-id/--epoch, or --manifest, not both",
+                transactional_id=txn_id,
+            )
         if action == "commit-from-manifest" and not manifest:
             raise UsageError("commit-from-manifest needs --manifest URI (the checkpoint manifest to commit)")
         if action in ("describe", "abort"):
@@ -130,7 +143,8 @@ class ResolutionRequest:
                 )
             if not txn_id and not prefixes:
                 raise UsageError(
-                    f"{action} needs --transactional-id, or --prefix for every transaction under a prefix"
+                    f"{action} needs --transactional-id, or --prefix for every transaction under a "
+                    "prefix" + (", or --manifest for a whole checkpoint" if action == "abort" else "")
                 )
         if action in ("list", "find-hanging", "preflight", "commit-from-manifest") and txn_id:
             raise UsageError(f"{action} does not take --transactional-id; use --prefix to narrow it down")
@@ -138,21 +152,31 @@ class ResolutionRequest:
             raise UsageError("preflight needs --prefix (the pipeline's transactional-id prefix)")
         if self.two_phase_commit and action != "preflight":
             raise UsageError("--two-phase-commit applies to --action preflight only")
-        if self.dry_run and action not in ("abort", "commit", "commit-from-manifest"):
+        if self.dry_run and action not in ("abort", "commit", "commit-from-manifest", ABORT_CHECKPOINT):
             raise UsageError(f"--dry-run applies to abort and commit, not {action}")
-        protect = tuple(self.protect_manifests)
-        if action == "abort" and manifest:
-            protect = (*protect, manifest)
-            manifest = None
-        return replace(
-            self,
-            action=action,
-            transactional_id=txn_id,
-            prefixes=prefixes,
-            states=states,
-            manifest_uri=manifest,
-            protect_manifests=tuple(dict.fromkeys(protect)),
-        )
+
+    def _check_pid_epoch(self) -> None:
+        txn_id = self.transactional_id
+        given = self.producer_id is not None or self.epoch is not None
+        single_abort = self.action == "abort" and txn_id is not None
+        if given and self.action != "commit" and not single_abort:
+            raise UsageError(
+                "--producer-id and --epoch only apply to --action commit, or to --action abort "
+                "with --transactional-id (compare-and-abort)"
+            )
+        if self.action == "commit" and (self.producer_id is None or self.epoch is None):
+            raise UsageError(
+                "commit needs --producer-id and --epoch (from the checkpoint manifest or `describe`)",
+                transactional_id=txn_id,
+            )
+        if single_abort and given and (self.producer_id is None or self.epoch is None):
+            raise UsageError(
+                "compare-and-abort needs both --producer-id and --epoch", transactional_id=txn_id
+            )
+        if self.producer_id is not None and self.producer_id < 0:
+            raise UsageError(f"--producer-id must be >= 0, got {self.producer_id}", transactional_id=txn_id)
+        if self.epoch is not None and not 0 <= self.epoch <= MAX_EPOCH:
+            raise UsageError(f"--epoch must be in 0..{MAX_EPOCH}, got {self.epoch}", transactional_id=txn_id)
 
 
 @dataclass
@@ -185,6 +209,7 @@ def run_resolution(
         "list": _list,
         "describe": _describe,
         "abort": _abort,
+        ABORT_CHECKPOINT: _abort_checkpoint,
         "commit": _commit,
         "commit-from-manifest": _commit_from_manifest,
         "find-hanging": _find_hanging,
@@ -227,17 +252,13 @@ def _description_row(desc: Any) -> dict[str, Any]:
     }
 
 
-def _protected_ids(manifest_uris: Sequence[str]) -> dict[str, str]:
-    """Transactional id -> the PREPARED manifest that lists it (unreadable manifest: refuse)."""
-    from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest
+def _prepared(request: ResolutionRequest) -> dict[str, Any]:
+    """The PREPARED index this abort must respect (``ManifestStoreError`` if the store is unusable)."""
+    from airflow_provider_kafka_eos.kafka.checkpoint import load_prepared
 
-    protected: dict[str, str] = {}
-    for uri in manifest_uris:
-        manifest = read_manifest(uri)
-        if manifest.status == ManifestStatus.PREPARED:
-            for committable in manifest.committables:
-                protected.setdefault(committable.transactional_id, uri)
-    return protected
+    return load_prepared(
+        request.manifest_base_uri, protect=request.protect, source="--manifest-base / manifest_base_uri"
+    )
 
 
 def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
@@ -291,64 +312,46 @@ def _describe(admin: Any, request: ResolutionRequest, progress: Progress | None)
 
 
 def _abort(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
-    protected = _protected_ids(request.protect_manifests)
-    columns = ("transactional_id", "state", "producer_id", "outcome")
-    if request.transactional_id:
-        txn_id = request.transactional_id
-        if txn_id in protected:
-            raise KafkaEosError(
-                f"refusing to abort: manifest {protected[txn_id]} lists this transaction as PREPARED (it "
-                f"must be committed); commit it with --action commit --manifest {protected[txn_id]}",
-                transactional_id=txn_id,
-                runbook="commit-pending-transaction",
-            )
-        desc = admin.describe([txn_id])[txn_id]  # UnknownTransactionError for an unknown id
-        if request.dry_run:
-            row = {
-                "transactional_id": txn_id,
-                "state": _value(desc.state),
-                "producer_id": desc.producer_id,
-                "outcome": "would abort" if _value(desc.state) == "Ongoing" else "nothing to abort",
-            }
-            return ResolutionResult([row], "dry run: nothing was aborted", True, columns)
-        outcomes = admin.abort([txn_id])
-        rows = [
-            {
-                "transactional_id": o.transactional_id,
-                "state": _value(desc.state),
-                "producer_id": desc.producer_id,
-                "outcome": o.outcome,
-            }
-            for o in outcomes
-        ]
-        return ResolutionResult(
-            rows, f"{txn_id}: {rows[0]['outcome'] if rows else 'no outcome'}", True, columns
-        )
+    """Abort one id (optionally compare-and-abort) or every Ongoing one under prefixes.
 
-    states = list(request.states) or ["Ongoing"]
-    candidates = sorted(
-        admin.list(prefixes=list(request.prefixes), states=states, min_age_ms=request.min_age_ms),
-        key=lambda t: t.transactional_id,
+    The store is read before Kafka is asked anything, so an unusable store changes nothing.
+    """
+    from airflow_provider_kafka_eos.kafka.checkpoint import (
+        DEFAULT_TRANSACTION_TIMEOUT_MS,
+        AbortCandidate,
+        AbortPolicy,
+        plan_abort,
     )
-    rows: list[dict[str, Any]] = []
-    to_abort: list[str] = []
-    for listing in candidates:
-        row = {
-            "transactional_id": listing.transactional_id,
-            "state": _value(listing.state),
-            "producer_id": listing.producer_id,
+
+    prepared = _prepared(request)
+    if request.transactional_id:
+        return _abort_one(admin, request, prepared)
+    min_age = DEFAULT_TRANSACTION_TIMEOUT_MS if request.min_age_ms is None else request.min_age_ms
+    lingering = admin.find_lingering(prefixes=list(request.prefixes), min_age_ms=0)
+    now = _now_ms()
+    plan = plan_abort(
+        (AbortCandidate.of(d, now) for d in sorted(lingering, key=lambda d: d.transactional_id)),
+        prepared=prepared,
+        policy=AbortPolicy(protect=request.protect, prefixes=request.prefixes, min_age_ms=min_age),
+    )
+    verb = "would abort" if request.dry_run else "pending"
+    rows = [
+        {
+            "transactional_id": v.transactional_id,
+            "state": v.state,
+            "producer_id": v.producer_id,
+            "outcome": verb if v.abort else f"refused: {v.reason}",
         }
-        if listing.transactional_id in protected:
-            row["outcome"] = f"protected (PREPARED in {protected[listing.transactional_id]})"
-        else:
-            row["outcome"] = "would abort"
-            to_abort.append(listing.transactional_id)
-        rows.append(row)
-    skipped = len(rows) - len(to_abort)
+        for v in plan.verdicts
+    ]
+    columns = ("transactional_id", "state", "producer_id", "outcome")
+    refused = len(plan.refused)
+    to_abort = plan.to_abort
     if request.dry_run:
         return ResolutionResult(
             rows,
-            f"dry run: would abort {len(to_abort)} transaction(s), {skipped} protected; nothing was aborted",
+            f"dry run: would abort {len(to_abort)} transaction(s), {refused} refused "
+            f"(minimum age {min_age // 1000} s); nothing was aborted",
             True,
             columns,
         )
@@ -362,8 +365,65 @@ def _abort(admin: Any, request: ResolutionRequest, progress: Progress | None) ->
             progress(done, len(to_abort), "aborting")
     aborted = sum(1 for r in rows if r["outcome"] == "aborted")
     return ResolutionResult(
-        rows, f"aborted {aborted} of {len(to_abort)} transaction(s), {skipped} protected", True, columns
+        rows,
+        f"aborted {aborted} of {len(to_abort)} transaction(s), {refused} refused "
+        f"(minimum age {min_age // 1000} s)",
+        True,
+        columns,
     )
+
+
+# A single abort of a transaction that is no longer open says how it ended (not an error).
+_FINISHED = {
+    "CompleteCommit": "already_committed",
+    "CompleteAbort": "already_aborted",
+    "Empty": "already_aborted",
+}
+
+
+def _abort_one(admin: Any, request: ResolutionRequest, prepared: dict[str, Any]) -> ResolutionResult:
+    """One id: every check the real abort makes, also in a dry run; a refusal is an error."""
+    from airflow_provider_kafka_eos.kafka.checkpoint import AbortCandidate, AbortPolicy, plan_abort
+
+    txn_id = request.transactional_id
+    assert txn_id is not None
+    compare = request.producer_id is not None and request.epoch is not None
+    desc = admin.describe([txn_id])[txn_id]  # UnknownTransactionError for an unknown id
+    expected = {txn_id: (request.producer_id, request.epoch)} if compare else {}
+    (verdict,) = plan_abort(
+        [AbortCandidate.of(desc)],
+        prepared=prepared,
+        policy=AbortPolicy(protect=request.protect, expected=expected),
+    ).verdicts
+    columns = ("transactional_id", "state", "producer_id", "outcome")
+    row = {"transactional_id": txn_id, "state": verdict.state, "producer_id": desc.producer_id}
+    if not verdict.abort:
+        if verdict.state != "Ongoing" and not compare:
+            row["outcome"] = _FINISHED.get(verdict.state, "nothing to abort")
+            return ResolutionResult([row], f"{txn_id}: {row['outcome']} ({verdict.reason})", True, columns)
+        runbook = "commit-pending-transaction" if verdict.kind == "commit-pending" else "resolve-manually"
+        raise KafkaEosError(f"refusing to abort: {verdict.reason}", transactional_id=txn_id, runbook=runbook)
+    if request.dry_run:
+        row["outcome"] = "would abort"
+        return ResolutionResult(
+            [row], f"dry run: {txn_id}: would abort ({verdict.reason}); nothing was aborted", True, columns
+        )
+    if compare:
+        outcome = admin.abort_in_place(committable_for(admin, txn_id, desc.producer_id, desc.producer_epoch))
+    else:
+        (outcome,) = admin.abort([txn_id])
+    row["outcome"] = outcome.outcome
+    return ResolutionResult([row], f"{txn_id}: {outcome.outcome}", True, columns)
+
+
+def _abort_checkpoint(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
+    """``--action abort --manifest URI``: abort what the checkpoint holds open, mark it ABORTED."""
+    from airflow_provider_kafka_eos.kafka.checkpoint import abort_checkpoint
+
+    assert request.manifest_uri is not None
+    report = abort_checkpoint(admin, request.manifest_uri, dry_run=request.dry_run)
+    rows = [{"transactional_id": t, "outcome": o} for t, o in sorted(report.outcomes.items())]
+    return ResolutionResult(rows, report.summary(), True, ("transactional_id", "outcome"))
 
 
 def _capabilities(admin: Any) -> Any:
@@ -406,99 +466,84 @@ def committable_for(admin: Any, transactional_id: str, producer_id: int, epoch: 
 
 
 def _commit(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
+    """Commit one transaction by (id, producer id, epoch); a dry run runs the commit's verification."""
     assert (
         request.transactional_id is not None and request.producer_id is not None and request.epoch is not None
     )
     committable = committable_for(admin, request.transactional_id, request.producer_id, request.epoch)
     columns = ("transactional_id", "producer_id", "producer_epoch", "outcome")
+    row = {
+        "transactional_id": committable.transactional_id,
+        "producer_id": committable.producer_id,
+        "producer_epoch": committable.producer_epoch,
+    }
     if request.dry_run:
-        row = {
-            "transactional_id": committable.transactional_id,
-            "producer_id": committable.producer_id,
-            "producer_epoch": committable.producer_epoch,
-            "outcome": "would commit",
-        }
-        return ResolutionResult([row], "dry run: nothing was committed", True, columns)
-    outcomes = admin.commit([committable])
-    rows = [
-        {
-            "transactional_id": o.transactional_id,
-            "producer_id": request.producer_id,
-            "producer_epoch": request.epoch,
-            "outcome": o.outcome,
-        }
-        for o in outcomes
-    ]
-    return ResolutionResult(
-        rows, f"{request.transactional_id}: {rows[0]['outcome'] if rows else 'no outcome'}", True, columns
-    )
+        desc = admin.describe([committable.transactional_id])[committable.transactional_id]
+        verdict = admin.verify_committable(committable, desc)  # raises what the commit would raise
+        row["outcome"] = "already committed" if verdict == "already_committed" else "would commit"
+        return ResolutionResult(
+            [row],
+            f"dry run: {request.transactional_id}: {row['outcome']}; nothing was committed",
+            True,
+            columns,
+        )
+    (outcome,) = admin.commit([committable])
+    row["outcome"] = outcome.outcome
+    return ResolutionResult([row], f"{request.transactional_id}: {outcome.outcome}", True, columns)
 
 
 def _commit_from_manifest(
     admin: Any, request: ResolutionRequest, progress: Progress | None
 ) -> ResolutionResult:
-    from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest, write_manifest
+    """Commit a checkpoint from its manifest and mark it (``checkpoint.commit_checkpoint``)."""
+    from airflow_provider_kafka_eos.kafka.checkpoint import commit_checkpoint
+    from airflow_provider_kafka_eos.kafka.manifest import read_manifest
 
     assert request.manifest_uri is not None
+    report = commit_checkpoint(
+        admin, request.manifest_uri, committed_by="kafka-eos-txn resolution", dry_run=request.dry_run
+    )
     manifest = read_manifest(request.manifest_uri)
     columns = ("transactional_id", "producer_id", "producer_epoch", "record_count", "outcome")
-    by_id = {
-        c.transactional_id: {
+    rows = [
+        {
             "transactional_id": c.transactional_id,
             "producer_id": c.producer_id,
             "producer_epoch": c.producer_epoch,
             "record_count": c.record_count,
-            "outcome": "would commit" if request.dry_run else "pending",
+            "outcome": _outcome_text(report.status, report.transaction_outcomes.get(c.transactional_id)),
         }
         for c in manifest.committables
-    }
-    rows = list(by_id.values())
-    if manifest.status == ManifestStatus.ABORTED:
-        raise KafkaEosError(
-            f"manifest {request.manifest_uri} is ABORTED; its transactions cannot be committed",
-            runbook="data-loss",
-        )
-    if request.dry_run:
-        return ResolutionResult(
-            rows,
-            f"dry run: would commit {len(rows)} transaction(s) of checkpoint {manifest.checkpoint_id}",
-            True,
-            columns,
-        )
-    outcomes = admin.commit(list(manifest.committables))
-    for outcome in outcomes:
-        by_id[outcome.transactional_id]["outcome"] = outcome.outcome
+    ]
     if progress:
         progress(len(rows), len(rows), "committing")
-    if manifest.status != ManifestStatus.COMMITTED:
-        manifest.status = ManifestStatus.COMMITTED
-        manifest.updated_at_ms = _now_ms()
-        manifest.commit_report = {
-            "committed_by": "kafka-eos-txn resolution",
-            "committed_at_ms": manifest.updated_at_ms,
-            "outcomes": {o.transactional_id: o.outcome for o in outcomes},
-        }
-        write_manifest(request.manifest_uri, manifest)
-    return ResolutionResult(
-        rows,
-        f"committed {len(rows)} transaction(s) of checkpoint {manifest.checkpoint_id}; "
-        f"manifest marked COMMITTED",
-        True,
-        columns,
-    )
+    return ResolutionResult(rows, report.summary(), True, columns)
+
+
+def _outcome_text(status: str, outcome: str | None) -> str:
+    if status == "would_commit":
+        return "already committed" if outcome == "already_committed" else "would commit"
+    return outcome or "already_committed"
 
 
 def _find_hanging(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
     min_age = DEFAULT_HANGING_MIN_AGE_MS if request.min_age_ms is None else request.min_age_ms
     lingering = admin.find_lingering(prefixes=list(request.prefixes) or None, min_age_ms=min_age)
-    protected = _protected_ids(request.protect_manifests)
+    from airflow_provider_kafka_eos.kafka.checkpoint import load_prepared
+
+    prepared = load_prepared(request.manifest_base_uri) if request.manifest_base_uri else {}
+    protected = {tid: ref.manifest_uri for tid, ref in prepared.items()}
     rows = []
     for desc in sorted(lingering, key=lambda d: d.transactional_id):
         row = _description_row(desc)
         row["next_step"] = (
             f"commit from manifest {protected[desc.transactional_id]}"
             if desc.transactional_id in protected
-            else "abort (if no manifest lists it)"
+            else (
+                "abort (no PREPARED manifest lists it)"
+                if request.manifest_base_uri
+                else "abort (if no manifest lists it; pass --manifest-base to check)"
+            )
         )
         rows.append(row)
     pinned = _lso_stalls(admin, lingering)

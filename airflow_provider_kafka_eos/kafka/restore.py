@@ -22,10 +22,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_provider_kafka_eos.kafka.checkpoint import (
+    ManifestStore,
+    PreparedRef,
+    commit_checkpoint,
+    mark_aborted,
+    prepared_index,
+)
 from airflow_provider_kafka_eos.kafka.committable import Committable
 from airflow_provider_kafka_eos.kafka.errors import (
     DataLossError,
@@ -33,13 +40,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
     ProducerFencedError,
     TransactionTimeoutRiskError,
 )
-from airflow_provider_kafka_eos.kafka.manifest import (
-    Manifest,
-    ManifestStatus,
-    find_manifests,
-    manifest_uri,
-    write_manifest,
-)
+from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus
 
 __all__ = ["RestoreReport", "check_committable", "restore_pipeline"]
 
@@ -105,22 +106,25 @@ def check_committable(admin: Any, committables: Iterable[Committable]) -> list[s
 def restore_pipeline(
     admin: Any,
     *,
-    manifest_base_uri: str,
+    manifest_base_uri: str | ManifestStore,
     pipeline_id: str,
     transactional_id_prefix: str,
     checkpoint_id: int,
-    abort_lingering: Callable[[Any, str, set[str]], list[str]],
+    abort_lingering: Callable[[Any, str, Mapping[str, PreparedRef]], list[str]],
     now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
 ) -> RestoreReport:
     """Settle the pipeline's earlier checkpoints; see the module docstring for the rules.
 
-    ``abort_lingering(admin, prefix, protected)`` is the abort strategy (LISTING or PROBING
+    ``abort_lingering(admin, prefix, prepared)`` is the abort strategy (LISTING or PROBING
     from ``kafka/abort_strategies.py``): it aborts the open transactions owned by the prefix,
-    except the ``protected`` ones (listed in a PREPARED manifest), and returns the aborted ids.
+    except the ones of the PREPARED index it is given, and returns the aborted ids.
+    The store is created if missing (the writer is its first user), then read strictly.
     """
+    store = manifest_base_uri if isinstance(manifest_base_uri, ManifestStore) else \
+        ManifestStore.configured(manifest_base_uri, source="write_exactly_once(manifest_base_uri=...)")
+    store.create()
     report = RestoreReport(checkpoint_id=checkpoint_id)
-    this_uri = manifest_uri(manifest_base_uri, pipeline_id, checkpoint_id)
-    for uri, manifest in find_manifests(manifest_base_uri, pipeline_id):
+    for uri, manifest in store.manifests(pipeline_id):
         if manifest.transactional_id_prefix != transactional_id_prefix:
             log.warning("%s was written with transactional id prefix %r, this run uses %r; it is settled all "
                         "the same", uri, manifest.transactional_id_prefix, transactional_id_prefix)
@@ -129,12 +133,9 @@ def restore_pipeline(
         elif manifest.status is ManifestStatus.PREPARED:
             _recommit(admin, uri, manifest, report, now_ms)
 
-    protected: set[str] = set()
-    if report.existing is not None and report.existing.status is ManifestStatus.PREPARED:
-        protected |= report.existing.transactional_ids
     # Re-read: a manifest may have been written by someone else since (never abort what it lists).
-    for _uri, manifest in find_manifests(manifest_base_uri, pipeline_id, status=ManifestStatus.PREPARED):
-        protected |= manifest.transactional_ids
+    # (this checkpoint's own PREPARED manifest, kept as ``existing``, is among them)
+    protected = prepared_index(store.manifests(pipeline_id, status=ManifestStatus.PREPARED))
     report.protected_transactions = sorted(protected)
 
     report.aborted_transactions = sorted(abort_lingering(admin, transactional_id_prefix, protected))
@@ -143,9 +144,8 @@ def restore_pipeline(
                     len(report.aborted_transactions), transactional_id_prefix,
                     ", ".join(report.aborted_transactions))
     log.info(report.summary())
-    if report.existing is None and this_uri in report.marked_aborted:
-        log.warning("checkpoint %d will be produced again: its previous manifest %s was aborted",
-                    checkpoint_id, this_uri)
+    if report.existing is None and store.uri(pipeline_id, checkpoint_id) in report.marked_aborted:
+        log.warning("checkpoint %d will be produced again: its previous manifest was aborted", checkpoint_id)
     return report
 
 
@@ -176,24 +176,13 @@ def _settle_this_checkpoint(admin: Any, uri: str, manifest: Manifest, report: Re
 
 def _recommit(admin: Any, uri: str, manifest: Manifest, report: RestoreReport,
               now_ms: Callable[[], int]) -> None:
-    started = now_ms()
     try:
-        outcomes = admin.commit(manifest.committables)
+        committed = commit_checkpoint(admin, uri, committed_by="restore", now_ms=now_ms)
     except DataLossError as exc:
         _mark_aborted(uri, manifest, [str(exc)], report, now_ms)
         return
-    manifest.status = ManifestStatus.COMMITTED
-    manifest.updated_at_ms = now_ms()
-    manifest.commit_report = {
-        "committed_by": "restore",
-        "transactions": len(manifest.committables),
-        "records": sum(c.record_count for c in manifest.committables),
-        "outcomes": {o.transactional_id: o.outcome for o in outcomes},
-        "latency_ms": manifest.updated_at_ms - started,
-    }
-    write_manifest(uri, manifest)
     report.recommitted.append(uri)
-    if all(o.outcome == "already_committed" for o in outcomes):
+    if committed.status == "already_committed":
         log.info("checkpoint %d (%s) was committed but not marked; marked COMMITTED",
                  manifest.checkpoint_id, uri)
     else:
@@ -203,10 +192,7 @@ def _recommit(admin: Any, uri: str, manifest: Manifest, report: RestoreReport,
 
 def _mark_aborted(uri: str, manifest: Manifest, problems: list[str], report: RestoreReport,
                   now_ms: Callable[[], int]) -> None:
-    manifest.status = ManifestStatus.ABORTED
-    manifest.updated_at_ms = now_ms()
-    manifest.commit_report = {"aborted_by": "restore", "reasons": problems}
-    write_manifest(uri, manifest)
+    mark_aborted(uri, problems, aborted_by="restore", now_ms=now_ms)
     report.marked_aborted.append(uri)
     log.error(
         "DATA LOSS: checkpoint %d of pipeline %s (%s) was prepared but can no longer be committed: %s. "

@@ -1,11 +1,13 @@
 """KafkaAbortTransactionsOperator: abort lingering orphans by fencing, and nothing else.
 
 Aborting is the one irreversible thing cleanup does, so the operator decides again, at abort
-time, what each transaction is: it re-reads the PREPARED manifests (one may have been written
-since the sensor looked), re-describes every transaction (one may have finished, or been
-restarted under the same id by a live pipeline) and only then fences the orphans, in parallel.
-Commit-pending and foreign transactions are skipped unless a named override forces them.
-Running it twice is harmless: the second run finds nothing Ongoing and aborts nothing.
+time, what each transaction is: it reads the manifest store first (one PREPARED manifest may
+have been written since the sensor looked; a store that cannot be read fails the task with
+nothing aborted), re-describes every transaction (one may have finished, or been restarted
+under the same id by a live pipeline) and only then fences the orphans, in parallel. The
+decision itself is ``kafka/checkpoint.py``'s :func:`plan_abort`, the same one the CLI and the
+manual DAG use. ``protect=False`` is the only way around the PREPARED protection and is logged
+loudly. Running it twice is harmless: the second run finds nothing Ongoing and aborts nothing.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_provider_kafka_eos.kafka.classify import (
-    FindingKind,
-    Findings,
-    classify_one,
-    format_table,
+from airflow_provider_kafka_eos.kafka.checkpoint import (
+    AbortCandidate,
+    AbortPolicy,
+    PreparedRef,
     load_prepared,
+    plan_abort,
 )
+from airflow_provider_kafka_eos.kafka.classify import FindingKind, Findings, format_table
 
 
 def _as_list(value: str | Sequence[Any] | None) -> list[str]:
@@ -33,6 +36,13 @@ def _as_list(value: str | Sequence[Any] | None) -> list[str]:
     if isinstance(value, str):
         return [value]
     return [item for v in value for item in _as_list(v)]
+
+
+def as_bool(value: Any) -> bool:
+    """A templated flag (``"False"`` from a rendered Param is false, not truthy)."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
 
 
 @dataclass
@@ -60,16 +70,17 @@ class KafkaAbortTransactionsOperator(BaseOperator):
         are still the ones the sensor saw.
     :param owned_prefixes: which transactional ids are ours; defaults to ``prefixes``, else to what
         the sensor classified as ours. Anything else is *foreign*.
-    :param manifest_base_uri: where PREPARED manifests live; their transactions are
-        *commit-pending* and are never aborted. Required: pass ``None`` explicitly only for a
-        producer that writes no manifests.
-    :param force_abort_commit_pending: abort commit-pending transactions too (their batch is lost).
+    :param manifest_base_uri: the manifest store; default: ``manifest_base_uri`` in the connection's
+        extra. Transactions of its PREPARED manifests are *commit-pending* and never aborted. A store
+        that is not configured or cannot be read fails the task before anything is aborted.
+    :param protect: ``False`` aborts commit-pending transactions too (their batch is lost) and
+        does not require the store; logged loudly. Templated (a DAG Param).
     :param force_abort_foreign: abort transactions outside our prefixes too.
     :param dry_run: decide and report, abort nothing.
 
-    XCom ``return_value``: ``{"dry_run", "aborted", "unchanged", "skipped", "rows"}``: ``unchanged``
-    are ids the coordinator had already finished when the fence arrived (``already_aborted`` /
-    ``already_committed``); every row names the id, its kind, the action and why.
+    XCom ``return_value``: ``{"dry_run", "protect", "aborted", "unchanged", "skipped", "rows"}``:
+    ``unchanged`` are ids the coordinator had already finished when the fence arrived
+    (``already_aborted`` / ``already_committed``); every row names the id, its kind, the action and why.
     """
 
     template_fields: Sequence[str] = (
@@ -79,21 +90,22 @@ class KafkaAbortTransactionsOperator(BaseOperator):
         "owned_prefixes",
         "manifest_base_uri",
         "dry_run",
+        "protect",
     )
     ui_color = "#f4cccc"
 
     def __init__(
         self,
         *,
-        manifest_base_uri: str | None,
+        manifest_base_uri: str | None = None,
         kafka_eos_conn_id: str = "kafka_eos_default",
         transactional_ids: str | Sequence[str] | None = None,
         prefixes: str | Sequence[str] | None = None,
         findings: Mapping[str, Any] | str | None = None,
         owned_prefixes: str | Sequence[str] | None = None,
         min_age: timedelta | float = 0,
-        dry_run: bool = False,
-        force_abort_commit_pending: bool = False,
+        dry_run: bool | str = False,
+        protect: bool | str = True,
         force_abort_foreign: bool = False,
         max_workers: int = 16,
         **kwargs: Any,
@@ -108,15 +120,25 @@ class KafkaAbortTransactionsOperator(BaseOperator):
         seconds = min_age.total_seconds() if isinstance(min_age, timedelta) else float(min_age)
         self.min_age_ms = int(seconds * 1000)
         self.dry_run = dry_run
-        self.force_abort_commit_pending = force_abort_commit_pending
+        self.protect = protect
         self.force_abort_foreign = force_abort_foreign
         self.max_workers = max_workers
 
     def execute(self, context: Any) -> dict[str, Any]:
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
 
-        with KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).transaction_admin() as admin:
-            report = self.abort_with(admin)
+        hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
+        protect = as_bool(self.protect)
+        if not protect:
+            self.log.warning(
+                "UNPROTECTED ABORT (protect=False): transactions listed in PREPARED manifests will be "
+                "aborted too; their checkpoints' batches are lost"
+            )
+        base = self.manifest_base_uri or hook.manifest_base_uri()
+        source = "manifest_base_uri" if self.manifest_base_uri else hook.manifest_store_source()
+        prepared = load_prepared(base, protect=protect, source=source)  # before Kafka is touched
+        with hook.transaction_admin() as admin:
+            report = self.abort_with(admin, prepared, protect=protect)
         self.log.info(
             "%s: %d aborted, %d skipped\n%s",
             "dry run" if report["dry_run"] else "abort",
@@ -128,21 +150,9 @@ class KafkaAbortTransactionsOperator(BaseOperator):
 
     # -- the decision, separate from Airflow so it reads top to bottom --------------------------
 
-    def abort_with(self, admin: Any) -> dict[str, Any]:
-        findings = self._findings()
-        seen: dict[str, tuple[int, int]] = {}  # id -> (producer id, epoch) the sensor saw
-        sensor_owned: set[str] = set()
-        if findings is not None:
-            for f in findings.transactions:
-                seen[f.transactional_id] = (f.producer_id, f.producer_epoch)
-                if f.kind is not FindingKind.FOREIGN:
-                    sensor_owned.add(f.transactional_id)
-            for s in findings.lso_stalls:
-                if s.transactional_id and s.blocking_producer_id is not None:
-                    seen[s.transactional_id] = (s.blocking_producer_id, int(s.blocking_producer_epoch or 0))
-                    if s.kind is not FindingKind.FOREIGN:
-                        sensor_owned.add(s.transactional_id)
-
+    def abort_with(self, admin: Any, prepared: Mapping[str, PreparedRef], *, protect: bool) -> dict[str, Any]:
+        """Decide (``plan_abort``) for every candidate, then fence the ones it allows."""
+        seen, sensor_owned = self._sightings()
         candidates = dict.fromkeys(_as_list(self.transactional_ids))
         prefixes = _as_list(self.prefixes)
         if prefixes:
@@ -150,72 +160,68 @@ class KafkaAbortTransactionsOperator(BaseOperator):
                 candidates.setdefault(desc.transactional_id)
         for tid in seen:
             candidates.setdefault(tid)
-
         # Everything is decided before anything is aborted: a bad id fails the task with nothing done.
-        prepared = load_prepared(self.manifest_base_uri)
         descriptions = admin.describe(list(candidates)) if candidates else {}
         owned = _as_list(self.owned_prefixes) or prefixes
-
-        rows: list[AbortDecision] = []
-        to_abort: list[str] = []
-        for tid in candidates:
-            desc = descriptions[tid]
-            pid, epoch = int(desc.producer_id), int(desc.producer_epoch)
-            state = str(getattr(desc.state, "value", desc.state))
-            if owned:
-                kind, why, _ = classify_one(
-                    tid, producer_id=pid, producer_epoch=epoch, owned_prefixes=owned, prepared=prepared
-                )
-            else:
-                kind, why, _ = classify_one(
-                    tid,
-                    producer_id=pid,
-                    producer_epoch=epoch,
-                    owned_prefixes=[tid] if tid in sensor_owned else [],
-                    prepared=prepared,
-                )
-                if kind is FindingKind.ORPHAN:
-                    why = "classified as ours by the sensor and in no PREPARED manifest"
-
-            action = "skipped"
-            if state != "Ongoing":
-                why = f"not open (state {state}): nothing to abort"
-            elif tid in seen and seen[tid] != (pid, epoch):
-                why = (
-                    f"now producer {pid} epoch {epoch}, the sensor saw producer {seen[tid][0]} epoch "
-                    f"{seen[tid][1]}: a new transaction reuses this id; re-run the sensor"
-                )
-            elif kind is FindingKind.COMMIT_PENDING and not self.force_abort_commit_pending:
-                why = (
-                    f"commit-pending ({why}): commit it from its manifest; "
-                    "force_abort_commit_pending=True would lose the batch"
-                )
-            elif kind is FindingKind.FOREIGN and not self.force_abort_foreign:
-                why = f"foreign ({why}): not ours to abort; force_abort_foreign=True overrides"
-            elif self.dry_run:
-                action = "would-abort"
-            else:
-                action = "aborted"
-                to_abort.append(tid)
-            rows.append(AbortDecision(tid, kind.value, action, why, pid, epoch))
-
-        if to_abort:
+        policy = AbortPolicy(
+            protect=protect,
+            prefixes=tuple(owned),
+            owned_ids=frozenset(sensor_owned),
+            min_age_ms=self.min_age_ms,
+            expected=seen,
+            abort_foreign=self.force_abort_foreign,
+        )
+        plan = plan_abort(
+            (AbortCandidate.of(descriptions[t]) for t in candidates), prepared=prepared, policy=policy
+        )
+        dry_run = as_bool(self.dry_run)
+        rows = [
+            AbortDecision(
+                v.transactional_id,
+                v.kind,
+                ("would-abort" if dry_run else "aborted") if v.abort else "skipped",
+                v.reason,
+                v.producer_id,
+                v.producer_epoch,
+            )
+            for v in plan.verdicts
+        ]
+        if plan.to_abort and not dry_run:
             outcomes = {
-                o.transactional_id: o.outcome for o in admin.abort(to_abort, max_workers=self.max_workers)
+                o.transactional_id: o.outcome
+                for o in admin.abort(plan.to_abort, max_workers=self.max_workers)
             }
             for row in rows:
                 if row.transactional_id in outcomes:
                     row.action = str(
                         getattr(outcomes[row.transactional_id], "value", outcomes[row.transactional_id])
                     )
-
         return {
-            "dry_run": bool(self.dry_run),
+            "dry_run": dry_run,
+            "protect": protect,
             "aborted": [r.transactional_id for r in rows if r.action in ("aborted", "would-abort")],
             "unchanged": [r.transactional_id for r in rows if r.action.startswith("already_")],
             "skipped": [r.transactional_id for r in rows if r.action == "skipped"],
             "rows": [r.to_dict() for r in rows],
         }
+
+    def _sightings(self) -> tuple[dict[str, tuple[int, int]], set[str]]:
+        """From the sensor's findings: id -> (producer id, epoch) it saw, and the ids it called ours."""
+        findings = self._findings()
+        seen: dict[str, tuple[int, int]] = {}
+        owned: set[str] = set()
+        if findings is None:
+            return seen, owned
+        for f in findings.transactions:
+            seen[f.transactional_id] = (f.producer_id, f.producer_epoch)
+            if f.kind is not FindingKind.FOREIGN:
+                owned.add(f.transactional_id)
+        for s in findings.lso_stalls:
+            if s.transactional_id and s.blocking_producer_id is not None:
+                seen[s.transactional_id] = (s.blocking_producer_id, int(s.blocking_producer_epoch or 0))
+                if s.kind is not FindingKind.FOREIGN:
+                    owned.add(s.transactional_id)
+        return seen, owned
 
     def _findings(self) -> Findings | None:
         if not self.findings:
@@ -245,4 +251,4 @@ class KafkaAbortTransactionsOperator(BaseOperator):
         return format_table([header, *body])
 
 
-__all__ = ["AbortDecision", "KafkaAbortTransactionsOperator"]
+__all__ = ["AbortDecision", "KafkaAbortTransactionsOperator", "as_bool"]

@@ -13,38 +13,14 @@ that was not committed) and the next run's restore marks it ABORTED.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_provider_kafka_eos.kafka.errors import DataLossError, ManifestError
-from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest, write_manifest
+from airflow_provider_kafka_eos.kafka.errors import ManifestError
 
-__all__ = ["KafkaCommitTransactionsOperator", "commit_report"]
-
-
-def commit_report(
-    manifest: Any, outcomes: Sequence[Any], *, started_ms: int, finished_ms: int
-) -> dict[str, Any]:
-    """What the commit did, for the manifest and XCom (no secrets: ids, counts, timings)."""
-    prepared_at = max((c.prepared_at_ms for c in manifest.committables), default=started_ms)
-    counts: dict[str, int] = {}
-    for o in outcomes:
-        counts[o.outcome] = counts.get(o.outcome, 0) + 1
-    return {
-        "pipeline_id": manifest.pipeline_id,
-        "checkpoint_id": manifest.checkpoint_id,
-        "topic": manifest.topic,
-        "transactions": len(manifest.committables),
-        "records": sum(c.record_count for c in manifest.committables),
-        "outcomes": counts,
-        "transactional_ids": sorted(o.transactional_id for o in outcomes),
-        "commit_latency_ms": finished_ms - started_ms,
-        "prepare_to_commit_ms": finished_ms - prepared_at,
-        "committed_at_ms": finished_ms,
-    }
+__all__ = ["KafkaCommitTransactionsOperator"]
 
 
 class KafkaCommitTransactionsOperator(BaseOperator):
@@ -55,7 +31,8 @@ class KafkaCommitTransactionsOperator(BaseOperator):
     :param submit_task_id: the task whose XCom names the manifest when ``manifest_uri`` is not set.
     :param kafka_eos_conn_id: the ``kafka_eos`` connection.
     :param max_workers: parallel EndTxn requests.
-    :returns: (XCom) the commit report: transactions, records, outcomes, latencies.
+    :returns: (XCom) ``CommitReport.to_dict()`` (``kafka/checkpoint.py``): status, transactions,
+        records, outcomes, latencies, ``already_committed``.
     """
 
     template_fields: Sequence[str] = ("manifest_uri", "kafka_eos_conn_id", "submit_task_id")
@@ -77,40 +54,24 @@ class KafkaCommitTransactionsOperator(BaseOperator):
         self.max_workers = max_workers
 
     def execute(self, context: Any) -> dict[str, Any]:
-        uri = self._resolve_uri(context)
-        manifest = read_manifest(uri)
-        if manifest.status is ManifestStatus.COMMITTED:
-            self.log.info("%s is already COMMITTED (an earlier try or restore committed it)", uri)
-            return dict(manifest.commit_report or {}, manifest_uri=uri, already_committed=True)
-        if manifest.status is ManifestStatus.ABORTED:
-            first = manifest.committables[0].transactional_id if manifest.committables else None
-            raise DataLossError(
-                f"checkpoint {manifest.checkpoint_id} ({uri}) is ABORTED: its transactions were lost before "
-                "they could be committed; rerun the checkpoint to produce it again",
-                transactional_id=first,
-                runbook="rerun-a-checkpoint",
-            )
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+        from airflow_provider_kafka_eos.kafka.checkpoint import commit_checkpoint
 
-        started = _now_ms()
-        outcomes: list[Any] = []
-        if manifest.committables:
-            with KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).transaction_admin() as admin:
-                # Verifies every committable (state, producer id/epoch, deadline) before committing any.
-                outcomes = admin.commit(manifest.committables, max_workers=self.max_workers)
-        finished = _now_ms()
-        report = commit_report(manifest, outcomes, started_ms=started, finished_ms=finished)
-        manifest.status = ManifestStatus.COMMITTED
-        manifest.updated_at_ms = finished
-        manifest.commit_report = report
-        write_manifest(uri, manifest)
+        uri = self._resolve_uri(context)
+        with KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).transaction_admin() as admin:
+            # Verifies every committable (state, producer id/epoch, deadline) before committing any.
+            report = commit_checkpoint(
+                admin, uri, committed_by=f"task {self.task_id}", max_workers=self.max_workers
+            )
         self.log.info(
-            "checkpoint %d of %s committed: %d transaction(s), %d record(s), outcomes %s, commit took %d ms "
-            "(%d ms after prepare)", manifest.checkpoint_id, manifest.pipeline_id, report["transactions"],
-            report["records"], report["outcomes"], report["commit_latency_ms"],
-            report["prepare_to_commit_ms"],
+            "%s: %d record(s), outcomes %s, commit took %d ms (%d ms after prepare)",
+            report.summary(),
+            report.records or 0,
+            report.outcomes,
+            report.commit_latency_ms,
+            report.prepare_to_commit_ms,
         )
-        return dict(report, manifest_uri=uri)
+        return report.to_dict()
 
     def _resolve_uri(self, context: Any) -> str:
         if self.manifest_uri:
@@ -123,7 +84,3 @@ class KafkaCommitTransactionsOperator(BaseOperator):
                 runbook="commit-task-failed",
             )
         return uri
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)

@@ -23,7 +23,8 @@ FORM_FIELDS = (
     "epoch",
     "prefix",
     "manifest_uri",
-    "protect_manifests_under",
+    "manifest_base_uri",
+    "unprotected",
     "dry_run",
 )
 
@@ -56,33 +57,24 @@ def _int_or_none(value: Any, name: str) -> int | None:
         raise UsageError(f"{name} must be a whole number, got {value!r}") from None
 
 
-def prepared_manifest_uris(base_uris: Sequence[str]) -> tuple[str, ...]:
-    """Every PREPARED manifest under these base URIs: what an abort from the form must not touch."""
-    from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, find_manifests
-
-    return tuple(uri for base in base_uris for uri, _ in find_manifests(base, status=ManifestStatus.PREPARED))
-
-
-def request_from_form(form: Mapping[str, Any]) -> Any:
+def request_from_form(form: Mapping[str, Any], *, default_manifest_base_uri: str | None = None) -> Any:
     """``ResolutionRequest`` from the manual DAG's params (blank text fields mean "not given").
 
-    ``protect_manifests_under`` holds manifest *base* URIs (what a user knows); they become the
-    PREPARED manifests under them, which ``kafka/resolution.py`` refuses to abort.
+    ``manifest_base_uri`` (blank: the connection's store) is the store every abort reads first;
+    ``unprotected`` is the form's explicit switch around its PREPARED protection.
     """
     from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest
 
-    action = str(form.get("action") or "").strip()
-    protect_bases = _split(form.get("protect_manifests_under"))
-
     return ResolutionRequest(
-        action=action,
+        action=str(form.get("action") or "").strip(),
         transactional_id=_blank_to_none(form.get("transactional_id")),
         producer_id=_int_or_none(form.get("producer_id"), "producer_id"),
         epoch=_int_or_none(form.get("epoch"), "epoch"),
         prefixes=_split(form.get("prefix")),
         manifest_uri=_blank_to_none(form.get("manifest_uri")),
         dry_run=bool(form.get("dry_run")),
-        protect_manifests=prepared_manifest_uris(protect_bases) if action == "abort" else (),
+        manifest_base_uri=_blank_to_none(form.get("manifest_base_uri")) or default_manifest_base_uri,
+        protect=not bool(form.get("unprotected")),
     )
 
 
@@ -115,10 +107,16 @@ class KafkaTransactionResolutionOperator(BaseOperator):
         from airflow_provider_kafka_eos.kafka.resolution import run_resolution
 
         form = dict(self.request if self.request is not None else context["params"])
-        request = request_from_form(form)
+        hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
+        request = request_from_form(form, default_manifest_base_uri=hook.manifest_base_uri())
         request.validate()  # the CLI's validation and message, before any connection is opened
         self.log.info("resolution request: %s", {k: form.get(k) for k in FORM_FIELDS if k in form})
-        with KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).transaction_admin() as admin:
+        if not request.protect and request.action == "abort":
+            self.log.warning(
+                "UNPROTECTED ABORT (unprotected=true): transactions listed in PREPARED manifests will be "
+                "aborted too; their checkpoints' batches are lost"
+            )
+        with hook.transaction_admin() as admin:
             result = run_resolution(admin, request, progress=self._progress)
         rows = [dict(row) for row in result.rows]
         self.log.info("%s\n%s", result.summary, self.table(rows))

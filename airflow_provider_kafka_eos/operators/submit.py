@@ -39,7 +39,7 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_provider_kafka_eos.kafka.errors import ConfigError, ManifestError, UsageError
+from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, ManifestError, UsageError
 from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, manifest_uri, read_manifest
 from airflow_provider_kafka_eos.spark import job as eos_job
 from airflow_provider_kafka_eos.spark import shipping
@@ -102,6 +102,16 @@ class _ManifestCapturingHook(SparkSubmitHook):
         kwargs.setdefault("start_new_session", True)
         return super().submit(application, **kwargs)
 
+    def _manifest_store(self) -> Any:
+        """The operator's store, else the connection's (ManifestStoreError naming both when unset)."""
+        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+        from airflow_provider_kafka_eos.kafka.checkpoint import ManifestStore
+
+        if self.manifest_base_uri:
+            return ManifestStore.configured(self.manifest_base_uri)
+        hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
+        return ManifestStore.configured(hook.manifest_base_uri(), source=hook.manifest_store_source())
+
     def on_kill(self) -> None:
         process = getattr(self, "_submit_sp", None)
         if process is not None and process.poll() is None:
@@ -127,7 +137,8 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
     :param topic: the Kafka topic to write.
     :param transactional_id_prefix: the prefix of every transactional id the job uses; unique per
         pipeline (restore aborts open transactions under it). Defaults to ``pipeline_id``.
-    :param manifest_base_uri: where manifests live (local path, ``file://``, ``s3://``...).
+    :param manifest_base_uri: where manifests live (local path, ``file://``, ``s3://``...); default:
+        ``manifest_base_uri`` in the ``kafka_eos`` connection's extra (the store cleanup reads too).
     :param application_callable: the user's code, ``module:function`` or ``path/file.py[:function]``,
         called as ``function(spark, params) -> DataFrame`` inside the job.
     :param application_params: JSON-serialisable dict passed to that function (templated).
@@ -167,8 +178,8 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         *,
         pipeline_id: str,
         topic: str,
-        manifest_base_uri: str,
         application_callable: str,
+        manifest_base_uri: str | None = None,
         application_params: dict[str, Any] | None = None,
         transactional_id_prefix: str | None = None,
         naming_strategy: str = "INCREMENTING",
@@ -187,10 +198,14 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         executor_python: str | None = None,
         **kwargs: Any,
     ) -> None:
-        if naming_strategy not in ("INCREMENTING", "POOLING"):
-            raise UsageError(f"naming_strategy must be INCREMENTING or POOLING, got {naming_strategy!r}")
-        if abort_strategy not in (None, "LISTING", "PROBING"):
-            raise UsageError(f"abort_strategy must be LISTING or PROBING, got {abort_strategy!r}")
+        from airflow_provider_kafka_eos.kafka.abort_strategies import AbortStrategy
+        from airflow_provider_kafka_eos.kafka.naming import NamingStrategy, pipeline_identity
+
+        try:  # strategy names are parsed once, here at the edge
+            naming_strategy = NamingStrategy.parse(naming_strategy).value
+        except KafkaEosError as err:
+            raise UsageError(err.cause) from None
+        abort_strategy = AbortStrategy.parse(abort_strategy).value if abort_strategy else None
         if producer not in (None, "arrow", "librdkafka"):
             raise UsageError(f"producer must be arrow or librdkafka, got {producer!r}")
         if two_phase_commit and producer == "librdkafka":
@@ -200,7 +215,8 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         super().__init__(application=JOB_FILE, conn_id=conn_id, **kwargs)
         self.pipeline_id = pipeline_id
         self.topic = topic
-        self.transactional_id_prefix = transactional_id_prefix or pipeline_id
+        # Templated values are resolved again in execute; this is the one rule (naming.pipeline_identity).
+        self.transactional_id_prefix = pipeline_identity(pipeline_id, transactional_id_prefix)[1]
         self.manifest_base_uri = manifest_base_uri
         self.application_callable = application_callable
         self.application_params = application_params or {}
@@ -225,6 +241,7 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         self._validate_arguments()  # rendered templates included; nothing is started on bad input
         self._require_spark_connection()
         checkpoint = self._checkpoint_id(context)
+        self.manifest_base_uri = self._manifest_store().base_uri
         expected_uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, checkpoint)
         self.application_args = self._job_args(checkpoint)
         connection = self._get_hook()._connection  # master and deploy mode, resolved the parent's way

@@ -59,9 +59,9 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
     :param min_age: how long a transaction must have been Ongoing to count, ``timedelta`` or
         seconds (templated; keep it above the longest a healthy pipeline needs between prepare
         and commit).
-    :param manifest_base_uri: where the pipelines write checkpoint manifests; transactions in a
-        PREPARED manifest are *commit-pending*. Without it nothing can be commit-pending, so
-        the abort operator (which always re-reads the manifests) is the guard.
+    :param manifest_base_uri: where the pipelines write checkpoint manifests (default: the
+        connection extra's ``manifest_base_uri``); transactions in a PREPARED manifest are
+        *commit-pending*. A store that is not configured or cannot be read fails the poke.
     :param lso_partitions: ``"topic"`` or ``"topic:N"`` entries to also watch for LSO stalls
         (catches producers outside the prefixes and clusters without ListTransactions).
     :param min_lso_stall: how long an LSO must be pinned to count (defaults to ``min_age``).

@@ -160,7 +160,6 @@ def run(args: argparse.Namespace) -> str:
     from pyspark.sql import SparkSession
 
     from airflow_provider_kafka_eos.kafka.errors import UsageError
-    from airflow_provider_kafka_eos.kafka.manifest import manifest_uri
     from airflow_provider_kafka_eos.spark.faults import FaultPlan
     from airflow_provider_kafka_eos.spark.writer import (
         DEFAULT_TRANSACTION_TIMEOUT_MS,
@@ -186,7 +185,7 @@ def run(args: argparse.Namespace) -> str:
         kafka_config=config,
         transactional_id_prefix=args.transactional_id_prefix,
         checkpoint_id=args.checkpoint_id,
-        manifest_uri=args.manifest_base_uri,
+        manifest_base_uri=args.manifest_base_uri,
         naming_strategy=args.naming_strategy,
         key_col=args.key_col,
         value_col=args.value_col,
@@ -200,7 +199,7 @@ def run(args: argparse.Namespace) -> str:
         producer=args.producer,
     )
     plan.after_manifest()
-    uri = manifest_uri(args.manifest_base_uri, args.pipeline_id, manifest.checkpoint_id)
+    uri = manifest.uri
     log.info("checkpoint %d: manifest %s is %s with %d transaction(s)", manifest.checkpoint_id, uri,
              manifest.status.value, len(manifest.committables))
     return uri

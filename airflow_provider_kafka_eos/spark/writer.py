@@ -17,10 +17,12 @@ import contextlib
 import json
 import logging
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka import manifest as manifests
+from airflow_provider_kafka_eos.kafka.abort_strategies import AbortStrategy
+from airflow_provider_kafka_eos.kafka.checkpoint import DEFAULT_TRANSACTION_TIMEOUT_MS, ManifestStore
 from airflow_provider_kafka_eos.kafka.committable import Committable
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import (
@@ -30,17 +32,15 @@ from airflow_provider_kafka_eos.kafka.errors import (
     UsageError,
 )
 from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, write_manifest
+from airflow_provider_kafka_eos.kafka.naming import NamingStrategy, pipeline_identity
 from airflow_provider_kafka_eos.kafka.producer import TransactionProtocol
-from airflow_provider_kafka_eos.spark import naming_support, requirements, shipping
+from airflow_provider_kafka_eos.spark import requirements, shipping
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
 
 __all__ = ["DEFAULT_PRODUCER", "DEFAULT_TRANSACTION_TIMEOUT_MS", "PRODUCERS", "write_exactly_once"]
 
 log = logging.getLogger(__name__)
 
-# Kafka's default transaction.max.timeout.ms: the longest timeout a default broker accepts. The
-# commit task must finish within it after the job prepared (preflight warns when retries cannot).
-DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
 _COMMITTABLE_SCHEMA = "committable string"
 # "arrow": kafka/arrow_producer.py (Arrow columns -> record batches, the only path that can set
 # KIP-939 Enable2Pc); "librdkafka": confluent-kafka, one produce() per row. The default is the
@@ -54,99 +54,76 @@ def write_exactly_once(
     *,
     topic: str,
     kafka_config: KafkaClientConfig | Mapping[str, Any],
-    transactional_id_prefix: str,
+    transactional_id_prefix: str | None = None,
     checkpoint_id: int,
-    manifest_uri: str,
-    naming_strategy: str = "INCREMENTING",
+    manifest_base_uri: str | None = None,
+    naming_strategy: str | NamingStrategy = NamingStrategy.INCREMENTING,
     key_col: str = "key",
     value_col: str = "value",
     headers_col: str | None = None,
     partition_col: str | None = None,
     pipeline_id: str | None = None,
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS,
-    abort_strategy: str | None = None,
+    abort_strategy: str | AbortStrategy | None = None,
     fault_plan: FaultPlan | None = None,
     two_phase_commit: bool = False,
     producer: str | None = None,
+    manifest_uri: str | None = None,
 ) -> Manifest:
     """Prepare checkpoint ``checkpoint_id`` of ``df`` in Kafka and return its PREPARED manifest.
 
-    ``manifest_uri`` is the *base* URI of the manifests (a local path, ``file://``, or any
-    fsspec URI); this checkpoint's manifest is ``<base>/<pipeline_id>/checkpoint-<id>.json``.
+    ``manifest_base_uri`` is the manifest store (a local path, ``file://``, or any fsspec URI);
+    this checkpoint's manifest is ``<base>/<pipeline_id>/checkpoint-<id>.json`` and the returned
+    manifest's ``uri`` says where. ``manifest_uri`` is the deprecated name of the same keyword.
     Before producing, earlier checkpoints are restored (see ``kafka/restore.py``); when this
     checkpoint already has a PREPARED or COMMITTED manifest, nothing is produced and that
-    manifest is returned (a retried or rerun job is idempotent).
+    manifest is returned (a retried or rerun job is idempotent). ``fault_plan`` is the test hook
+    for fault injection (``testing/faults``); production code never passes it.
 
     ``two_phase_commit=True`` opens every partition's transaction with KIP-939's Enable2Pc (the
     coordinator never times it out; each committable records ``two_phase``); it needs the Arrow
     producer. ``producer`` is ``"arrow"`` or ``"librdkafka"`` (default :data:`DEFAULT_PRODUCER`).
     """
-    pipeline_id = pipeline_id or transactional_id_prefix
+    store = ManifestStore.configured(_base_uri(manifest_base_uri, manifest_uri),
+                                     source="write_exactly_once(manifest_base_uri=...)")
+    pipeline_id, transactional_id_prefix = pipeline_identity(pipeline_id, transactional_id_prefix)
+    naming = NamingStrategy.parse(naming_strategy)
     config = kafka_config if isinstance(kafka_config, KafkaClientConfig) else \
         KafkaClientConfig.from_mapping(kafka_config)
-    _validate(topic, transactional_id_prefix, checkpoint_id, naming_strategy, transaction_timeout_ms)
+    _validate(topic, transactional_id_prefix, checkpoint_id, transaction_timeout_ms)
     requirements.check_spark_version(df.sparkSession.version, where="this Spark session")
     requirements.check_distribution_pair()
     producer = _choose_producer(producer, two_phase_commit)
     refuse_speculation(df.sparkSession)
-    plan = fault_plan if fault_plan is not None else FaultPlan.from_env()
-    this_uri = manifests.manifest_uri(manifest_uri, pipeline_id, checkpoint_id)
-
+    plan = fault_plan if fault_plan is not None else FaultPlan()
     from airflow_provider_kafka_eos.kafka.restore import restore_pipeline
     from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
 
-    naming_support.check_naming_switch(manifest_uri, pipeline_id, naming_strategy)
+    store.create()
+    naming.check_switch_from(store.manifests(pipeline_id))
     partitions = df.rdd.getNumPartitions()
     with TransactionAdmin(config) as admin:
         protocol = TransactionProtocol.from_admin(admin)
-        aborter = naming_support.lingering_aborter(
-            abort_strategy or naming_support.default_abort_strategy(naming_strategy, admin),
-            checkpoint_id=checkpoint_id,
-            partitions_hint=partitions,
-        )
+        strategy = (AbortStrategy.parse(abort_strategy) if abort_strategy
+                    else AbortStrategy.default_for(naming, admin))
         report = restore_pipeline(
-            admin,
-            manifest_base_uri=manifest_uri,
-            pipeline_id=pipeline_id,
-            transactional_id_prefix=transactional_id_prefix,
-            checkpoint_id=checkpoint_id,
-            abort_lingering=aborter,
+            admin, manifest_base_uri=store, pipeline_id=pipeline_id,
+            transactional_id_prefix=transactional_id_prefix, checkpoint_id=checkpoint_id,
+            abort_lingering=strategy.aborter(checkpoint_id=checkpoint_id, partitions_hint=partitions),
         )
         if report.existing is not None:
             log.info("checkpoint %d of %s is already %s (%s): not producing again",
                      checkpoint_id, pipeline_id, report.existing.status.value, report.existing_uri)
             return report.existing
-        in_use: set[str] = set()
-        if naming_strategy == "POOLING":
-            # Ids still open (none, normally, after restore) or listed in a PREPARED manifest are taken.
-            in_use = set(report.protected_transactions) | naming_support.open_owned_transactions(
-                admin, transactional_id_prefix)
-        id_for_partition = naming_support.id_factory(naming_strategy, transactional_id_prefix, checkpoint_id,
-                                                     partitions=partitions, in_use=in_use)
-
+        # POOLING: ids still open (none, normally, after restore) or listed in a PREPARED manifest are taken.
+        in_use = naming.ids_in_use(admin, transactional_id_prefix, report.protected_transactions)
+        id_for_partition = naming.id_factory(transactional_id_prefix, checkpoint_id, partitions=partitions,
+                                             in_use=in_use)
         started_ms = _now_ms()
-        prepare = _partition_preparer(
-            confluent_config=config.confluent(),
-            topic=topic,
-            id_for_partition=id_for_partition,
-            transaction_timeout_ms=transaction_timeout_ms,
-            protocol=protocol,
-            has_headers=headers_col is not None,
-            has_partition=partition_col is not None,
-            plan=plan,
-            producer=producer,
-            two_phase=two_phase_commit,
-            install_specs=requirements.install_specs(),
-        )
-        shipping.ship_to_executors(df.sparkSession)  # executors need nothing of ours installed
-        columns = [df[key_col].alias("k"), df[value_col].alias("v")]
-        if headers_col is not None:
-            columns.append(df[headers_col].alias("h"))
-        if partition_col is not None:
-            columns.append(df[partition_col].cast("int").alias("p"))
-        rows = _collect_committables(df.select(*columns).mapInArrow(prepare, _COMMITTABLE_SCHEMA))
-        committables = [Committable.from_dict(json.loads(r["committable"]), source="spark task result")
-                        for r in rows]
+        committables = _prepare_all(df, config=config, topic=topic, id_for_partition=id_for_partition,
+                                    transaction_timeout_ms=transaction_timeout_ms, protocol=protocol,
+                                    columns=(key_col, value_col, headers_col, partition_col), plan=plan,
+                                    producer=producer, two_phase=two_phase_commit)
         _check_one_per_transactional_id(committables)
         _verify_still_prepared(admin, committables)
 
@@ -156,18 +133,71 @@ def write_exactly_once(
             pipeline_id=pipeline_id,
             checkpoint_id=checkpoint_id,
             transactional_id_prefix=transactional_id_prefix,
-            naming_strategy=naming_strategy,
+            naming_strategy=naming.value,
             topic=topic,
             status=ManifestStatus.PREPARED,
             committables=sorted(committables, key=lambda c: c.transactional_id),
             created_at_ms=now,
             updated_at_ms=now,
         )
+        this_uri = store.uri(pipeline_id, checkpoint_id)
         write_manifest(this_uri, manifest)
         log.info("checkpoint %d of %s prepared: %d transaction(s), %d record(s) in %.1fs -> %s",
                  checkpoint_id, pipeline_id, len(committables), sum(c.record_count for c in committables),
                  (now - started_ms) / 1000, this_uri)
         return manifest
+
+
+def _base_uri(manifest_base_uri: str | None, manifest_uri: str | None) -> str | None:
+    """``manifest_base_uri``, or the deprecated ``manifest_uri`` (one release of grace)."""
+    if manifest_uri is not None:
+        if manifest_base_uri is not None and manifest_base_uri != manifest_uri:
+            raise UsageError("write_exactly_once got manifest_base_uri and the deprecated manifest_uri with "
+                             "different values; pass manifest_base_uri only")
+        warnings.warn("write_exactly_once(manifest_uri=...) is deprecated; it is the manifest *base* URI: "
+                      "pass manifest_base_uri=...", DeprecationWarning, stacklevel=3)
+        return manifest_uri
+    return manifest_base_uri
+
+
+def _prepare_all(df: Any, *, config: KafkaClientConfig, topic: str, id_for_partition: Any,
+                 transaction_timeout_ms: int, protocol: TransactionProtocol,
+                 columns: tuple[str, str, str | None, str | None], plan: FaultPlan,
+                 producer: str, two_phase: bool) -> list[Committable]:
+    """Run the partition preparer on every Spark partition; the committables the tasks returned."""
+    key_col, value_col, headers_col, partition_col = columns
+    prepare = _partition_preparer(
+        confluent_config=config.confluent(),
+        topic=topic,
+        id_for_partition=id_for_partition,
+        transaction_timeout_ms=transaction_timeout_ms,
+        protocol=protocol,
+        has_headers=headers_col is not None,
+        has_partition=partition_col is not None,
+        plan=plan,
+        producer=producer,
+        two_phase=two_phase,
+        install_specs=requirements.install_specs(),
+    )
+    shipping.ship_to_executors(df.sparkSession)  # executors need nothing of ours installed
+    selected = [df[key_col].alias("k"), df[value_col].alias("v")]
+    if headers_col is not None:
+        selected.append(df[headers_col].alias("h"))
+    if partition_col is not None:
+        selected.append(df[partition_col].cast("int").alias("p"))
+    rows = _collect_committables(df.select(*selected).mapInArrow(prepare, _COMMITTABLE_SCHEMA))
+    return [Committable.from_dict(json.loads(r["committable"]), source="spark task result") for r in rows]
+
+
+def _collect_committables(frame: Any) -> list[Any]:
+    """Run the write; a task that found a job-side requirement missing fails the job with its one line."""
+    try:
+        return frame.collect()
+    except Exception as exc:
+        translated = requirements.translate_task_failure(exc, requirements.install_specs())
+        if translated is None:
+            raise
+        raise translated from None
 
 
 def refuse_speculation(spark: Any) -> None:
@@ -184,17 +214,6 @@ def refuse_speculation(spark: Any) -> None:
             "set spark.speculation=false for the exactly-once write job",
             runbook="speculative-execution",
         )
-
-
-def _collect_committables(frame: Any) -> list[Any]:
-    """Run the write; a task that found a job-side requirement missing fails the job with its one line."""
-    try:
-        return frame.collect()
-    except Exception as exc:
-        translated = requirements.translate_task_failure(exc, requirements.install_specs())
-        if translated is None:
-            raise
-        raise translated from None
 
 
 def _partition_preparer(
@@ -351,15 +370,13 @@ def _choose_producer(producer: str | None, two_phase_commit: bool) -> str:
     return producer
 
 
-def _validate(topic: str, prefix: str, checkpoint_id: int, naming_strategy: str, timeout_ms: int) -> None:
+def _validate(topic: str, prefix: str, checkpoint_id: int, timeout_ms: int) -> None:
     if not topic:
         raise UsageError("write_exactly_once needs a topic")
     if not prefix or "/" in prefix:
         raise UsageError(f"transactional_id_prefix {prefix!r} must be non-empty and contain no '/'")
     if isinstance(checkpoint_id, bool) or not isinstance(checkpoint_id, int) or checkpoint_id < 0:
         raise UsageError(f"checkpoint_id must be an integer >= 0, got {checkpoint_id!r}")
-    if naming_strategy not in ("INCREMENTING", "POOLING"):
-        raise UsageError(f"naming_strategy must be INCREMENTING or POOLING, got {naming_strategy!r}")
     if timeout_ms <= 0:
         raise UsageError(f"transaction_timeout_ms must be > 0, got {timeout_ms}")
 

@@ -23,10 +23,19 @@ STATUS_ERROR = "error"
 
 
 def scan_with_connection(conn_id: str, spec: ScanSpec, tracker: LsoStallTracker | None = None) -> Findings:
-    """One blocking poll through the connection ``conn_id`` (shared by the sensor and the trigger)."""
+    """One blocking poll through the connection ``conn_id`` (shared by the sensor and the trigger).
+
+    A spec without a manifest store uses the connection's (``manifest_base_uri`` in its extra);
+    with neither, the scan fails naming the setting, rather than calling everything an orphan.
+    """
+    import dataclasses
+
     from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
 
-    with KafkaEosHook(kafka_eos_conn_id=conn_id).transaction_admin() as admin:
+    hook = KafkaEosHook(kafka_eos_conn_id=conn_id)
+    if not spec.manifest_base_uri:
+        spec = dataclasses.replace(spec, manifest_base_uri=hook.manifest_base_uri())
+    with hook.transaction_admin() as admin:
         return scan(admin, spec, tracker=tracker)
 
 

@@ -15,13 +15,19 @@ from eos_cli_helpers import (
     state_of,
 )
 
-from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, read_manifest, write_manifest
+from airflow_provider_kafka_eos.kafka.manifest import (
+    Manifest,
+    ManifestStatus,
+    manifest_uri,
+    read_manifest,
+    write_manifest,
+)
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 
 
-def test_list_dry_run_bulk_abort_respects_prepared_manifest_then_commit_it(bootstrap, unique_name, tmp_path):
+def test_list_dry_run_bulk_abort_respects_prepared_manifest_then_commit_it(bootstrap, unique_name, store):
     topic, prefix = unique_name("bulk-topic"), unique_name("bulk") + "-"
     ids = [f"{prefix}{i}-7" for i in range(3)]
     for tid in ids:
@@ -30,20 +36,8 @@ def test_list_dry_run_bulk_abort_respects_prepared_manifest_then_commit_it(boots
     open_transaction(bootstrap, other_prefix_id, topic, [b"other-key"])
 
     prepared = ids[1]
-    now = int(time.time() * 1000)
-    manifest = Manifest(
-        pipeline_id="bulk",
-        checkpoint_id=7,
-        transactional_id_prefix=prefix,
-        naming_strategy="INCREMENTING",
-        topic=topic,
-        status=ManifestStatus.PREPARED,
-        committables=[committable_of(bootstrap, prepared, 4)],
-        created_at_ms=now,
-        updated_at_ms=now,
-    )
-    uri = f"file://{tmp_path}/checkpoint-000000000007.json"
-    write_manifest(uri, manifest)
+    uri = manifest_uri(store, "bulk", 7)
+    write_manifest(uri, _manifest(prefix, topic, [committable_of(bootstrap, prepared, 4)]))
 
     listed = run_cli_json(
         "--action", "list", "--bootstrap-servers", bootstrap, "--prefix", prefix, "--state", "Ongoing"
@@ -51,32 +45,27 @@ def test_list_dry_run_bulk_abort_respects_prepared_manifest_then_commit_it(boots
     assert sorted(r["transactional_id"] for r in listed["rows"]) == ids
     assert {r["state"] for r in listed["rows"]} == {"Ongoing"}
 
-    dry = run_cli_json(
+    abort = (
         "--action",
         "abort",
         "--bootstrap-servers",
         bootstrap,
         "--prefix",
         prefix,
-        "--manifest",
-        uri,
-        "--dry-run",
+        "--manifest-base",
+        store,
     )
+    dry = run_cli_json(*abort, "--min-age", "0s", "--dry-run")
     outcomes = {r["transactional_id"]: r["outcome"] for r in dry["rows"]}
-    assert outcomes == {
-        ids[0]: "would abort",
-        ids[2]: "would abort",
-        prepared: f"protected (PREPARED in {uri})",
-    }
+    assert outcomes[ids[0]] == outcomes[ids[2]] == "would abort"
+    assert outcomes[prepared].startswith(f"refused: listed in PREPARED manifest {uri}")
     assert "nothing was aborted" in dry["summary"]
     assert all(state_of(describe(bootstrap, t)) == "Ongoing" for t in ids)
 
-    table = run_cli(
-        "--action", "abort", "--bootstrap-servers", bootstrap, "--prefix", prefix, "--manifest", uri
-    )
+    table = run_cli(*abort, "--min-age", "0s")
     assert table.returncode == 0, table.stderr
     assert table.stdout.splitlines()[0].split() == ["TRANSACTIONAL_ID", "STATE", "PRODUCER_ID", "OUTCOME"]
-    assert "aborted 2 of 2 transaction(s), 1 protected" in table.stdout
+    assert "aborted 2 of 2 transaction(s), 1 refused" in table.stdout
     assert state_of(describe(bootstrap, ids[0])) in ABORTED_STATES
     assert state_of(describe(bootstrap, ids[2])) in ABORTED_STATES
     assert state_of(describe(bootstrap, prepared)) == "Ongoing"
@@ -87,10 +76,10 @@ def test_list_dry_run_bulk_abort_respects_prepared_manifest_then_commit_it(boots
         "abort",
         "--bootstrap-servers",
         bootstrap,
+        "--manifest-base",
+        store,
         "--transactional-id",
         prepared,
-        "--manifest",
-        uri,
     )
     assert single.returncode == 1 and "refusing to abort" in single.stderr and prepared in single.stderr
     assert "docs/runbook/commit-pending-transaction.md" in single.stderr
@@ -103,13 +92,35 @@ def test_list_dry_run_bulk_abort_respects_prepared_manifest_then_commit_it(boots
     # Clean up the foreign transaction so it does not hold the session broker's LSO for other tests.
     assert (
         run_cli(
-            "--action", "abort", "--bootstrap-servers", bootstrap, "--transactional-id", other_prefix_id
+            "--action",
+            "abort",
+            "--bootstrap-servers",
+            bootstrap,
+            "--manifest-base",
+            store,
+            "--transactional-id",
+            other_prefix_id,
         ).returncode
         == 0
     )
 
 
-def test_describe_and_find_hanging_by_prefix(bootstrap, unique_name):
+def _manifest(prefix, topic, committables) -> Manifest:
+    now = int(time.time() * 1000)
+    return Manifest(
+        pipeline_id="bulk",
+        checkpoint_id=7,
+        transactional_id_prefix=prefix,
+        naming_strategy="INCREMENTING",
+        topic=topic,
+        status=ManifestStatus.PREPARED,
+        committables=committables,
+        created_at_ms=now,
+        updated_at_ms=now,
+    )
+
+
+def test_describe_and_find_hanging_by_prefix(bootstrap, unique_name, store):
     topic, prefix = unique_name("hang-topic"), unique_name("hang") + "-"
     tid = f"{prefix}0-1"
     open_transaction(bootstrap, tid, topic, [b"h1", b"h2"])
@@ -129,8 +140,17 @@ def test_describe_and_find_hanging_by_prefix(bootstrap, unique_name):
     assert [r["transactional_id"] for r in hanging["rows"]] == [tid]
     # Its records sit past the last stable offset: the open transaction pins read_committed consumers.
     assert hanging["rows"][0]["lso_stalled"] == row["partitions"] + " (2 behind)"
-    assert hanging["rows"][0]["next_step"] == "abort (if no manifest lists it)"
-    aborted = run_cli("--action", "abort", "--bootstrap-servers", bootstrap, "--transactional-id", tid)
+    assert hanging["rows"][0]["next_step"] == "abort (if no manifest lists it; pass --manifest-base to check)"
+    aborted = run_cli(
+        "--action",
+        "abort",
+        "--bootstrap-servers",
+        bootstrap,
+        "--manifest-base",
+        store,
+        "--transactional-id",
+        tid,
+    )
     assert aborted.returncode == 0
 
 
@@ -163,7 +183,7 @@ def test_preflight_on_an_open_cluster_prints_capabilities(bootstrap, unique_name
     assert too_long.returncode == 1 and "exceeds the broker's transaction.max.timeout.ms" in too_long.stdout
 
 
-def test_progress_bar_only_on_a_terminal(bootstrap, unique_name):
+def test_progress_bar_only_on_a_terminal(bootstrap, unique_name, store):
     import os
     import pty
     import subprocess
@@ -173,13 +193,23 @@ def test_progress_bar_only_on_a_terminal(bootstrap, unique_name):
     topic, prefix = unique_name("prog-topic"), unique_name("prog") + "-"
     for i in range(2):
         open_transaction(bootstrap, f"{prefix}{i}-1", topic, [b"p"])
-    piped = run_cli("--action", "abort", "--bootstrap-servers", bootstrap, "--prefix", prefix, "--dry-run")
+    bulk = (
+        "--action",
+        "abort",
+        "--bootstrap-servers",
+        bootstrap,
+        "--prefix",
+        prefix,
+        "--manifest-base",
+        store,
+    )
+    piped = run_cli(*bulk, "--min-age", "0s", "--dry-run")
     assert piped.returncode == 0 and "aborting" not in piped.stderr + piped.stdout
 
     primary, secondary = pty.openpty()
     try:
         process = subprocess.Popen(
-            [CLI, "--action", "abort", "--bootstrap-servers", bootstrap, "--prefix", prefix],
+            [CLI, *bulk, "--min-age", "0s"],
             stdout=secondary,
             stderr=secondary,
             stdin=subprocess.DEVNULL,
@@ -199,4 +229,4 @@ def test_progress_bar_only_on_a_terminal(bootstrap, unique_name):
         os.close(primary)
     text = output.decode(errors="replace")
     assert "aborting" in text and "100%" in text
-    assert "aborted 2 of 2 transaction(s), 0 protected" in text
+    assert "aborted 2 of 2 transaction(s), 0 refused" in text

@@ -29,13 +29,22 @@ def keys(tag: str, n: int = 5) -> list[bytes]:
     return [f"{tag}-{i}".encode() for i in range(n)]
 
 
-def test_abort_one_leaves_others_open_and_commit_makes_them_visible(bootstrap, unique_name):
+def test_abort_one_leaves_others_open_and_commit_makes_them_visible(bootstrap, unique_name, store):
     topic, prefix = unique_name("cli-topic"), unique_name("cli-txn")
     victim, keeper = f"{prefix}-0-1", f"{prefix}-1-1"
     open_transaction(bootstrap, victim, topic, keys("victim"))
     open_transaction(bootstrap, keeper, topic, keys("keeper"))
 
-    result = run_cli("--action", "abort", "--bootstrap-servers", bootstrap, "--transactional-id", victim)
+    result = run_cli(
+        "--action",
+        "abort",
+        "--manifest-base",
+        store,
+        "--bootstrap-servers",
+        bootstrap,
+        "--transactional-id",
+        victim,
+    )
     assert result.returncode == 0, result.stderr
     assert "aborted" in result.stdout
     wait_for_state(bootstrap, victim, *ABORTED_STATES)
@@ -82,12 +91,21 @@ def test_commit_twice_is_idempotent(bootstrap, unique_name):
     assert_exactly_once(count_keys(bootstrap, topic), keys("twice"))
 
 
-def test_commit_after_abort_is_data_loss_and_changes_nothing(bootstrap, unique_name):
+def test_commit_after_abort_is_data_loss_and_changes_nothing(bootstrap, unique_name, store):
     topic, tid = unique_name("cli-topic"), unique_name("cli-txn")
     open_transaction(bootstrap, tid, topic, keys("lost"))
     d = describe(bootstrap, tid)
     assert (
-        run_cli("--action", "abort", "--bootstrap-servers", bootstrap, "--transactional-id", tid).returncode
+        run_cli(
+            "--action",
+            "abort",
+            "--manifest-base",
+            store,
+            "--bootstrap-servers",
+            bootstrap,
+            "--transactional-id",
+            tid,
+        ).returncode
         == 0
     )
     wait_for_state(bootstrap, tid, *ABORTED_STATES)
@@ -156,23 +174,39 @@ def test_wrong_producer_id_is_refused_and_the_transaction_stays_open(bootstrap, 
     assert_exactly_once(count_keys(bootstrap, topic), keys("fenced"))
 
 
-def test_unknown_transactional_id_fails_and_is_not_created(bootstrap, unique_name):
+def test_unknown_transactional_id_fails_and_is_not_created(bootstrap, unique_name, store):
     tid = unique_name("cli-never-used")
     for action in ("abort", "describe"):
-        result = run_cli("--action", action, "--bootstrap-servers", bootstrap, "--transactional-id", tid)
+        result = run_cli(
+            "--action",
+            action,
+            "--manifest-base",
+            store,
+            "--bootstrap-servers",
+            bootstrap,
+            "--transactional-id",
+            tid,
+        )
         assert result.returncode == 1, (action, result.stdout)
         assert f"{tid}: the transaction coordinator does not know this transactional id" in result.stderr
         assert "docs/runbook/unknown-transaction.md" in result.stderr
     assert describe(bootstrap, tid) is None  # abort did not create it with InitProducerId
 
 
-def test_abort_after_broker_timeout_succeeds(kafka_broker_factory, unique_name):
+def test_abort_after_broker_timeout_succeeds(kafka_broker_factory, unique_name, store):
     broker = kafka_broker_factory(abort_check_interval_ms=200)
     topic, tid = unique_name("cli-topic"), unique_name("cli-txn")
     open_transaction(broker.bootstrap, tid, topic, keys("expired"), timeout_ms=1000)
     wait_for_state(broker.bootstrap, tid, "CompleteAbort", timeout_s=30)
     result = run_cli_json(
-        "--action", "abort", "--bootstrap-servers", broker.bootstrap, "--transactional-id", tid
+        "--action",
+        "abort",
+        "--manifest-base",
+        store,
+        "--bootstrap-servers",
+        broker.bootstrap,
+        "--transactional-id",
+        tid,
     )
     assert [r["outcome"] for r in result["rows"]] == ["already_aborted"]
     assert count_keys(broker.bootstrap, topic) == {}

@@ -103,3 +103,41 @@ def ids_coordinated_by_one_node(cluster: Any, prefix: str, count: int) -> tuple[
     node, tids = max(by_node.items(), key=lambda item: len(item[1]))
     assert len(tids) >= count, f"only {len(tids)} of {len(candidates)} ids share node {node}"
     return node, sorted(tids, key=candidates.index)[:count]
+
+
+def settled_count(cluster: Any, topic: str, timeout_s: float = 120) -> Any:
+    """``count_keys`` (read_committed) once every partition's last stable offset has reached its
+    high watermark: no transaction left open on the topic and every marker written.
+
+    Real Kafka answers EndTxn(commit) once PrepareCommit is in the transaction log and writes
+    the markers to the partition leaders afterwards (asynchronously, and later still when a
+    leader just moved): a consumer that reads right after the commit may stop at an LSO that
+    is about to move. The embedded broker writes markers before it answers, so it never shows
+    this window. Waiting for LSO == high watermark (with a deadline) is still a real check: a
+    lost record leaves the count short, a duplicate makes it long.
+    """
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as Tp
+
+    from airflow_provider_kafka_eos.testing.verify import count_keys
+
+    consumers = {
+        isolation: Consumer(cluster.client_config(**{"group.id": "settle", "isolation.level": isolation}))
+        for isolation in ("read_committed", "read_uncommitted")
+    }
+    try:
+        partitions = list(consumers["read_committed"].list_topics(topic, timeout=10).topics[topic].partitions)
+
+        def settled() -> bool:
+            for p in partitions:
+                stable = consumers["read_committed"].get_watermark_offsets(Tp(topic, p), timeout=5)[1]
+                high = consumers["read_uncommitted"].get_watermark_offsets(Tp(topic, p), timeout=5)[1]
+                if stable != high:
+                    return False
+            return True
+
+        _poll(f"every partition of {topic} stable (LSO = high watermark)", settled, timeout_s, cluster)
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
+    return count_keys(cluster.bootstrap, topic, timeout_s=timeout_s)

@@ -16,6 +16,7 @@ from txn_helpers import (
     write_prepared_manifest,
 )
 
+from airflow_provider_kafka_eos.kafka.checkpoint import commit_checkpoint
 from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest
 from airflow_provider_kafka_eos.testing.embedded import unique_name
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
@@ -36,8 +37,11 @@ def cleanup_dag(airflow_db):
 
 @pytest.fixture
 def stuck_topic(kafka_broker, monkeypatch, tmp_path):
-    """A topic whose read_committed consumers are stuck behind an orphan, with a prepared batch behind it."""
-    set_kafka_eos_connection(monkeypatch, kafka_broker.bootstrap)
+    """A topic whose read_committed consumers are stuck behind an orphan, with a prepared batch behind it.
+
+    The connection's extra names the manifest store, the default of the DAG's sensor and abort task.
+    """
+    set_kafka_eos_connection(monkeypatch, kafka_broker.bootstrap, manifest_base_uri=tmp_path.as_uri())
     prefix, topic = unique_name("clean") + "-", unique_name("topic")
     orphan, pending = f"{prefix}0-7", f"{prefix}1-7"
     produce_in_transaction(kafka_broker.bootstrap, orphan, topic, ["o1", "o2"], commit=False)
@@ -63,15 +67,15 @@ def task_states(dag_run) -> dict[str, str]:
     return {ti.task_id: str(ti.state) for ti in dag_run.get_task_instances()}
 
 
-def test_cleanup_aborts_the_orphan_commits_the_prepared_batch_and_unblocks_consumers(
+def test_cleanup_commits_the_prepared_batch_then_aborts_the_orphan_and_unblocks_consumers(
     kafka_broker, cleanup_dag, stuck_topic
 ):
+    """Under the defaults (the store comes from the connection): commit first, then abort, then count."""
     assert count_keys(kafka_broker.bootstrap, stuck_topic["topic"]) == {}  # stuck at the LSO
 
     run = cleanup_dag.test(
         run_conf={
             "prefixes": [stuck_topic["prefix"]],
-            "manifest_base_uri": stuck_topic["base"],
             "min_age_seconds": 0,
             "commit_pending_action": "commit",
         }
@@ -80,12 +84,12 @@ def test_cleanup_aborts_the_orphan_commits_the_prepared_batch_and_unblocks_consu
     assert str(run.state) == "success", task_states(run)
     assert task_states(run) == {
         "find_lingering": "success",
-        "route": "success",
-        "abort_orphans": "success",
         "commit_pending": "success",
-        "alert_commit_pending": "skipped",
+        "abort_orphans": "success",
         "summary": "success",
     }
+    tis = {ti.task_id: ti for ti in run.get_task_instances()}
+    assert tis["commit_pending"].end_date <= tis["abort_orphans"].start_date  # in sequence
     assert states(stuck_topic["admin"], [stuck_topic["orphan"], stuck_topic["pending"]]) == {
         stuck_topic["orphan"]: "Empty",  # fenced: aborted, new epoch, nothing open
         stuck_topic["pending"]: "CompleteCommit",
@@ -98,24 +102,60 @@ def test_cleanup_aborts_the_orphan_commits_the_prepared_batch_and_unblocks_consu
 
 def test_alert_mode_fails_loudly_and_never_aborts_the_prepared_batch(kafka_broker, cleanup_dag, stuck_topic):
     run = cleanup_dag.test(
-        run_conf={
-            "prefixes": [stuck_topic["prefix"]],
-            "manifest_base_uri": stuck_topic["base"],
-            "min_age_seconds": 0,
-            "commit_pending_action": "alert",
-        }
+        run_conf={"prefixes": [stuck_topic["prefix"]], "min_age_seconds": 0, "commit_pending_action": "alert"}
     )
 
     assert str(run.state) == "failed"
     got = task_states(run)
-    assert (got["abort_orphans"], got["commit_pending"], got["alert_commit_pending"], got["summary"]) == (
-        "success",
-        "skipped",
-        "failed",
-        "upstream_failed",
-    )
+    assert (got["commit_pending"], got["abort_orphans"], got["summary"]) == ("success", "success", "failed")
     assert states(stuck_topic["admin"], [stuck_topic["orphan"], stuck_topic["pending"]]) == {
         stuck_topic["orphan"]: "Empty",
         stuck_topic["pending"]: "Ongoing",  # still committable: a human decides
     }
     assert read_manifest(stuck_topic["manifest"]).status is ManifestStatus.PREPARED
+    assert_committed_exactly_once(kafka_broker, stuck_topic)
+
+
+def test_unreadable_store_refuses_and_aborts_nothing(kafka_broker, cleanup_dag, stuck_topic, tmp_path):
+    missing = (tmp_path / "no-such-store").as_uri()
+    run = cleanup_dag.test(
+        run_conf={
+            "prefixes": [stuck_topic["prefix"]],
+            "manifest_base_uri": missing,
+            "min_age_seconds": 0,
+            "commit_pending_action": "commit",
+        }
+    )
+    assert str(run.state) == "failed"
+    assert task_states(run)["find_lingering"] == "failed"
+    assert task_states(run)["abort_orphans"] in ("upstream_failed", "skipped")
+    assert states(stuck_topic["admin"], [stuck_topic["orphan"], stuck_topic["pending"]]) == {
+        stuck_topic["orphan"]: "Ongoing",
+        stuck_topic["pending"]: "Ongoing",
+    }
+    assert_committed_exactly_once(kafka_broker, stuck_topic)
+
+
+def test_dry_run_says_would_and_changes_nothing(kafka_broker, cleanup_dag, stuck_topic, capfd):
+    run = cleanup_dag.test(
+        run_conf={"prefixes": [stuck_topic["prefix"]], "min_age_seconds": 0, "dry_run": True}
+    )
+    assert str(run.state) == "success", task_states(run)
+    out, err = capfd.readouterr()
+    assert "dry run: would abort 1 transaction(s); would commit 1 checkpoint(s)" in out + err
+    assert states(stuck_topic["admin"], [stuck_topic["orphan"], stuck_topic["pending"]]) == {
+        stuck_topic["orphan"]: "Ongoing",
+        stuck_topic["pending"]: "Ongoing",
+    }
+    assert read_manifest(stuck_topic["manifest"]).status is ManifestStatus.PREPARED
+
+
+def assert_committed_exactly_once(kafka_broker, stuck_topic) -> None:
+    """Abort what is left open but the prepared batch, commit it, and count every key once."""
+    admin = stuck_topic["admin"]
+    if states(admin, [stuck_topic["orphan"]])[stuck_topic["orphan"]] == "Ongoing":
+        admin.abort([stuck_topic["orphan"]])
+    assert commit_checkpoint(admin, stuck_topic["manifest"], committed_by="test").status == "committed"
+    assert_exactly_once(
+        count_keys(kafka_broker.bootstrap, stuck_topic["topic"]), [b"p1", b"p2", b"p3", b"c1"]
+    )

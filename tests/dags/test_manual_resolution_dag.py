@@ -31,7 +31,8 @@ BLANK_FORM = {
     "epoch": None,
     "prefix": None,
     "manifest_uri": None,
-    "protect_manifests_under": None,
+    "manifest_base_uri": None,
+    "unprotected": False,
     "dry_run": False,
 }
 
@@ -47,8 +48,11 @@ def manual_dag(airflow_db):
 
 @pytest.fixture
 def world(kafka_broker, monkeypatch, tmp_path):
-    """Open transactions under a fresh prefix: an orphan, a prepared one (in a manifest), one to commit."""
-    set_kafka_eos_connection(monkeypatch, kafka_broker.bootstrap)
+    """Open transactions under a fresh prefix: an orphan, a prepared one (in a manifest), one to commit.
+
+    The connection's extra names the manifest store (the default the DAG's form falls back on).
+    """
+    set_kafka_eos_connection(monkeypatch, kafka_broker.bootstrap, manifest_base_uri=tmp_path.as_uri())
     prefix, topic = unique_name("manual") + "-", unique_name("topic")
     ids = {"orphan": f"{prefix}0", "pending": f"{prefix}1", "by_hand": f"{prefix}2"}
     for name, tid in ids.items():
@@ -107,23 +111,51 @@ def test_describe_names_producer_and_epoch(manual_dag, world):
     )
 
 
-def test_abort_fences_the_orphan_and_refuses_the_protected_one(manual_dag, world, capfd):
+def test_abort_fences_the_orphan_and_refuses_the_prepared_one_by_default(
+    kafka_broker, manual_dag, world, capfd
+):
     ids = world["ids"]
     state, _ = run_form(manual_dag, action="abort", transactional_id=ids["orphan"])
     assert state == "success"
-    state, _ = run_form(
-        manual_dag, action="abort", transactional_id=ids["pending"], protect_manifests_under=world["base"]
-    )
-    assert state == "failed"
-    out, err = capfd.readouterr()
-    assert (
-        f"{ids['pending']}: refusing to abort: manifest {world['manifest']} lists this transaction"
-        in out + err
-    )
+    for dry_run in (True, False):  # the dry run refuses with the same message
+        state, _ = run_form(manual_dag, action="abort", transactional_id=ids["pending"], dry_run=dry_run)
+        assert state == "failed"
+        out, err = capfd.readouterr()
+        assert (
+            f"{ids['pending']}: refusing to abort: listed in PREPARED manifest {world['manifest']}"
+            in out + err
+        )
     assert states(world["admin"], [ids["orphan"], ids["pending"]]) == {
         ids["orphan"]: "Empty",
         ids["pending"]: "Ongoing",
     }
+    state, _ = run_form(manual_dag, action="commit-from-manifest", manifest_uri=world["manifest"])
+    assert state == "success"
+    world["admin"].abort([ids["by_hand"]])
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, world["topic"]), [b"pending"])
+
+
+def test_an_unreadable_store_refuses_and_aborts_nothing(kafka_broker, manual_dag, world, tmp_path, capfd):
+    ids = world["ids"]
+    missing = (tmp_path / "no-such-store").as_uri()
+    state, _ = run_form(manual_dag, action="abort", prefix=world["prefix"], manifest_base_uri=missing)
+    assert state == "failed"
+    out, err = capfd.readouterr()
+    assert f"manifest store {missing}" in out + err and "docs/runbook/manifest-store.md" in out + err
+    assert set(states(world["admin"], ids.values()).values()) == {"Ongoing"}
+    world["admin"].abort([ids["orphan"], ids["by_hand"]])
+    state, _ = run_form(manual_dag, action="commit-from-manifest", manifest_uri=world["manifest"])
+    assert state == "success"
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, world["topic"]), [b"pending"])
+
+
+def test_unprotected_abort_is_an_explicit_switch(manual_dag, world, capfd):
+    ids = world["ids"]
+    state, _ = run_form(manual_dag, action="abort", transactional_id=ids["pending"], unprotected=True)
+    assert state == "success"
+    out, err = capfd.readouterr()
+    assert "UNPROTECTED ABORT" in out + err
+    assert states(world["admin"], [ids["pending"]]) == {ids["pending"]: "Empty"}
 
 
 def test_commit_by_producer_id_and_epoch(manual_dag, world):

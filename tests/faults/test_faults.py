@@ -60,7 +60,7 @@ def _write(spark_df, broker, base, prefix, topic, checkpoint, **kwargs):
         kafka_config=broker.client_config(),
         transactional_id_prefix=prefix,
         checkpoint_id=checkpoint,
-        manifest_uri=str(base),
+        manifest_base_uri=str(base),
         **kwargs,
     )
 

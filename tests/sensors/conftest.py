@@ -17,6 +17,13 @@ def admin(kafka_broker) -> Iterator[TransactionAdmin]:
 
 
 @pytest.fixture
-def kafka_eos_conn(kafka_broker, monkeypatch) -> str:
-    """``kafka_eos_default`` pointing at the broker."""
-    return set_kafka_eos_connection(monkeypatch, kafka_broker.bootstrap)
+def empty_store(tmp_path) -> str:
+    """An empty manifest store, as a file:// URI."""
+    (tmp_path / "connection-store").mkdir()
+    return (tmp_path / "connection-store").as_uri()
+
+
+@pytest.fixture
+def kafka_eos_conn(kafka_broker, monkeypatch, empty_store) -> str:
+    """``kafka_eos_default`` pointing at the broker, with an (empty) manifest store in its extra."""
+    return set_kafka_eos_connection(monkeypatch, kafka_broker.bootstrap, manifest_base_uri=empty_store)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from txn_helpers import produce_in_transaction, states, write_prepared_manifest
+from txn_helpers import produce_in_transaction, set_kafka_eos_connection, states, write_prepared_manifest
 
+from airflow_provider_kafka_eos.kafka.checkpoint import ManifestStoreError, commit_checkpoint
 from airflow_provider_kafka_eos.kafka.classify import Findings
 from airflow_provider_kafka_eos.kafka.errors import UnknownTransactionError
 from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
@@ -16,8 +17,14 @@ pytestmark = pytest.mark.broker
 
 
 def operator(**kwargs) -> KafkaAbortTransactionsOperator:
-    kwargs.setdefault("manifest_base_uri", None)
     return KafkaAbortTransactionsOperator(task_id=unique_name("abort"), **kwargs)
+
+
+@pytest.fixture
+def store(tmp_path) -> str:
+    """An empty manifest store (the operator reads one before it aborts anything)."""
+    (tmp_path / "empty-store").mkdir()
+    return (tmp_path / "empty-store").as_uri()
 
 
 @pytest.fixture
@@ -42,9 +49,11 @@ def test_aborts_orphans_from_a_prefix_and_never_commit_pending_or_foreign(admin,
 
     assert report["aborted"] == [ids["orphan"]]
     assert sorted(report["skipped"]) == sorted([ids["pending"], ids["foreign"]])
-    reasons = {row["transactional_id"]: row["reason"] for row in report["rows"]}
-    assert reasons[ids["pending"]].startswith("commit-pending (listed in PREPARED manifest")
-    assert reasons[ids["foreign"]].startswith("foreign (outside the configured prefixes")
+    rows = {row["transactional_id"]: row for row in report["rows"]}
+    assert rows[ids["pending"]]["kind"] == "commit-pending"
+    assert rows[ids["pending"]]["reason"].startswith(f"listed in PREPARED manifest {three_kinds['manifest']}")
+    assert rows[ids["foreign"]]["kind"] == "foreign"
+    assert rows[ids["foreign"]]["reason"].startswith("outside the configured prefixes")
     # Fenced: the coordinator aborted the open transaction and now holds a higher epoch, idle.
     assert states(admin, ids.values()) == {
         ids["orphan"]: "Empty",
@@ -55,15 +64,14 @@ def test_aborts_orphans_from_a_prefix_and_never_commit_pending_or_foreign(admin,
 
 def test_dry_run_aborts_nothing_and_second_run_is_a_no_op(admin, kafka_eos_conn, three_kinds):
     ids = three_kinds["ids"]
-    dry = operator(
-        transactional_ids=[ids["orphan"]], owned_prefixes=[three_kinds["ours"]], dry_run=True
-    ).execute({})
+    once = {"transactional_ids": [ids["orphan"]], "owned_prefixes": [three_kinds["ours"]]}
+    dry = operator(**once, manifest_base_uri=three_kinds["base"], dry_run=True).execute({})
     assert dry["aborted"] == [ids["orphan"]] and dry["rows"][0]["action"] == "would-abort"
     assert states(admin, [ids["orphan"]]) == {ids["orphan"]: "Ongoing"}
 
-    first = operator(transactional_ids=[ids["orphan"]], owned_prefixes=[three_kinds["ours"]]).execute({})
+    first = operator(**once, manifest_base_uri=three_kinds["base"]).execute({})
     assert first["rows"][0]["action"] == "aborted"
-    second = operator(transactional_ids=[ids["orphan"]], owned_prefixes=[three_kinds["ours"]]).execute({})
+    second = operator(**once, manifest_base_uri=three_kinds["base"]).execute({})
     assert second["aborted"] == [] and second["skipped"] == [ids["orphan"]]
     assert second["rows"][0]["reason"] == "not open (state Empty): nothing to abort"
 
@@ -74,7 +82,11 @@ def test_unknown_id_fails_before_anything_is_aborted(admin, kafka_eos_conn, thre
     with pytest.raises(
         UnknownTransactionError, match=rf"^{unknown}: .*Next step: docs/runbook/unknown-transaction\.md"
     ):
-        operator(transactional_ids=[ids["orphan"], unknown], owned_prefixes=[three_kinds["ours"]]).execute({})
+        operator(
+            transactional_ids=[ids["orphan"], unknown],
+            owned_prefixes=[three_kinds["ours"]],
+            manifest_base_uri=three_kinds["base"],
+        ).execute({})
     assert states(admin, [ids["orphan"]]) == {ids["orphan"]: "Ongoing"}
     with pytest.raises(UnknownTransactionError):
         admin.describe([unknown])
@@ -86,10 +98,13 @@ def test_named_overrides_abort_commit_pending_and_foreign(admin, kafka_eos_conn,
         transactional_ids=[ids["pending"], ids["foreign"]],
         owned_prefixes=[three_kinds["ours"]],
         manifest_base_uri=three_kinds["base"],
-        force_abort_commit_pending=True,
+        protect=False,
         force_abort_foreign=True,
     ).execute({})
     assert sorted(report["aborted"]) == sorted([ids["pending"], ids["foreign"]])
+    assert report["protect"] is False
+    reasons = {row["transactional_id"]: row["reason"] for row in report["rows"]}
+    assert reasons[ids["pending"]].startswith("UNPROTECTED: listed in PREPARED manifest")
     assert set(states(admin, [ids["pending"], ids["foreign"]]).values()) == {"Empty"}
 
 
@@ -115,8 +130,8 @@ def test_sensor_findings_are_rechecked_a_new_epoch_is_left_alone(
     report = operator(findings=findings, manifest_base_uri=three_kinds["base"]).execute({})
     assert report["aborted"] == []
     reasons = {row["transactional_id"]: row["reason"] for row in report["rows"]}
-    assert "a new transaction reuses this id" in reasons[ids["orphan"]]
-    assert reasons[ids["pending"]].startswith("commit-pending")
+    assert "another producer uses this id now" in reasons[ids["orphan"]]
+    assert reasons[ids["pending"]].startswith("listed in PREPARED manifest")
     assert states(admin, [ids["orphan"], ids["pending"]]) == {
         ids["orphan"]: "Ongoing",
         ids["pending"]: "Ongoing",
@@ -147,7 +162,7 @@ def test_after_abort_and_commit_consumers_get_past_the_former_lso(
 
 
 def test_an_lso_stall_finding_of_ours_is_aborted_and_releases_the_partition(
-    kafka_broker, admin, kafka_eos_conn
+    kafka_broker, admin, kafka_eos_conn, store
 ):
     """Found only through the LSO watch (its prefix is not listed), named via DescribeProducers."""
     ours, topic = unique_name("stalled") + "-", unique_name("topic")
@@ -162,6 +177,7 @@ def test_an_lso_stall_finding_of_ours_is_aborted_and_releases_the_partition(
             min_age=0,
             lso_partitions=[f"{topic}:0"],
             min_lso_stall=0,
+            manifest_base_uri=store,
         )
         .poke({})
         .xcom_value
@@ -169,7 +185,55 @@ def test_an_lso_stall_finding_of_ours_is_aborted_and_releases_the_partition(
     [stall] = Findings.from_dict(findings).lso_stalls
     assert (stall.transactional_id, stall.kind.value) == (blocker, "orphan")
 
-    report = operator(findings=findings).execute({})
+    report = operator(findings=findings, manifest_base_uri=store).execute({})
 
     assert report["aborted"] == [blocker]
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [b"c1", b"c2"])
+
+
+# -- safe by default (issue 9): the store is read before anything is aborted --------------------
+
+
+def test_prepared_survives_the_defaults_with_the_connection_store(
+    kafka_broker, admin, monkeypatch, three_kinds
+):
+    """No manifest_base_uri on the operator: the connection extra's store protects the prepared id."""
+    ids = three_kinds["ids"]
+    set_kafka_eos_connection(monkeypatch, kafka_broker.bootstrap, manifest_base_uri=three_kinds["base"])
+    report = operator(prefixes=[three_kinds["ours"]]).execute({})
+    assert report["aborted"] == [ids["orphan"]]
+    assert states(admin, [ids["pending"]]) == {ids["pending"]: "Ongoing"}
+    commit_checkpoint_and_count(kafka_broker, admin, three_kinds)
+
+
+@pytest.mark.parametrize("how", ["missing", "not-configured"])
+def test_unusable_store_refuses_and_aborts_nothing(
+    admin, kafka_broker, monkeypatch, three_kinds, tmp_path, how
+):
+    ids = three_kinds["ids"]
+    set_kafka_eos_connection(monkeypatch, kafka_broker.bootstrap)  # no manifest_base_uri in its extra
+    missing = (tmp_path / "no-such-store").as_uri()
+    with pytest.raises(ManifestStoreError) as err:
+        operator(
+            prefixes=[three_kinds["ours"]], manifest_base_uri=missing if how == "missing" else None
+        ).execute({})
+    text = str(err.value)
+    assert "docs/runbook/manifest-store.md" in text
+    assert (missing in text) if how == "missing" else ("manifest_base_uri in the extra of connection" in text)
+    assert states(admin, [ids["orphan"], ids["pending"]]) == {
+        ids["orphan"]: "Ongoing",
+        ids["pending"]: "Ongoing",
+    }
+    commit_checkpoint_and_count(kafka_broker, admin, three_kinds)
+
+
+def commit_checkpoint_and_count(kafka_broker, admin, three_kinds) -> None:
+    """Commit the prepared checkpoint; with the others aborted, consumers see its key exactly once."""
+    ids = three_kinds["ids"]
+    admin.abort([t for t, s in states(admin, [ids["orphan"], ids["foreign"]]).items() if s == "Ongoing"])
+    report = commit_checkpoint(admin, three_kinds["manifest"], committed_by="test")
+    assert report.status == "committed"
+    assert_exactly_once(
+        count_keys(kafka_broker.bootstrap, three_kinds["topic"]), [three_kinds["ids"]["pending"]]
+    )
+    admin.abort([three_kinds["ids"]["foreign"]])  # the broker is shared: leave nothing open

@@ -43,7 +43,7 @@ def test_serialisation_round_trip_is_json_and_holds_no_secret():
 
 
 @pytest.mark.broker
-def test_deferrable_sensor_defers_with_the_connection_id_only(kafka_broker, monkeypatch):
+def test_deferrable_sensor_defers_with_the_connection_id_only(kafka_broker, monkeypatch, empty_store):
     """Nothing lingers: the first poke is empty, so the sensor defers; the trigger carries no secret."""
     conn_id = "eos_deferred"
     monkeypatch.setenv(  # a connection with a password: it may live in the hook, never in the trigger
@@ -51,7 +51,7 @@ def test_deferrable_sensor_defers_with_the_connection_id_only(kafka_broker, monk
         json.dumps(
             {
                 "conn_type": "kafka_eos",
-                "extra": {"bootstrap.servers": kafka_broker.bootstrap},
+                "extra": {"bootstrap.servers": kafka_broker.bootstrap, "manifest_base_uri": empty_store},
                 "password": SECRET,
             }
         ),
@@ -74,8 +74,12 @@ def test_deferrable_sensor_defers_with_the_connection_id_only(kafka_broker, monk
 
 
 @pytest.mark.broker
-def test_trigger_fires_with_findings_and_execute_complete_returns_them(kafka_broker, monkeypatch):
-    conn_id = set_kafka_eos_connection(monkeypatch, kafka_broker.bootstrap, conn_id="eos_trigger")
+def test_trigger_fires_with_findings_and_execute_complete_returns_them(
+    kafka_broker, monkeypatch, empty_store
+):
+    conn_id = set_kafka_eos_connection(
+        monkeypatch, kafka_broker.bootstrap, conn_id="eos_trigger", manifest_base_uri=empty_store
+    )
     prefix, topic = unique_name("trig") + "-", unique_name("topic")
     produce_in_transaction(kafka_broker.bootstrap, f"{prefix}0", topic, ["k"], commit=False)
     trigger = LingeringTransactionTrigger(

@@ -89,7 +89,9 @@ def test_without_a_store_the_xcom_is_still_capped_and_the_log_has_the_table(
 
 def test_trigger_event_is_bounded_too(kafka_broker, monkeypatch, tmp_path):
     """A deferred sensor's event is stored in the metadata database as well."""
-    conn_id = set_kafka_eos_connection(monkeypatch, kafka_broker.bootstrap, conn_id="eos_bound_trigger")
+    conn_id = set_kafka_eos_connection(  # the manifest store comes from the connection (issue 9)
+        monkeypatch, kafka_broker.bootstrap, conn_id="eos_bound_trigger", manifest_base_uri=tmp_path.as_uri()
+    )
     prefix, topic = unique_name("btrig") + "-", unique_name("topic")
     tids = _orphans(kafka_broker, prefix, topic, 5)
     base = tmp_path.as_uri()

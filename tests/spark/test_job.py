@@ -75,7 +75,7 @@ def test_application_file_with_a_udf_runs_on_the_executors(spark, kafka_broker, 
         kafka_config=kafka_broker.client_config(),
         transactional_id_prefix=prefix,
         checkpoint_id=1,
-        manifest_uri=str(tmp_path / "m"),
+        manifest_base_uri=str(tmp_path / "m"),
     )
     commit_manifest(kafka_broker.bootstrap, manifest)
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [f"KEY-{i}" for i in range(40)])

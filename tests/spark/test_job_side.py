@@ -54,7 +54,7 @@ def test_the_writer_refuses_an_unsupported_session_before_touching_kafka(tmp_pat
             kafka_config={"bootstrap.servers": "127.0.0.1:9"},
             transactional_id_prefix="p",
             checkpoint_id=1,
-            manifest_uri=str(tmp_path),
+            manifest_base_uri=str(tmp_path),
         )
 
 

@@ -31,7 +31,7 @@ def test_two_phase_checkpoint_outlives_three_timeouts_then_commits(spark, kafka_
     df = keyed_frame(spark, "k", 400, 3)
     manifest = write_exactly_once(
         df, topic=topic, kafka_config=broker.client_config(), transactional_id_prefix=prefix,
-        checkpoint_id=1, manifest_uri=str(tmp_path), transaction_timeout_ms=timeout_ms,
+        checkpoint_id=1, manifest_base_uri=str(tmp_path), transaction_timeout_ms=timeout_ms,
         two_phase_commit=True,
     )
     assert manifest.committables and all(c.two_phase for c in manifest.committables)
@@ -54,12 +54,12 @@ def test_two_phase_commit_needs_the_arrow_producer(tmp_path):
     with pytest.raises(UsageError, match="producer='arrow'"):
         write_exactly_once(
             None, topic="t", kafka_config={"bootstrap.servers": "127.0.0.1:1"}, transactional_id_prefix="p",
-            checkpoint_id=1, manifest_uri=str(tmp_path), two_phase_commit=True, producer="librdkafka",
+            checkpoint_id=1, manifest_base_uri=str(tmp_path), two_phase_commit=True, producer="librdkafka",
         )
     with pytest.raises(UsageError, match="producer must be one of"):
         write_exactly_once(
             None, topic="t", kafka_config={"bootstrap.servers": "127.0.0.1:1"}, transactional_id_prefix="p",
-            checkpoint_id=1, manifest_uri=str(tmp_path), producer="java",
+            checkpoint_id=1, manifest_base_uri=str(tmp_path), producer="java",
         )
     assert list(tmp_path.iterdir()) == []  # nothing written
 

@@ -34,7 +34,7 @@ def _write(df, broker, base, prefix, topic, checkpoint, **kwargs):
         kafka_config=broker.client_config(),
         transactional_id_prefix=prefix,
         checkpoint_id=checkpoint,
-        manifest_uri=str(base),
+        manifest_base_uri=str(base),
         **kwargs,
     )
 
@@ -265,3 +265,29 @@ def test_headers_and_partition_columns_travel_through_arrow(spark, kafka_broker,
     finally:
         consumer.close()
     assert seen["h-7"] == [("trace", b"t7")] and len(seen) == 20
+
+
+def test_manifest_uri_is_a_deprecated_alias_and_the_manifest_knows_its_uri(
+    spark, kafka_broker, tmp_path, unique_name
+):
+    topic, prefix = unique_name("alias-topic"), unique_name("alias")
+    df = keyed_frame(spark, "alias", 6, 2)
+    with pytest.warns(DeprecationWarning, match="manifest_base_uri"):
+        manifest = write_exactly_once(
+            df,
+            topic=topic,
+            kafka_config=kafka_broker.client_config(),
+            transactional_id_prefix=prefix,
+            checkpoint_id=1,
+            manifest_uri=str(tmp_path),
+        )
+    assert manifest.uri == manifest_uri(str(tmp_path), prefix, 1)
+    assert commit_checkpoint_uri(kafka_broker, manifest.uri).status == "committed"
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [f"alias-{i}" for i in range(6)])
+
+
+def commit_checkpoint_uri(broker, uri):
+    from airflow_provider_kafka_eos.kafka.checkpoint import commit_checkpoint
+
+    with TransactionAdmin(KafkaClientConfig.from_mapping(broker.client_config())) as admin:
+        return commit_checkpoint(admin, uri, committed_by="test")

@@ -44,12 +44,25 @@ def test_abort_and_describe_need_exactly_one_target():
     )
 
 
-def test_abort_manifest_is_protection_not_a_target():
-    request = ResolutionRequest(
-        action="abort", prefixes=("p-",), manifest_uri="file:///m.json", protect_manifests=("file:///n.json",)
-    ).validate()
-    assert request.manifest_uri is None
-    assert request.protect_manifests == ("file:///n.json", "file:///m.json")
+def test_abort_with_a_manifest_aborts_that_checkpoint():
+    request = ResolutionRequest(action="abort", manifest_uri="file:///m.json").validate()
+    assert request.action == "abort-checkpoint" and request.manifest_uri == "file:///m.json"
+    assert "one of them" in fails(action="abort", prefixes=("p-",), manifest_uri="file:///m.json")
+
+
+def test_compare_and_abort_needs_both_producer_id_and_epoch():
+    request = ResolutionRequest(action="abort", transactional_id="t", producer_id=4, epoch=2).validate()
+    assert (request.producer_id, request.epoch) == (4, 2)
+    assert "compare-and-abort needs both --producer-id and --epoch" in fails(
+        action="abort", transactional_id="t", epoch=1
+    )
+    assert "only apply to --action commit, or to --action abort with --transactional-id" in fails(
+        action="abort", prefixes=("p-",), producer_id=1, epoch=1
+    )
+
+
+def test_abort_is_protected_unless_asked_otherwise():
+    assert ResolutionRequest(action="abort", prefixes=("p-",)).validate().protect is True
 
 
 def test_states_normalised_and_unknown_rejected():
@@ -58,7 +71,7 @@ def test_states_normalised_and_unknown_rejected():
 
 
 def test_misplaced_options_are_rejected():
-    assert "only apply to --action commit" in fails(action="abort", transactional_id="t", epoch=1)
+    assert "only apply to --action commit" in fails(action="list", epoch=1)
     assert "--dry-run applies to abort and commit" in fails(action="list", dry_run=True)
     assert "unknown action" in fails(action="explode")
     assert "preflight needs --prefix" in fails(action="preflight")

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from airflow_provider_kafka_eos.kafka.checkpoint import prepared_index
 from airflow_provider_kafka_eos.kafka.classify import (
     FindingKind,
     Findings,
@@ -15,7 +16,6 @@ from airflow_provider_kafka_eos.kafka.classify import (
     ProducerState,
     classify,
     find_lso_stalls,
-    prepared_index,
 )
 from airflow_provider_kafka_eos.kafka.committable import Committable
 from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus

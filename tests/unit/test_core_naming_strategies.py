@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_kafka_eos.kafka.abort_strategies import protected_ids
+from airflow_provider_kafka_eos.kafka.checkpoint import prepared_index
 from airflow_provider_kafka_eos.kafka.committable import Committable, TopicPartition
 from airflow_provider_kafka_eos.kafka.errors import (
     ConfigError,
@@ -98,9 +98,9 @@ def test_protected_ids_are_exactly_those_of_prepared_manifests():
     manifests = [
         ("uri-1", _manifest(ManifestStatus.COMMITTED, ["p-0-1"])),
         ("uri-2", _manifest(ManifestStatus.PREPARED, ["p-0-2", "p-1-2"])),
-        _manifest(ManifestStatus.ABORTED, ["p-0-3"]),
+        ("uri-3", _manifest(ManifestStatus.ABORTED, ["p-0-3"])),
     ]
-    assert protected_ids(manifests) == {"p-0-2", "p-1-2"}
+    assert set(prepared_index(manifests)) == {"p-0-2", "p-1-2"}
 
 
 # -- commit decision table (verify_committable) ----------------------------------------------------

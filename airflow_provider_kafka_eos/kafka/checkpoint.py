@@ -1,0 +1,700 @@
+"""A checkpoint's life, in one place: the manifest store, the PREPARED index, commit, abort.
+
+A checkpoint manifest is the vote of the two-phase commit. Everything that decides what may
+happen to a transaction a manifest lists goes through this module, so that the writer's
+restore, the commit operator, the abort operator, the sensor, the CLI / manual DAG and the
+cleanup DAG can never disagree:
+
+- :class:`ManifestStore` (one base URI): reading a store that is not configured, does not exist
+  or cannot be read is a :class:`ManifestStoreError` naming it, never "no manifests" (a
+  mistyped path must not make PREPARED transactions look like orphans);
+- :func:`prepared_index`: transactional id -> the PREPARED manifest that must commit it;
+- :func:`commit_checkpoint`: commit a manifest's transactions and mark it COMMITTED, returning
+  one :class:`CommitReport` (also for dry runs and already-committed checkpoints);
+- :func:`plan_abort`: the abort decision (which transactions may be aborted, and why not);
+- :func:`mark_aborted`: the only way a manifest becomes ABORTED; :func:`abort_checkpoint` aborts
+  what one manifest still holds open and marks it.
+
+Marking a manifest re-reads it under the store's conditional write (a lock file next to a local
+manifest) so concurrent committers leave a truthful report: a later ``already_committed``
+never overwrites the report of the commit that really happened.
+
+No Airflow imports: the Spark driver and the CLI use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError, ManifestError
+from airflow_provider_kafka_eos.kafka.manifest import (
+    Manifest,
+    ManifestStatus,
+    find_manifests,
+    is_local_uri,
+    local_path,
+    manifest_uri,
+    read_manifest,
+    store_exists,
+    write_manifest,
+)
+
+__all__ = [
+    "DEFAULT_TRANSACTION_TIMEOUT_MS",
+    "ENV_MANIFEST_BASE_URI",
+    "AbortCandidate",
+    "AbortPlan",
+    "AbortPolicy",
+    "AbortVerdict",
+    "CheckpointAbortReport",
+    "CommitReport",
+    "ManifestStore",
+    "ManifestStoreError",
+    "PreparedRef",
+    "abort_checkpoint",
+    "commit_checkpoint",
+    "load_prepared",
+    "mark_aborted",
+    "plan_abort",
+    "prepared_index",
+]
+
+log = logging.getLogger(__name__)
+
+# Kafka's default transaction.max.timeout.ms: the longest timeout a default broker accepts. The
+# one source for the writer's default timeout and for the default minimum age of a bulk abort.
+DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
+ENV_MANIFEST_BASE_URI = "KAFKA_EOS_MANIFEST_BASE_URI"
+RUNBOOK_STORE = "manifest-store"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ManifestStoreError(ManifestError):
+    """The manifest store is not configured, does not exist or cannot be read."""
+
+    default_runbook = RUNBOOK_STORE
+
+
+# -- the store --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ManifestStore:
+    """Where a deployment's checkpoint manifests live: ``<base>/<pipeline_id>/checkpoint-<id>.json``.
+
+    ``source`` says where the base URI came from (shown in errors, so a user can fix the right
+    setting).
+    """
+
+    base_uri: str
+    source: str = "manifest_base_uri"
+
+    @classmethod
+    def configured(cls, base_uri: str | None, *, source: str = "manifest_base_uri") -> ManifestStore:
+        """The store, or :class:`ManifestStoreError` when no base URI was given."""
+        base = (base_uri or "").strip()
+        if not base:
+            raise ManifestStoreError(
+                f"no manifest store is configured ({source} is empty): without it, transactions that a "
+                "PREPARED manifest lists cannot be told apart from orphans, so nothing is aborted. Set "
+                "manifest_base_uri in the kafka_eos connection extra (Airflow), or pass --manifest-base URI "
+                f"(or ${ENV_MANIFEST_BASE_URI}) to kafka-eos-txn"
+            )
+        return cls(base.rstrip("/") or base, source)
+
+    def uri(self, pipeline_id: str, checkpoint_id: int) -> str:
+        return manifest_uri(self.base_uri, pipeline_id, checkpoint_id)
+
+    def create(self) -> None:
+        """Make the base exist (writers only: a reader never creates what it expected to find)."""
+        if is_local_uri(self.base_uri):
+            os.makedirs(local_path(self.base_uri), exist_ok=True)
+
+    def check(self) -> None:
+        """Raise :class:`ManifestStoreError` unless the store exists and can be listed."""
+        try:
+            exists = store_exists(self.base_uri)
+        except (OSError, ManifestError) as exc:
+            raise self._unreadable(str(exc)) from None
+        if not exists:
+            raise self._unreadable("it does not exist")
+
+    def manifests(
+        self, pipeline_id: str | None = None, status: ManifestStatus | None = None
+    ) -> list[tuple[str, Manifest]]:
+        """Every manifest (of one pipeline / one status); strict: a bad store or manifest raises."""
+        self.check()
+        try:
+            return find_manifests(self.base_uri, pipeline_id, status)
+        except ManifestError:
+            raise
+        except OSError as exc:
+            raise self._unreadable(str(exc)) from None
+
+    def prepared(self) -> dict[str, PreparedRef]:
+        """:func:`prepared_index` of this store (raises when the store cannot be read)."""
+        return prepared_index(self.manifests(status=ManifestStatus.PREPARED))
+
+    def _unreadable(self, why: str) -> ManifestStoreError:
+        return ManifestStoreError(
+            f"manifest store {self.base_uri} ({self.source}) cannot be read: {why}. Nothing was aborted: "
+            "without the store, transactions that a PREPARED manifest lists cannot be told apart from "
+            "orphans. Fix the store location (the kafka_eos connection's manifest_base_uri, or "
+            "--manifest-base), or pass --unprotected / protect=False if you accept losing prepared batches"
+        )
+
+
+# -- the PREPARED index -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PreparedRef:
+    """Where a prepared transaction is recorded: the manifest that must commit it."""
+
+    manifest_uri: str
+    pipeline_id: str
+    checkpoint_id: int
+    producer_id: int
+    producer_epoch: int
+
+
+def prepared_index(manifests: Iterable[tuple[str, Manifest]]) -> dict[str, PreparedRef]:
+    """Transactional id -> its PREPARED manifest; the one rule for "which ids are protected".
+
+    COMMITTED and ABORTED manifests cast no vote that is still owed, so they protect nothing.
+    """
+    index: dict[str, PreparedRef] = {}
+    for uri, manifest in manifests:
+        if manifest.status is not ManifestStatus.PREPARED:
+            continue
+        for c in manifest.committables:
+            index.setdefault(
+                c.transactional_id,
+                PreparedRef(
+                    uri, manifest.pipeline_id, manifest.checkpoint_id, c.producer_id, c.producer_epoch
+                ),
+            )
+    return index
+
+
+def load_prepared(
+    base_uri: str | None, *, protect: bool = True, source: str = "manifest_base_uri"
+) -> dict[str, PreparedRef]:
+    """The PREPARED index an abort must respect.
+
+    ``protect=True`` (the default everywhere): the store must be configured and readable, else
+    :class:`ManifestStoreError`. ``protect=False`` is the explicit way around: the store is read if
+    it can be (to label what is being lost), and an unreadable one is logged loudly and ignored.
+    """
+    if protect:
+        return ManifestStore.configured(base_uri, source=source).prepared()
+    log.warning(
+        "UNPROTECTED abort: transactions listed in PREPARED manifests may be aborted (their batches are lost)"
+    )
+    try:
+        return ManifestStore.configured(base_uri, source=source).prepared()
+    except ManifestError as exc:
+        log.warning("UNPROTECTED abort: the manifest store is not consulted (%s)", exc)
+        return {}
+
+
+# -- the abort decision -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AbortCandidate:
+    """One transaction as the coordinator describes it (``age_ms`` None: unknown / not open)."""
+
+    transactional_id: str
+    state: str
+    producer_id: int
+    producer_epoch: int
+    age_ms: int | None = None
+
+    @classmethod
+    def of(cls, description: Any, now_ms: int | None = None) -> AbortCandidate:
+        """From a ``TransactionDescription``."""
+        now = _now_ms() if now_ms is None else now_ms
+        start = getattr(description, "start_time_ms", -1)
+        age = now - start if start is not None and start >= 0 else None
+        return cls(
+            description.transactional_id,
+            str(getattr(description.state, "value", description.state)),
+            int(description.producer_id),
+            int(description.producer_epoch),
+            age,
+        )
+
+
+@dataclass(frozen=True)
+class AbortPolicy:
+    """The switches an abort starts with. The defaults are the safe ones.
+
+    ``prefixes``: the ids that are ours (None: every id a caller named is ours);
+    ``generated_only``: ours only if generated by a prefix (``prefix-<partition>-<n>``, the writer's
+    rule) instead of a plain string prefix; ``protect``: refuse ids of PREPARED manifests;
+    ``min_age_ms``: spare younger transactions; ``expected``: id -> (producer id, epoch) that must
+    still hold it (compare-and-abort: the sensor's sighting, or the user's ``--producer-id/--epoch``);
+    ``owned_ids``: ids that are ours whatever their prefix (the sensor classified them so).
+    """
+
+    protect: bool = True
+    prefixes: tuple[str, ...] | None = None
+    generated_only: bool = False
+    min_age_ms: int = 0
+    expected: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    abort_foreign: bool = False
+    owned_ids: frozenset[str] = frozenset()
+
+    def owner(self, transactional_id: str) -> str | None:
+        """The owning prefix (``""``: no prefix scope, or one of ``owned_ids``); None if not ours."""
+        if self.prefixes is None or transactional_id in self.owned_ids:
+            return ""
+        if self.generated_only:
+            from airflow_provider_kafka_eos.kafka.naming import owned_by
+
+            return next((p for p in self.prefixes if owned_by(p, transactional_id)), None)
+        return next((p for p in self.prefixes if transactional_id.startswith(p)), None)
+
+
+@dataclass(frozen=True)
+class AbortVerdict:
+    """What may happen to one candidate and why. ``kind``: orphan / commit-pending / foreign."""
+
+    transactional_id: str
+    abort: bool
+    kind: str
+    reason: str
+    producer_id: int | None = None
+    producer_epoch: int | None = None
+    state: str = ""
+    manifest_uri: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class AbortPlan:
+    verdicts: list[AbortVerdict] = field(default_factory=list)
+
+    @property
+    def to_abort(self) -> list[str]:
+        return [v.transactional_id for v in self.verdicts if v.abort]
+
+    @property
+    def refused(self) -> list[AbortVerdict]:
+        return [v for v in self.verdicts if not v.abort]
+
+
+def plan_abort(
+    candidates: Iterable[AbortCandidate],
+    *,
+    prepared: Mapping[str, PreparedRef],
+    policy: AbortPolicy = AbortPolicy(),
+) -> AbortPlan:
+    """The abort decision: every candidate gets one verdict, and only orphans may be aborted.
+
+    In order: a transaction that is not Ongoing has nothing to abort; one whose producer id /
+    epoch is not the expected one is a new transaction reusing the id; one listed in a PREPARED
+    manifest must be committed (refused while ``policy.protect``); one outside the prefix scope
+    is foreign; one younger than ``min_age_ms`` may still be written. Pure: no I/O.
+    """
+    plan = AbortPlan()
+    for c in candidates:
+        plan.verdicts.append(_verdict(c, prepared, policy))
+    return plan
+
+
+def _verdict(c: AbortCandidate, prepared: Mapping[str, PreparedRef], policy: AbortPolicy) -> AbortVerdict:
+    ref = prepared.get(c.transactional_id)
+    owner = policy.owner(c.transactional_id)
+    kind = "commit-pending" if ref is not None else ("orphan" if owner is not None else "foreign")
+
+    def verdict(abort: bool, reason: str) -> AbortVerdict:
+        return AbortVerdict(
+            c.transactional_id,
+            abort,
+            kind,
+            reason,
+            c.producer_id,
+            c.producer_epoch,
+            c.state,
+            ref.manifest_uri if ref else None,
+        )
+
+    if c.state != "Ongoing":
+        return verdict(False, f"not open (state {c.state}): nothing to abort")
+    want = policy.expected.get(c.transactional_id)
+    if want is not None and tuple(want) != (c.producer_id, c.producer_epoch):
+        return verdict(
+            False,
+            f"the coordinator holds producer id {c.producer_id} epoch {c.producer_epoch}, "
+            f"not the expected producer id {want[0]} epoch {want[1]}: another producer uses "
+            "this id now; nothing was aborted",
+        )
+    if ref is not None and policy.protect:
+        return verdict(
+            False,
+            f"listed in PREPARED manifest {ref.manifest_uri} (checkpoint {ref.checkpoint_id}): "
+            f"it must be committed, not aborted; commit it with --action commit --manifest "
+            f"{ref.manifest_uri}",
+        )
+    if owner is None and not policy.abort_foreign:
+        return verdict(
+            False, f"outside the configured prefixes {list(policy.prefixes or ())}: not ours to abort"
+        )
+    if policy.min_age_ms and (c.age_ms is None or c.age_ms < policy.min_age_ms):
+        age = "unknown" if c.age_ms is None else f"{c.age_ms // 1000} s"
+        return verdict(
+            False,
+            f"open for {age}, less than the minimum age {policy.min_age_ms // 1000} s: "
+            "it may still be written (pass a smaller --min-age to include it)",
+        )
+    if ref is not None:
+        return verdict(
+            True,
+            f"UNPROTECTED: listed in PREPARED manifest {ref.manifest_uri}; aborting it loses "
+            "that checkpoint's batch",
+        )
+    scope = f"under prefix {owner!r}" if owner else "named explicitly"
+    return verdict(True, f"{scope} and in no PREPARED manifest")
+
+
+# -- commit-and-mark --------------------------------------------------------------------------
+
+
+@dataclass
+class CommitReport:
+    """What committing one checkpoint did (or would do). JSON-able, no secrets.
+
+    ``status``: ``committed`` (this call sent the commit), ``already_committed`` (committed before:
+    by an earlier try, restore, or a concurrent committer), ``would_commit`` (dry run).
+    ``transaction_outcomes``: transactional id -> ``committed`` / ``already_committed`` (dry run:
+    ``commit`` / ``already_committed``); ``outcomes`` counts them.
+    """
+
+    manifest_uri: str
+    pipeline_id: str
+    checkpoint_id: int
+    topic: str
+    status: str
+    committed_by: str
+    transactions: int
+    records: int | None
+    transaction_outcomes: dict[str, str] = field(default_factory=dict)
+    commit_latency_ms: int = 0
+    prepare_to_commit_ms: int = 0
+    committed_at_ms: int = 0
+
+    @property
+    def outcomes(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for outcome in self.transaction_outcomes.values():
+            counts[outcome] = counts.get(outcome, 0) + 1
+        return counts
+
+    @property
+    def sent_commit(self) -> bool:
+        """Whether this report's author committed at least one transaction itself."""
+        return "committed" in self.transaction_outcomes.values()
+
+    def summary(self) -> str:
+        what = f"checkpoint {self.checkpoint_id} of {self.pipeline_id} ({self.manifest_uri})"
+        if self.status == "would_commit":
+            return (
+                f"dry run: would commit {self.transactions} transaction(s) of {what}; nothing was committed"
+            )
+        if self.status == "already_committed":
+            return f"{what} was already committed (by {self.committed_by}); nothing to do"
+        return (
+            f"committed {self.transactions} transaction(s) of {what}; manifest marked COMMITTED "
+            f"(outcomes {self.outcomes})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["outcomes"] = self.outcomes
+        data["transactional_ids"] = sorted(self.transaction_outcomes)
+        data["already_committed"] = self.status == "already_committed"
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CommitReport:
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _records(manifest: Manifest) -> int | None:
+    counts = [c.record_count for c in manifest.committables]
+    return None if any(n is None for n in counts) else sum(counts)
+
+
+def _report(
+    uri: str,
+    manifest: Manifest,
+    status: str,
+    by: str,
+    outcomes: Mapping[str, str],
+    started_ms: int,
+    finished_ms: int,
+) -> CommitReport:
+    prepared_at = max((c.prepared_at_ms for c in manifest.committables), default=started_ms)
+    return CommitReport(
+        manifest_uri=uri,
+        pipeline_id=manifest.pipeline_id,
+        checkpoint_id=manifest.checkpoint_id,
+        topic=manifest.topic,
+        status=status,
+        committed_by=by,
+        transactions=len(manifest.committables),
+        records=_records(manifest),
+        transaction_outcomes=dict(outcomes),
+        commit_latency_ms=finished_ms - started_ms,
+        prepare_to_commit_ms=finished_ms - prepared_at,
+        committed_at_ms=finished_ms,
+    )
+
+
+def _previous_report(uri: str, manifest: Manifest) -> CommitReport:
+    """The report of a manifest that is COMMITTED already (whoever committed it)."""
+    data = dict(manifest.commit_report or {})
+    report = _report(
+        uri,
+        manifest,
+        "already_committed",
+        str(data.get("committed_by", "unknown")),
+        _stored_outcomes(data),
+        manifest.updated_at_ms,
+        manifest.updated_at_ms,
+    )
+    return report
+
+
+def _stored_outcomes(data: Mapping[str, Any]) -> dict[str, str]:
+    """Transactional id -> outcome from a stored report (older releases kept them under ``outcomes``)."""
+    for key in ("transaction_outcomes", "outcomes"):
+        value = data.get(key)
+        if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+            return dict(value)
+    return {}
+
+
+def _refuse_aborted(uri: str, manifest: Manifest) -> DataLossError:
+    first = manifest.committables[0].transactional_id if manifest.committables else None
+    return DataLossError(
+        f"checkpoint {manifest.checkpoint_id} ({uri}) is ABORTED: its transactions were lost before they "
+        "could be committed; rerun the checkpoint to produce it again",
+        transactional_id=first,
+        runbook="rerun-a-checkpoint",
+    )
+
+
+def verify_checkpoint(admin: Any, manifest: Manifest) -> dict[str, str]:
+    """The commit's own verification, read-only: id -> ``commit`` / ``already_committed``.
+
+    Raises what the real commit would raise (DataLossError, ProducerFencedError,
+    TransactionTimeoutRiskError, UnknownTransactionError), so a dry run fails the same way.
+    """
+    if not manifest.committables:
+        return {}
+    descriptions = admin.describe([c.transactional_id for c in manifest.committables])
+    return {
+        c.transactional_id: admin.verify_committable(c, descriptions[c.transactional_id])
+        for c in manifest.committables
+    }
+
+
+def commit_checkpoint(
+    admin: Any,
+    uri: str,
+    *,
+    committed_by: str,
+    dry_run: bool = False,
+    max_workers: int = 16,
+    now_ms: Callable[[], int] = _now_ms,
+) -> CommitReport:
+    """Commit every transaction of the manifest at ``uri`` and mark it COMMITTED (commit-and-mark).
+
+    A COMMITTED manifest is reported as ``already_committed`` without touching Kafka; an ABORTED
+    one raises DataLossError. All or nothing: ``TransactionAdmin.commit`` verifies every
+    committable before the first EndTxn. A dry run runs the same verification and raises the
+    same error. A failed commit leaves the manifest PREPARED (restore decides about it).
+    """
+    manifest = read_manifest(uri)
+    if manifest.status is ManifestStatus.COMMITTED:
+        return _previous_report(uri, manifest)
+    if manifest.status is ManifestStatus.ABORTED:
+        raise _refuse_aborted(uri, manifest)
+    started = now_ms()
+    if dry_run:
+        plan = verify_checkpoint(admin, manifest)
+        status = (
+            "already_committed"
+            if plan and all(v == "already_committed" for v in plan.values())
+            else "would_commit"
+        )
+        return _report(uri, manifest, status, committed_by, plan, started, now_ms())
+    outcomes = admin.commit(manifest.committables, max_workers=max_workers) if manifest.committables else []
+    finished = now_ms()
+    by_id = {o.transactional_id: o.outcome for o in outcomes}
+    mine = "committed" if "committed" in by_id.values() or not by_id else "already_committed"
+    report = _report(uri, manifest, mine, committed_by, by_id, started, finished)
+    return _mark_committed(uri, report, finished)
+
+
+def _mark_committed(uri: str, report: CommitReport, at_ms: int) -> CommitReport:
+    """Write COMMITTED + report under the manifest's lock, keeping the truth when racing.
+
+    If a concurrent committer marked it first: a report of ours that committed nothing itself
+    (``already_committed``) never replaces theirs; one that did replaces a report that did not;
+    when both committed some transactions, the per-transaction outcomes are merged.
+    """
+    with _manifest_lock(uri):
+        current = read_manifest(uri)
+        if current.status is ManifestStatus.ABORTED:
+            raise _refuse_aborted(uri, current)
+        if current.status is ManifestStatus.COMMITTED:
+            theirs = _previous_report(uri, current)
+            if not report.sent_commit:
+                log.info(
+                    "%s was marked COMMITTED concurrently (by %s); its report is kept",
+                    uri,
+                    theirs.committed_by,
+                )
+                return report
+            if theirs.sent_commit:
+                merged = dict(report.transaction_outcomes)
+                merged.update({t: o for t, o in theirs.transaction_outcomes.items() if o == "committed"})
+                report.transaction_outcomes = merged
+                report.committed_by = f"{theirs.committed_by} and {report.committed_by}"
+        current.status = ManifestStatus.COMMITTED
+        current.updated_at_ms = at_ms
+        current.commit_report = report.to_dict()
+        write_manifest(uri, current)
+    return report
+
+
+# -- mark-ABORTED and abort-a-checkpoint -----------------------------------------------------
+
+
+def mark_aborted(
+    uri: str, reasons: Sequence[str], *, aborted_by: str, now_ms: Callable[[], int] = _now_ms
+) -> None:
+    """Mark the manifest ABORTED with the reasons (the only writer of ABORTED).
+
+    Refuses a manifest that became COMMITTED meanwhile (its data is visible: nothing was lost).
+    """
+    with _manifest_lock(uri):
+        current = read_manifest(uri)
+        if current.status is ManifestStatus.ABORTED:
+            return
+        if current.status is ManifestStatus.COMMITTED:
+            raise KafkaEosError(
+                f"manifest {uri} is COMMITTED; it cannot be marked ABORTED", runbook="resolve-manually"
+            )
+        current.status = ManifestStatus.ABORTED
+        current.updated_at_ms = now_ms()
+        current.commit_report = {"aborted_by": aborted_by, "reasons": list(reasons)}
+        write_manifest(uri, current)
+
+
+@dataclass
+class CheckpointAbortReport:
+    manifest_uri: str
+    checkpoint_id: int
+    status: str  # aborted | already_aborted | would_abort
+    outcomes: dict[str, str] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        if self.status == "already_aborted":
+            return f"checkpoint {self.checkpoint_id} ({self.manifest_uri}) was already ABORTED; nothing to do"
+        verb = "would abort" if self.status == "would_abort" else "aborted"
+        return (
+            f"{verb} checkpoint {self.checkpoint_id} ({self.manifest_uri}): "
+            f"{len(self.outcomes)} transaction(s)"
+            + ("; nothing was changed" if self.status == "would_abort" else "; manifest marked ABORTED")
+        )
+
+
+def abort_checkpoint(
+    admin: Any, uri: str, *, dry_run: bool = False, aborted_by: str = "kafka-eos-txn"
+) -> CheckpointAbortReport:
+    """Abort what the manifest at ``uri`` still holds open, then mark it ABORTED.
+
+    The user named this checkpoint, so PREPARED protection does not apply to it; but a
+    transaction that was committed (part of the batch is visible) refuses the whole abort, and an
+    id another producer holds now is left alone (it is no longer this checkpoint's transaction).
+    """
+    manifest = read_manifest(uri)
+    report = CheckpointAbortReport(uri, manifest.checkpoint_id, "already_aborted")
+    if manifest.status is ManifestStatus.ABORTED:
+        return report
+    if manifest.status is ManifestStatus.COMMITTED:
+        raise KafkaEosError(
+            f"manifest {uri} is COMMITTED: its records are visible and cannot be aborted",
+            runbook="resolve-manually",
+        )
+    descriptions = admin.describe([c.transactional_id for c in manifest.committables], missing_ok=True)
+    mine: list[str] = []
+    for c in manifest.committables:
+        d = descriptions.get(c.transactional_id)
+        state = "" if d is None else str(getattr(d.state, "value", d.state))
+        if d is not None and d.producer_id == c.producer_id and state in ("CompleteCommit", "PrepareCommit"):
+            raise KafkaEosError(
+                f"checkpoint {manifest.checkpoint_id} ({uri}) is partly committed ({c.transactional_id}); "
+                f"aborting the rest would lose part of it: commit it with --action commit --manifest {uri}",
+                transactional_id=c.transactional_id,
+                runbook="commit-pending-transaction",
+            )
+        if (
+            d is not None
+            and state == "Ongoing"
+            and (d.producer_id, d.producer_epoch) == (c.producer_id, c.producer_epoch)
+        ):
+            mine.append(c.transactional_id)
+            report.outcomes[c.transactional_id] = "would abort" if dry_run else "pending"
+        else:
+            report.outcomes[c.transactional_id] = f"nothing to abort ({state or 'unknown id'})"
+    if dry_run:
+        report.status = "would_abort"
+        return report
+    for outcome in admin.abort(mine) if mine else []:
+        report.outcomes[outcome.transactional_id] = outcome.outcome
+    mark_aborted(uri, [f"aborted on request ({aborted_by})"], aborted_by=aborted_by)
+    report.status = "aborted"
+    return report
+
+
+# -- conditional write ------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _manifest_lock(uri: str) -> Iterator[None]:
+    """Serialise read-check-write of one manifest: an flock'ed lock file next to a local manifest.
+
+    Object stores offer no lock here; there the re-read before the write narrows the race to one
+    round trip (documented in docs/manifest-format.md).
+    """
+    if not is_local_uri(uri) or os.name != "posix":
+        yield
+        return
+    import fcntl
+
+    path = local_path(uri) + ".lock"
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
