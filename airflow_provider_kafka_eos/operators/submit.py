@@ -102,16 +102,6 @@ class _ManifestCapturingHook(SparkSubmitHook):
         kwargs.setdefault("start_new_session", True)
         return super().submit(application, **kwargs)
 
-    def _manifest_store(self) -> Any:
-        """The operator's store, else the connection's (ManifestStoreError naming both when unset)."""
-        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-        from airflow_provider_kafka_eos.kafka.checkpoint import ManifestStore
-
-        if self.manifest_base_uri:
-            return ManifestStore.configured(self.manifest_base_uri)
-        hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
-        return ManifestStore.configured(hook.manifest_base_uri(), source=hook.manifest_store_source())
-
     def on_kill(self) -> None:
         process = getattr(self, "_submit_sp", None)
         if process is not None and process.poll() is None:
@@ -317,6 +307,16 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         return hook
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def _manifest_store(self) -> Any:
+        """The operator's store, else the connection's (ManifestStoreError naming both when unset)."""
+        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+        from airflow_provider_kafka_eos.kafka.checkpoint import ManifestStore
+
+        if self.manifest_base_uri:
+            return ManifestStore.configured(self.manifest_base_uri)
+        hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
+        return ManifestStore.configured(hook.manifest_base_uri(), source=hook.manifest_store_source())
 
     def _executor_python(self, driver_python: str, master: str) -> str | None:
         """``executor_python``, else the user's ``spark.pyspark.python``, else (local master only)
