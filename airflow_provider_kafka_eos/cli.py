@@ -92,12 +92,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--transactional-id", metavar="ID", help="one transaction (describe, abort, commit)")
     parser.add_argument(
-        "--producer-id", type=int, metavar="N", help="commit / compare-and-abort: the producer id"
-    )
-    parser.add_argument(
-        "--epoch", type=int, metavar="N", help="commit / compare-and-abort: the producer epoch"
-    )
-    parser.add_argument(
         "--prefix",
         action="append",
         default=[],
@@ -117,27 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="only transactions open at least this long (15m); a bulk abort defaults to the "
         "transaction timeout (15m)",
     )
-    parser.add_argument(
-        "--manifest",
-        metavar="URI",
-        help="one checkpoint manifest: commit commits it; abort aborts what it holds open and marks "
-        "it ABORTED",
-    )
-    parser.add_argument(
-        "--manifest-base",
-        metavar="URI",
-        help=f"the manifest store every abort reads first (default: {MANIFEST_BASE_KEY} in --command-config, "
-        f"or ${ENV_MANIFEST_BASE})",
-    )
-    parser.add_argument(
-        "--unprotected",
-        action="store_true",
-        help="abort: do not require the manifest store and abort ids of PREPARED manifests too "
-        "(their batches are lost)",
-    )
-    parser.add_argument(
-        "--dry-run", action="store_true", help="show what abort/commit would do; change nothing"
-    )
+    _add_checkpoint_args(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
         "--topic",
@@ -171,6 +145,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log the Kafka client's debug output")
     return parser
+
+
+def _add_checkpoint_args(parser: argparse.ArgumentParser) -> None:
+    """The options about checkpoints and the safety of an abort (the manifest store, dry runs)."""
+    parser.add_argument(
+        "--producer-id", type=int, metavar="N", help="commit / compare-and-abort: the producer id"
+    )
+    parser.add_argument(
+        "--epoch", type=int, metavar="N", help="commit / compare-and-abort: the producer epoch"
+    )
+    parser.add_argument(
+        "--manifest",
+        metavar="URI",
+        help="one checkpoint manifest: commit commits it; abort aborts what it holds open and marks "
+        "it ABORTED",
+    )
+    parser.add_argument(
+        "--manifest-base",
+        metavar="URI",
+        help=f"the manifest store every abort reads first (default: {MANIFEST_BASE_KEY} in --command-config, "
+        f"or ${ENV_MANIFEST_BASE})",
+    )
+    parser.add_argument(
+        "--unprotected",
+        action="store_true",
+        help="abort: do not require the manifest store and abort ids of PREPARED manifests too "
+        "(their batches are lost)",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="show what abort/commit would do; change nothing"
+    )
 
 
 def _properties(args: argparse.Namespace, env: Any) -> tuple[str | None, dict[str, str]]:

@@ -75,8 +75,8 @@ class _WorkerMemory:
 
 def _eos(df: Any, config: dict[str, Any], producer: str, two_phase: bool, checkpoint: int, manifests: str,
          records: int) -> dict[str, Any]:
-    from airflow_provider_kafka_eos.spark.testing_support import commit_manifest
     from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+    from airflow_provider_kafka_eos.testing.spark import commit_manifest
 
     run = uuid.uuid4().hex[:8]
     with _WorkerMemory() as memory:
@@ -134,7 +134,7 @@ def _raw(config: dict[str, Any], records: int) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    from airflow_provider_kafka_eos.spark.testing_support import local_spark_session
+    from airflow_provider_kafka_eos.testing.spark import local_spark_session
 
     opts = _options(argv)
     records = opts["records"]

@@ -66,7 +66,7 @@ def _plain_writer(bootstrap_config: dict[str, Any], topic: str):
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    from airflow_provider_kafka_eos.spark.testing_support import local_spark_session
+    from airflow_provider_kafka_eos.testing.spark import local_spark_session
 
     opts = _options(argv)
     broker = None
@@ -136,8 +136,8 @@ def main(argv: list[str]) -> dict[str, Any]:
 def _eos_once(
     df: Any, config: dict[str, Any], run: str, checkpoint: int, manifests: str, records: int
 ) -> dict:
-    from airflow_provider_kafka_eos.spark.testing_support import commit_manifest
     from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+    from airflow_provider_kafka_eos.testing.spark import commit_manifest
 
     start = time.perf_counter()
     manifest = write_exactly_once(

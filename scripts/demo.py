@@ -68,13 +68,19 @@ def run_pipeline(dag, batch: str, *, fault: str | None = None) -> dict[str, str]
     import pendulum
 
     logical_date = pendulum.parse(batch, tz="UTC")
-    if fault:
-        os.environ["KAFKA_EOS_FAULT"] = fault  # inherited by spark-submit (test-only fault hook)
+    from airflow_provider_kafka_eos.testing import fault_job
+
+    submit = dag.get_task("submit")
+    production_job = submit.application
+    if fault:  # the test-only entry point reads the plan from its environment (spark/job.py never does)
+        os.environ[fault_job.ENV_VAR] = fault
+        submit.application = fault_job.FILE
     try:
         started = time.monotonic()
         run = dag.test(logical_date=logical_date)
     finally:
-        os.environ.pop("KAFKA_EOS_FAULT", None)
+        os.environ.pop(fault_job.ENV_VAR, None)
+        submit.application = production_job
     states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
     print(f"    run {batch}: {states} ({time.monotonic() - started:.0f}s)", flush=True)
     return states

@@ -1,8 +1,12 @@
 """Fault-injection points of the exactly-once write, for tests only.
 
-Set ``KAFKA_EOS_FAULT`` in the environment of the driver (spark-submit) to a comma-separated
-list of ``name[=value]``; unset (the normal case) means no fault. The plan is read on the
-driver and shipped to the tasks inside the task closure, so executors need no environment.
+A :class:`FaultPlan` reaches the writer only through an explicit test hook: the
+``fault_plan=`` keyword of ``write_exactly_once`` / ``spark.job.run``, which production code
+never passes (nothing on the production path reads an environment variable for it). The
+spark-submit tests and the demo run ``airflow_provider_kafka_eos/testing/fault_job.py``, a
+test-only entry point that parses ``KAFKA_EOS_FAULT`` (a comma-separated list of
+``name[=value]``) and hands the plan to the job. The plan is shipped to the tasks inside the
+task closure, so executors need no environment.
 
 ``kill_task_after_records=N``
     the task of partition ``kill_task_partition`` (default 0) flushes its first N records
@@ -30,9 +34,9 @@ from dataclasses import dataclass
 
 from airflow_provider_kafka_eos.kafka.errors import UsageError
 
-__all__ = ["ENV_VAR", "EXIT_AFTER_MANIFEST", "EXIT_BEFORE_MANIFEST", "FaultPlan", "InjectedFault"]
+__all__ = ["EXIT_AFTER_MANIFEST", "EXIT_BEFORE_MANIFEST", "FaultPlan", "InjectedFault"]
 
-ENV_VAR = "KAFKA_EOS_FAULT"
+_WHAT = "fault plan"
 EXIT_BEFORE_MANIFEST = 86
 EXIT_AFTER_MANIFEST = 87
 WORKER_KILLED = 85
@@ -70,18 +74,14 @@ class FaultPlan:
                 try:
                     values[name] = int(raw)
                 except ValueError:
-                    raise UsageError(f"{ENV_VAR}: {name} needs an integer value, got {raw!r}",
+                    raise UsageError(f"{_WHAT}: {name} needs an integer value, got {raw!r}",
                                      runbook="troubleshooting") from None
             else:
-                raise UsageError(f"{ENV_VAR}: unknown fault {name!r}", runbook="troubleshooting")
+                raise UsageError(f"{_WHAT}: unknown fault {name!r}", runbook="troubleshooting")
         if ("hold_task_after_records" in values) != ("hold_dir" in values):
-            raise UsageError(f"{ENV_VAR}: hold_task_after_records and hold_dir go together",
+            raise UsageError(f"{_WHAT}: hold_task_after_records and hold_dir go together",
                              runbook="troubleshooting")
         return cls(**values)  # type: ignore[arg-type]
-
-    @classmethod
-    def from_env(cls) -> FaultPlan:
-        return cls.parse(os.environ.get(ENV_VAR))
 
     @property
     def active(self) -> bool:
@@ -100,7 +100,7 @@ class FaultPlan:
 
     def check_task_failure(self, partition: int) -> None:
         if self.fail_task_partition is not None and partition == self.fail_task_partition:
-            raise InjectedFault(f"{ENV_VAR}: injected failure of partition {partition}")
+            raise InjectedFault(f"{_WHAT}: injected failure of partition {partition}")
 
     # -- driver side -----------------------------------------------------------------------
 

@@ -155,8 +155,12 @@ def load_application(spec: str) -> Callable[[Any, dict], Any]:
     return fn
 
 
-def run(args: argparse.Namespace) -> str:
-    """Build the DataFrame and prepare it; returns the manifest URI."""
+def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
+    """Build the DataFrame and prepare it; returns the manifest URI.
+
+    ``fault_plan`` is the test hook (``testing/fault_job.py`` passes one); the job itself never
+    reads one from its environment.
+    """
     from pyspark.sql import SparkSession
 
     from airflow_provider_kafka_eos.kafka.errors import UsageError
@@ -171,7 +175,7 @@ def run(args: argparse.Namespace) -> str:
     params = load_params(args.params)
     config = load_client_config()
     application = load_application(args.application)
-    plan = FaultPlan.from_env()
+    plan = fault_plan if fault_plan is not None else FaultPlan()
     if plan.active:
         log.warning("fault injection active (tests only): %s", plan)
 
@@ -218,14 +222,14 @@ def check_job_side(producer: str | None = None) -> None:
                                   producer=producer)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, fault_plan: Any = None) -> int:
     from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, UsageError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     args = build_arg_parser().parse_args(argv)
     try:
-        uri = run(args)
+        uri = run(args, fault_plan=fault_plan)
     except (UsageError, ConfigError) as exc:
         print(f"kafka-eos job: {exc}", file=sys.stderr, flush=True)
         return 2

@@ -78,14 +78,13 @@ def write_exactly_once(
     Before producing, earlier checkpoints are restored (see ``kafka/restore.py``); when this
     checkpoint already has a PREPARED or COMMITTED manifest, nothing is produced and that
     manifest is returned (a retried or rerun job is idempotent). ``fault_plan`` is the test hook
-    for fault injection (``testing/faults``); production code never passes it.
+    for fault injection (``spark/faults.py``); production code never passes it.
 
     ``two_phase_commit=True`` opens every partition's transaction with KIP-939's Enable2Pc (the
     coordinator never times it out; each committable records ``two_phase``); it needs the Arrow
     producer. ``producer`` is ``"arrow"`` or ``"librdkafka"`` (default :data:`DEFAULT_PRODUCER`).
     """
-    store = ManifestStore.configured(_base_uri(manifest_base_uri, manifest_uri),
-                                     source="write_exactly_once(manifest_base_uri=...)")
+    store = ManifestStore.configured(_base_uri(manifest_base_uri, manifest_uri), source="manifest_base_uri")
     pipeline_id, transactional_id_prefix = pipeline_identity(pipeline_id, transactional_id_prefix)
     naming = NamingStrategy.parse(naming_strategy)
     config = kafka_config if isinstance(kafka_config, KafkaClientConfig) else \
@@ -128,24 +127,32 @@ def write_exactly_once(
         _verify_still_prepared(admin, committables)
 
         plan.before_manifest()
-        now = _now_ms()
-        manifest = Manifest(
-            pipeline_id=pipeline_id,
-            checkpoint_id=checkpoint_id,
-            transactional_id_prefix=transactional_id_prefix,
-            naming_strategy=naming.value,
-            topic=topic,
-            status=ManifestStatus.PREPARED,
-            committables=sorted(committables, key=lambda c: c.transactional_id),
-            created_at_ms=now,
-            updated_at_ms=now,
-        )
-        this_uri = store.uri(pipeline_id, checkpoint_id)
-        write_manifest(this_uri, manifest)
-        log.info("checkpoint %d of %s prepared: %d transaction(s), %d record(s) in %.1fs -> %s",
-                 checkpoint_id, pipeline_id, len(committables), sum(c.record_count for c in committables),
-                 (now - started_ms) / 1000, this_uri)
-        return manifest
+        return _write_vote(store, committables, pipeline_id=pipeline_id, checkpoint_id=checkpoint_id,
+                           prefix=transactional_id_prefix, naming=naming, topic=topic, started_ms=started_ms)
+
+
+def _write_vote(store: ManifestStore, committables: list[Committable], *, pipeline_id: str,
+                checkpoint_id: int, prefix: str, naming: NamingStrategy, topic: str,
+                started_ms: int) -> Manifest:
+    """Write the PREPARED manifest (the vote); from now on the batch must be committed."""
+    now = _now_ms()
+    manifest = Manifest(
+        pipeline_id=pipeline_id,
+        checkpoint_id=checkpoint_id,
+        transactional_id_prefix=prefix,
+        naming_strategy=naming.value,
+        topic=topic,
+        status=ManifestStatus.PREPARED,
+        committables=sorted(committables, key=lambda c: c.transactional_id),
+        created_at_ms=now,
+        updated_at_ms=now,
+    )
+    uri = store.uri(pipeline_id, checkpoint_id)
+    write_manifest(uri, manifest)
+    log.info("checkpoint %d of %s prepared: %d transaction(s), %d record(s) in %.1fs -> %s",
+             checkpoint_id, pipeline_id, len(committables), sum(c.record_count for c in committables),
+             (now - started_ms) / 1000, uri)
+    return manifest
 
 
 def _base_uri(manifest_base_uri: str | None, manifest_uri: str | None) -> str | None:
@@ -282,20 +289,8 @@ def _partition_preparer(
                 kill_at = plan.kill_point(partition, attempt, written, batch.num_rows)
                 if kill_at is not None:  # tests only: die part way through this batch
                     batch = batch.slice(0, kill_at)
-                if producer == "arrow":  # whole Arrow columns, no Python object per row
-                    txn.write_columns(
-                        batch.column(0),
-                        batch.column(1),
-                        batch.column(2) if has_headers else None,
-                        batch.column(2 + int(has_headers)) if has_partition else None,
-                    )
-                else:
-                    txn.write_rows(
-                        batch.column(0).to_pylist(),
-                        batch.column(1).to_pylist(),
-                        batch.column(2).to_pylist() if has_headers else None,
-                        batch.column(2 + int(has_headers)).to_pylist() if has_partition else None,
-                    )
+                _write_batch(txn, batch, arrow=producer == "arrow", has_headers=has_headers,
+                             has_partition=has_partition)
                 written += batch.num_rows
                 if kill_at is not None:
                     txn.flush()
@@ -313,6 +308,21 @@ def _partition_preparer(
             yield pa.RecordBatch.from_pydict({"committable": [json.dumps(committable.to_dict())]})
 
     return prepare_partition
+
+
+def _write_batch(txn: Any, batch: Any, *, arrow: bool, has_headers: bool, has_partition: bool) -> None:
+    """One Arrow batch into the partition's transaction (columns k, v[, h][, p])."""
+    headers = batch.column(2) if has_headers else None
+    partitions = batch.column(2 + int(has_headers)) if has_partition else None
+    if arrow:  # whole Arrow columns, no Python object per row
+        txn.write_columns(batch.column(0), batch.column(1), headers, partitions)
+        return
+    txn.write_rows(
+        batch.column(0).to_pylist(),
+        batch.column(1).to_pylist(),
+        None if headers is None else headers.to_pylist(),
+        None if partitions is None else partitions.to_pylist(),
+    )
 
 
 def _check_one_per_transactional_id(committables: list[Committable]) -> None:

@@ -279,3 +279,25 @@ def test_connections_beyond_max_connections_are_closed(kafka_broker_factory, raw
             break
         except (ConnectionError, OSError):
             assert time.monotonic() < deadline, "the freed slot was never reused"
+
+
+# Frames scripts/fuzz_broker.py found (seed 1): a null where the schema forbids one reached a
+# handler and crashed it ("unexpected error" in the log). Kafka's reader refuses them first.
+FUZZ_FINDINGS = [
+    pytest.param("001800030000200000000000000000001800030000200000000000000000",
+                 id="add-partitions-to-txn-v3-null-transactional-id"),
+    pytest.param("0019000100004001000466757a7a0000000000000faf3e426dbef27e15a9114a0000000000000001",
+                 id="add-offsets-to-txn-v1-null-group-id"),
+]
+
+
+@pytest.mark.parametrize("frame_hex", FUZZ_FINDINGS)
+def test_fuzzer_findings_are_refused_not_crashed_on(kafka_broker_factory, raw_client, frame_hex):
+    broker = kafka_broker_factory()
+    frame = bytes.fromhex(frame_hex)
+    client = raw_client(broker.bootstrap)
+    client.send_bytes(struct.pack(">i", len(frame)) + frame)
+    assert client.is_closed_by_peer()
+    _settle(raw_client, broker.bootstrap, rounds=1)
+    log = broker.log_tail(200)
+    assert "serialized as null" in log and "unexpected error" not in log, log

@@ -59,6 +59,6 @@ def kafka_eos_conn(monkeypatch, unique_name):
 
 @pytest.fixture(scope="session")
 def spark():
-    from airflow_provider_kafka_eos.spark.testing_support import local_spark_session
+    from airflow_provider_kafka_eos.testing.spark import local_spark_session
 
     return local_spark_session()

@@ -30,8 +30,8 @@ from cluster_helpers import (
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
 from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
-from airflow_provider_kafka_eos.spark.testing_support import keyed_frame
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+from airflow_provider_kafka_eos.testing.spark import keyed_frame
 from airflow_provider_kafka_eos.testing.transactions import produce_transaction, write_prepared_manifest
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once
 
@@ -101,7 +101,7 @@ def test_partition_leader_killed_while_spark_writes(cluster, spark, tmp_path, un
         try:
             result["manifest"] = write_exactly_once(
                 df, topic=topic, kafka_config=cluster.client_config(), transactional_id_prefix=prefix,
-                checkpoint_id=1, manifest_uri=str(tmp_path / "manifests"),
+                checkpoint_id=1, manifest_base_uri=str(tmp_path / "manifests"),
                 transaction_timeout_ms=TXN_TIMEOUT_MS,
             )
         except BaseException as exc:  # handed to the test thread

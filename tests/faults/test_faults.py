@@ -30,8 +30,9 @@ from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsO
 from airflow_provider_kafka_eos.spark import faults
 from airflow_provider_kafka_eos.spark import job as eos_job
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
-from airflow_provider_kafka_eos.spark.testing_support import commit_manifest, keyed_frame
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+from airflow_provider_kafka_eos.testing import fault_job
+from airflow_provider_kafka_eos.testing.spark import commit_manifest, keyed_frame
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.faults, pytest.mark.spark, pytest.mark.broker]
@@ -134,7 +135,7 @@ def _spark_submit(broker, base, prefix, topic, checkpoint, fault, tmp_path):
     config_file.chmod(0o600)
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     env[eos_job.CONFIG_FILE_ENV] = str(config_file)
-    env[faults.ENV_VAR] = fault
+    env[fault_job.ENV_VAR] = fault  # read by the test-only entry point, never by spark/job.py
     params = {"tag": "j", "count": 240, "partitions": 3}
     cmd = [
         str(SPARK_SUBMIT),
@@ -142,7 +143,7 @@ def _spark_submit(broker, base, prefix, topic, checkpoint, fault, tmp_path):
         "local[2,3]",
         "--conf",
         "spark.ui.enabled=false",
-        eos_job.__file__,
+        fault_job.FILE,
         "--pipeline-id",
         prefix,
         "--topic",

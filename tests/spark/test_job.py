@@ -11,8 +11,8 @@ import pytest
 
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, UsageError
 from airflow_provider_kafka_eos.spark import job
-from airflow_provider_kafka_eos.spark.testing_support import commit_manifest
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+from airflow_provider_kafka_eos.testing.spark import commit_manifest
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
 ARGS = [

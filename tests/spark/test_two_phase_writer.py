@@ -16,8 +16,8 @@ from airflow_provider_kafka_eos.kafka.errors import UsageError
 from airflow_provider_kafka_eos.kafka.manifest import manifest_uri, read_manifest
 from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin, TxnState
 from airflow_provider_kafka_eos.spark.job import build_arg_parser
-from airflow_provider_kafka_eos.spark.testing_support import commit_manifest, keyed_frame
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+from airflow_provider_kafka_eos.testing.spark import commit_manifest, keyed_frame
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]

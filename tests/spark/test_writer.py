@@ -20,8 +20,8 @@ from airflow_provider_kafka_eos.kafka.manifest import (
 from airflow_provider_kafka_eos.kafka.producer import PartitionTransaction, TransactionProtocol
 from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin, TxnState
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
-from airflow_provider_kafka_eos.spark.testing_support import commit_manifest, keyed_frame
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+from airflow_provider_kafka_eos.testing.spark import commit_manifest, keyed_frame
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]

@@ -105,6 +105,44 @@ def parse_request_header(frame: bytes, flexible: bool) -> tuple[str | None, int]
     return client_id, pos
 
 
+_NULLABLE_TYPES = frozenset({"string", "bytes", "records"})
+
+
+def null_in_non_nullable(message: object, fields: dict, version: int, path: str = "") -> str | None:
+    """The first field that is null although the schema says it may not be, in this version.
+
+    kafka-python decodes a -1 length as None whatever the schema says; Kafka's own reader
+    throws ("non-nullable field ... was serialized as null") and the request never reaches a
+    handler. Without this check a mutated request crashed handlers that trust the schema
+    (found by scripts/fuzz_broker.py: AddPartitionsToTxn with null topics, AddOffsetsToTxn with
+    a null group id).
+    """
+    for name, field in fields.items():
+        if not field.for_version_q(version) or field.tagged_field_q(version):
+            continue
+        value = getattr(message, name, None)
+        where = f"{path}{field.name}"
+        if value is None:
+            # Only strings, bytes, records, arrays and structs can be null on the wire (a zero
+            # uuid also decodes as None and is legal).
+            can_be_null = field.is_array() or field.is_struct() or field.type_str in _NULLABLE_TYPES
+            if can_be_null and not field.nullable_for_version_q(version):
+                return where
+            continue
+        if field.is_struct_array():
+            for item in value:
+                found = null_in_non_nullable(item, field.fields, version, f"{where}[].")
+                if found is not None:
+                    return found
+        elif field.is_struct():
+            found = null_in_non_nullable(value, field.fields, version, f"{where}.")
+            if found is not None:
+                return found
+        elif field.is_array() and any(item is None for item in value):
+            return f"{where}[]"
+    return None
+
+
 def response_header(correlation_id: int, api_key: int, flexible: bool) -> bytes:
     # ApiVersions responses always use header v0 so that any client can read them.
     if flexible and api_key != API_VERSIONS_KEY:
@@ -359,8 +397,13 @@ class ConnectionHandler:
                 frame, reg.request_class.flexible_version_q(api_version)
             )
             request = reg.request_class.decode(memoryview(frame)[body_start:], version=api_version)
+            null_field = null_in_non_nullable(request, reg.request_class.fields, api_version)
         except Exception as exc:
             raise CloseConnection(f"cannot decode API key {api_key} v{api_version}: {exc}") from exc
+        if null_field is not None:  # Kafka's schema reader refuses these before any handler runs
+            raise CloseConnection(
+                f"API key {api_key} v{api_version}: non-nullable field {null_field} was serialized as null"
+            )
         ctx = RequestContext(
             broker=self.broker,
             api_key=api_key,

@@ -1,4 +1,4 @@
-"""Helpers for tests, benchmarks and the demo of the writer (not used by the data path)."""
+"""Spark helpers for tests, benchmarks and the demo of the writer (never used by the data path)."""
 
 from __future__ import annotations
 
