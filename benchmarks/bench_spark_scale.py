@@ -88,7 +88,7 @@ class MemorySampler:
 
 def main(argv: list[str]) -> dict[str, Any]:
     from airflow_provider_kafka_eos.kafka.manifest import read_manifest
-    from airflow_provider_kafka_eos.spark.testing_support import (
+    from airflow_provider_kafka_eos.testing.spark import (
         commit_manifest,
         job_arguments,
         reported_manifest_uri,

@@ -104,8 +104,8 @@ def end_offsets(bootstrap: str, topic: str) -> int:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    from airflow_provider_kafka_eos.spark.testing_support import commit_manifest, local_spark_session
     from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+    from airflow_provider_kafka_eos.testing.spark import commit_manifest, local_spark_session
 
     opts = _options(argv)
     records, partitions = opts["records"], opts["partitions"]

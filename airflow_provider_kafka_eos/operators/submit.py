@@ -12,8 +12,9 @@ must get right done for you:
   killed (SIGKILL runs no cleanup) is removed by the next task that starts on the host (see
   :func:`sweep_private_files`); it lives in ``/dev/shm`` (memory, not disk) where there is one;
 * a missing Spark connection is an error, not the parent's silent fallback to YARN;
-* the provider's job-side code travels with the job (``--py-files``, see ``spark/shipping.py``),
-  so neither the executors nor a cluster-mode driver need this provider installed;
+* the provider's job-side code travels with the job (the writer's ``addPyFile``; ``--py-files``
+  for a cluster-mode driver or a ``python_executable`` of its own, see ``spark/shipping.py``), so
+  neither the executors nor such a driver need this provider installed;
 * ``PYSPARK_PYTHON`` is set so Spark's Python workers run this interpreter on a local master,
   or ``executor_python`` on a cluster (a cluster's own setting is kept when neither is given);
 * the manifest URI the job printed is checked (the manifest must exist and be PREPARED or
@@ -268,10 +269,13 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
             **({"spark.pyspark.driver.python": driver_python} if driver_python else {}),
             **({"spark.pyspark.python": executor_python} if executor_python else {}),
         }
-        runtime = str(shipping.runtime_zip())  # the provider's job-side code, for driver and executors
-        shipped = [f for f in (self.py_files or "").split(",") if f]
-        if runtime not in shipped:
-            self.py_files = ",".join([*shipped, runtime])
+        if cluster_mode or self.python_executable:
+            # A driver on the cluster, or in another Python, may lack this provider: its job-side
+            # code goes with --py-files (executors get it from the writer's addPyFile either way).
+            runtime = str(shipping.runtime_zip())
+            shipped = [f for f in (self.py_files or "").split(",") if f]
+            if runtime not in shipped:
+                self.py_files = ",".join([*shipped, runtime])
         self.log.info("pipeline %s: preparing checkpoint %d -> %s",
                       self.pipeline_id, checkpoint, expected_uri)
         try:

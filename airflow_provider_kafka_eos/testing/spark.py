@@ -94,11 +94,13 @@ def spark_submit_command(
     conf: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
     spark_submit: str | None = None,
+    application_file: str | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """``(command, environment)`` that runs ``spark/job.py`` under spark-submit (client mode) the
     way SparkEosSubmitOperator does: the Kafka config in a 0600 file named by an environment
     variable, never on the command line. The driver runs this interpreter; ``conf`` may name
-    another Python for the executors (``spark.pyspark.python``)."""
+    another Python for the executors (``spark.pyspark.python``). ``application_file``: another
+    entry point with the job's arguments (the fault tests' ``testing/fault_job.py``)."""
     from airflow_provider_kafka_eos.spark import job as eos_job
 
     config_file = Path(tempfile.mkstemp(prefix="client-", suffix=".json", dir=work_dir)[1])
@@ -111,7 +113,7 @@ def spark_submit_command(
     cmd = [spark_submit or str(Path(sys.executable).with_name("spark-submit")), "--master", master]
     for key, value in settings.items():
         cmd += ["--conf", f"{key}={value}"]
-    return [*cmd, eos_job.__file__, *arguments], run_env
+    return [*cmd, application_file or eos_job.__file__, *arguments], run_env
 
 
 def spark_submit_job(

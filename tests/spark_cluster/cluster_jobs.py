@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pathlib
 
-from airflow_provider_kafka_eos.spark.testing_support import job_arguments, spark_submit_job
+from airflow_provider_kafka_eos.testing.spark import job_arguments, spark_submit_job
 
 KEYS_APP = pathlib.Path(__file__).resolve().parents[1] / "faults" / "keys_app.py"
 
@@ -14,7 +14,7 @@ def _keys(tag, n):
 
 
 def submit(cluster, broker, tmp_path, prefix, topic, checkpoint, *, count=300, partitions=3, conf=None,
-           env=None):
+           env=None, application_file=None):
     params = {"tag": prefix, "count": count, "partitions": partitions}
     arguments = job_arguments(
         prefix=prefix, topic=topic, checkpoint=checkpoint, manifest_base=tmp_path / "m",
@@ -27,6 +27,7 @@ def submit(cluster, broker, tmp_path, prefix, topic, checkpoint, *, count=300, p
         master=cluster.master_url,
         conf={**cluster.submit_conf(), **(conf or {})},
         env=env,
+        application_file=application_file,
     )
 
 

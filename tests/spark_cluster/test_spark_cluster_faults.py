@@ -24,7 +24,8 @@ from cluster_jobs import KEYS_APP, submit
 from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, manifest_uri, read_manifest
 from airflow_provider_kafka_eos.spark import faults
 from airflow_provider_kafka_eos.spark import job as eos_job
-from airflow_provider_kafka_eos.spark.testing_support import (
+from airflow_provider_kafka_eos.testing import fault_job
+from airflow_provider_kafka_eos.testing.spark import (
     commit_manifest,
     job_arguments,
     reported_manifest_uri,
@@ -58,7 +59,7 @@ def _kill_mid_write(cluster, broker, tmp_path, prefix, topic, fault):
     plan = f"hold_task_after_records={HELD_AFTER},kill_task_partition=0,hold_dir={hold}"
     cmd, env = spark_submit_command(arguments, client_config=broker.client_config(), work_dir=tmp_path,
                                     master=cluster.master_url, conf=cluster.submit_conf(),
-                                    env={faults.ENV_VAR: plan})
+                                    env={fault_job.ENV_VAR: plan}, application_file=fault_job.FILE)
     log = tmp_path / "spark-submit.log"
     with open(log, "w") as out, subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT) as job:
         try:
@@ -86,7 +87,7 @@ def test_fault_on_the_cluster_ends_exactly_once(fault, spark_cluster, kafka_brok
     prefix, topic = unique_name(fault.replace("_", "-")), unique_name("out")
     if fault == "driver_killed_after_manifest":
         first = submit(spark_cluster, kafka_broker, tmp_path, prefix, topic, 1,
-                       env={faults.ENV_VAR: "exit_after_manifest"})
+                       env={fault_job.ENV_VAR: "exit_after_manifest"}, application_file=fault_job.FILE)
         assert first.returncode == faults.EXIT_AFTER_MANIFEST, first.stdout[-3000:] + first.stderr[-3000:]
         assert eos_job.RESULT_PREFIX not in first.stdout
         prepared = read_manifest(manifest_uri(str(tmp_path / "m"), prefix, 1))

@@ -18,11 +18,11 @@ from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
 from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
 from airflow_provider_kafka_eos.spark.requirements import RUNBOOK, install_specs, requirements_for
-from airflow_provider_kafka_eos.spark.testing_support import (
+from airflow_provider_kafka_eos.spark.writer import DEFAULT_PRODUCER
+from airflow_provider_kafka_eos.testing.spark import (
     commit_manifest,
     reported_manifest_uri,
 )
-from airflow_provider_kafka_eos.spark.writer import DEFAULT_PRODUCER
 from airflow_provider_kafka_eos.testing.spark_cluster import executor_python_env
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
@@ -96,7 +96,6 @@ def test_submit_operator_submits_to_the_cluster_in_client_mode(
     )
     uri = operator.execute({})
     assert operator.conf["spark.pyspark.python"] == spark_cluster.executor_python
-    assert "airflow_provider_kafka_eos-" in operator.py_files  # the runtime zip went with --py-files
     report = KafkaCommitTransactionsOperator(task_id="commit", manifest_uri=uri, kafka_eos_conn_id=kafka_conn)
     assert report.execute({})["records"] == 200
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), _keys(prefix, 200))
