@@ -136,7 +136,10 @@ def main(argv: list[str]) -> dict[str, Any]:
             commit_s = time.perf_counter() - commit_start
             prepared = sum(c.record_count for c in manifest.committables)
             assert prepared == records, f"prepared {prepared} of {records}"
-            offsets = end_offsets(bootstrap, prefix)  # records + one commit marker per partition
+            offsets = end_offsets(
+                bootstrap, prefix
+            )  # records + one commit marker per transaction and partition
+            seen = committed_keys(bootstrap, prefix, records)
             peaks = sorted(memory.peak_kib.values(), reverse=True)
             return {
                 "records": records,
@@ -145,6 +148,7 @@ def main(argv: list[str]) -> dict[str, Any]:
                 "cluster": "standalone: 2 workers x 1 core, executors of 1g without the provider",
                 "kafka": kafka_name,
                 "log_end_offsets": offsets,
+                "read_committed": seen,
                 "prepare_s": prepare_s,
                 "commit_s": round(commit_s, 3),
                 "spark_submit_wall_s": round(submit_s, 1),
@@ -155,3 +159,50 @@ def main(argv: list[str]) -> dict[str, Any]:
     finally:
         if kafka is not None:
             kafka.stop()
+
+
+def committed_keys(bootstrap: str, topic: str, records: int, timeout_s: float = 900) -> dict[str, int]:
+    """read_committed count of keys 0..records-1 (a bitmap, not a Counter: 10M keys fit in 10 MB)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"scale-{uuid.uuid4().hex[:6]}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        meta = consumer.list_topics(topic, timeout=30)
+        parts = [TopicPartition(topic, p, 0) for p in meta.topics[topic].partitions]
+        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=30)[1] for tp in parts}
+        consumer.assign(parts)
+        seen = bytearray(records)
+        total = duplicates = foreign = 0
+        done: set[int] = set()
+        deadline = time.monotonic() + timeout_s
+        while len(done) < len(parts) and time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=10_000, timeout=1.0):
+                if message.error():
+                    continue
+                total += 1
+                key = int(message.key()) if message.key() and message.key().isdigit() else -1
+                if 0 <= key < records:
+                    duplicates += seen[key]
+                    seen[key] = 1
+                else:
+                    foreign += 1
+            for tp in consumer.position(parts):
+                if tp.offset >= ends[tp.partition] - 1:
+                    done.add(tp.partition)
+        return {
+            "total": total,
+            "distinct": sum(seen),
+            "duplicates": duplicates,
+            "foreign": foreign,
+            "missing": records - sum(seen),
+        }
+    finally:
+        consumer.close()

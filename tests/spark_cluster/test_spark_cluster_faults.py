@@ -42,7 +42,7 @@ def _uncommitted_total(broker, topic):
     return sum(count_keys(broker.bootstrap, topic, isolation="read_uncommitted").values())
 
 
-def _wait_for(predicate, what, timeout_s=240):
+def _wait_for(predicate, what, timeout_s=600):
     deadline = time.monotonic() + timeout_s
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
