@@ -90,9 +90,9 @@ def write_exactly_once(
     config = kafka_config if isinstance(kafka_config, KafkaClientConfig) else \
         KafkaClientConfig.from_mapping(kafka_config)
     _validate(topic, transactional_id_prefix, checkpoint_id, transaction_timeout_ms)
+    producer = _choose_producer(producer, two_phase_commit)
     requirements.check_spark_version(df.sparkSession.version, where="this Spark session")
     requirements.check_distribution_pair()
-    producer = _choose_producer(producer, two_phase_commit)
     refuse_speculation(df.sparkSession)
     plan = fault_plan if fault_plan is not None else FaultPlan()
     from airflow_provider_kafka_eos.kafka.restore import restore_pipeline
