@@ -10,6 +10,9 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 CONNECTION_TYPE = "kafka_eos"
+# The project's home: documentation links, runbook URLs and the package metadata all start here
+# (setup.cfg repeats it for the package index; tests/unit/test_provider_registration.py checks).
+PROJECT_URL = "https://github.com/airflow-provider-kafka-eos/airflow-provider-kafka-eos"
 
 
 def get_provider_info() -> dict:
@@ -17,6 +20,7 @@ def get_provider_info() -> dict:
     return {
         "package-name": "airflow-provider-kafka-eos",
         "name": "Kafka exactly-once (EOS) for PySpark",
+        "documentation-url": f"{PROJECT_URL}#readme",
         "description": (
             "Two-phase commit of Kafka transactions prepared by PySpark jobs, with Airflow as "
             "the transaction manager: submit, commit, abort, lingering-transaction sensor."
@@ -25,6 +29,7 @@ def get_provider_info() -> dict:
         "connection-types": [
             {
                 "connection-type": CONNECTION_TYPE,
+                "hook-name": "Kafka (exactly-once)",  # what the UI lists, without importing the hook
                 "hook-class-name": "airflow_provider_kafka_eos.hooks.kafka_eos.KafkaEosHook",
                 # Same shape as Airflow's ``kafka`` connection: the whole librdkafka client
                 # config lives in ``extra`` as JSON, so existing connections can be reused.

@@ -23,12 +23,16 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from airflow_provider_kafka_eos import PROJECT_URL
+from airflow_provider_kafka_eos.runbook import reference as runbook_reference
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 PROG = "kafka-eos-txn"
 ENV_COMMAND_CONFIG = "KAFKA_EOS_COMMAND_CONFIG"
 ENV_SASL_USERNAME = "KAFKA_EOS_SASL_USERNAME"  # every secret's variable: kafka.config.SECRET_ENV_VARS
 ENV_SASL_PASSWORD = "KAFKA_EOS_SASL_PASSWORD"  # noqa: S105 (the variable's name, not a password)
 ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
+CLI_REFERENCE_URL = f"{PROJECT_URL}/blob/main/docs/cli.md"
 ENV_MANIFEST_BASE = "KAFKA_EOS_MANIFEST_BASE_URI"
 MANIFEST_BASE_KEY = "manifest_base_uri"  # in --command-config: ours, not a Kafka client property
 DEFAULT_TIMEOUT = "60s"
@@ -52,13 +56,15 @@ examples:
   {PROG} --action commit --bootstrap-servers b1:9092 --manifest file:///data/manifests/orders/checkpoint-000000000017.json
   {PROG} --action find-hanging --bootstrap-servers b1:9092 --prefix etl-orders-
   {PROG} --action preflight --bootstrap-servers b1:9092 --prefix etl-orders- --topic orders
+  {PROG} --runbook                 list the runbook pages (they ship with the package)
+  {PROG} --runbook data-loss       print one page
 
 secrets: put SASL/SSL settings in a client.properties file (--command-config, or ${ENV_COMMAND_CONFIG});
 ${ENV_SASL_USERNAME} / ${ENV_SASL_PASSWORD} (and KAFKA_EOS_SSL_KEY_PASSWORD, ... see docs/cli.md)
 supply or override secrets. Never pass them as arguments.
 manifest store: every abort reads it first and refuses ids a PREPARED manifest lists: --manifest-base,
 else {MANIFEST_BASE_KEY} in --command-config, else ${ENV_MANIFEST_BASE}. --unprotected goes around it.
-exit codes: 0 done, 1 failed, 2 usage. Reference: docs/cli.md
+exit codes: 0 done, 1 failed, 2 usage. Reference: {CLI_REFERENCE_URL}
 """
 
 
@@ -66,7 +72,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse with our one-line error format (exit 2)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"{PROG}: error: {message} (see {PROG} --help). Next step: docs/cli.md\n")
+        sys.stderr.write(f"{PROG}: error: {message} (see {PROG} --help). Next step: {CLI_REFERENCE_URL}\n")
         raise SystemExit(EXIT_USAGE)
 
 
@@ -79,7 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--action", required=True, choices=ACTIONS, help="what to do")
+    parser.add_argument("--action", choices=ACTIONS, help="what to do (required, unless --runbook)")
+    parser.add_argument(
+        "--runbook",
+        nargs="?",
+        const="",
+        metavar="PAGE",
+        help="print a runbook page (every error's 'Next step' names one); alone: list the pages",
+    )
     parser.add_argument(
         "--bootstrap-servers",
         metavar="HOST:PORT[,...]",
@@ -321,7 +334,12 @@ def run(
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     env = os.environ if env is None else env
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.runbook is not None:
+        return print_runbook(args.runbook, stdout, stderr)
+    if not args.action:
+        parser.error("the following arguments are required: --action")
     _quiet_client_logs(args.verbose)
     try:
         from airflow_provider_kafka_eos.kafka.validation import MAX_DURATION_MS, parse_duration_ms
@@ -364,7 +382,7 @@ def run(
         first = (str(err).strip().splitlines() or [""])[0][:300]
         stderr.write(
             f"{PROG}: error: unexpected {type(err).__name__}: {first}. "
-            "Next step: docs/runbook/troubleshooting.md (rerun with --verbose)\n"
+            f"Next step: {runbook_reference('troubleshooting')} (rerun with --verbose)\n"
         )
         return EXIT_FAILED
     if args.json:
@@ -373,15 +391,40 @@ def run(
         stdout.write(render_table(result.rows, result.columns) + "\n")
         stdout.write(result.summary + "\n")
     for warning in result.warnings:
-        stderr.write(f"{PROG}: warning: {warning}. Next step: docs/runbook/missing-acl.md\n")
+        stderr.write(f"{PROG}: warning: {warning}. Next step: {runbook_reference('missing-acl')}\n")
     if result.warnings and args.strict:
         return EXIT_FAILED
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
+def print_runbook(page: str, stdout: TextIO, stderr: TextIO) -> int:
+    """``--runbook PAGE`` prints the page (Markdown); ``--runbook`` alone lists the pages."""
+    from airflow_provider_kafka_eos import runbook
+
+    if not page:
+        names = runbook.pages()
+        width = max(map(len, names))
+        index = runbook.page_url(runbook.INDEX)
+        stdout.write(f"Runbook pages ({PROG} --runbook PAGE prints one; online: {index}):\n")
+        stdout.writelines(f"  {name.ljust(width)}  {runbook.title(name)}\n" for name in names)
+        return EXIT_OK
+    try:
+        text = runbook.read(page)
+    except KeyError as err:
+        stderr.write(f"{PROG}: error: {err.args[0]}\n")
+        return EXIT_USAGE
+    stdout.write(text if text.endswith("\n") else text + "\n")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point (``kafka-eos-txn``)."""
-    raise SystemExit(run(argv))
+    try:
+        code = run(argv)
+    except BrokenPipeError:  # `kafka-eos-txn --runbook | head`: the reader left, nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_OK
+    raise SystemExit(code)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,11 @@ the broker times it out, and then its data is lost. Every run of this DAG, in se
    manifest lists, unless the ``protect`` Param is switched off; logged loudly).
 4. ``summary``: what was found and what became of it ("would ..." in a dry run).
 
+The sensor is deferrable: between polls the triggerer waits, no worker slot is held. Up to
+two runs may be active, so a manual "Trigger DAG w/ config" run starts at once instead of
+queueing behind a scheduled run whose sensor is still waiting (scheduled runs never overlap:
+the sensor gives up after 10 minutes, the schedule is every 15).
+
 The manifest store is the ``kafka_eos`` connection's ``manifest_base_uri`` (the same store the
 pipelines write to); a run can override it. A store that is not configured or cannot be read
 fails the run with nothing aborted. Foreign transactions are only reported.
@@ -38,6 +43,7 @@ DEFAULT_PREFIXES = [
     p.strip() for p in os.environ.get("KAFKA_EOS_CLEANUP_PREFIXES", "eos-").split(",") if p.strip()
 ]
 DEFAULT_MIN_AGE_SECONDS = int(os.environ.get("KAFKA_EOS_CLEANUP_MIN_AGE_SECONDS", "900"))
+POLL_SECONDS = float(os.environ.get("KAFKA_EOS_CLEANUP_POLL_SECONDS", "60"))
 
 COMMIT = "commit"
 ALERT = "alert"
@@ -48,7 +54,7 @@ ALERT = "alert"
     schedule=timedelta(minutes=15),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
-    max_active_runs=1,
+    max_active_runs=2,  # a manual run starts while a scheduled one is still waiting (see above)
     render_template_as_native_obj=True,  # "{{ params.prefixes }}" renders as a list, not its repr
     tags=["kafka-eos", "cleanup"],
     doc_md=__doc__,
@@ -91,8 +97,8 @@ def eos_cleanup() -> None:
         prefixes="{{ params.prefixes }}",
         manifest_base_uri="{{ params.manifest_base_uri }}",
         min_age="{{ params.min_age_seconds }}",
-        mode="reschedule",
-        poke_interval=60,
+        deferrable=True,  # the triggerer polls between checks; no worker slot is held while waiting
+        poke_interval=POLL_SECONDS,
         timeout=10 * 60,
         soft_fail=True,  # nothing lingering is the healthy case: skip the rest of the run
     )

@@ -14,10 +14,11 @@ Trigger it with the form ("Trigger DAG w/ config"): pick an action and fill in w
   or the failed commit task's log).
 - ``commit-from-manifest``: commit everything a PREPARED manifest lists and mark it COMMITTED.
 
-``dry_run`` checks and reports without changing anything. Validation and messages are the CLI's
-(``kafka/resolution.py``): e.g. ``commit`` without an epoch fails before anything is sent. The
-rows are logged as a table and pushed to XCom. Runbook: docs/runbook/ (each page has the DAG way
-and the CLI way).
+``dry_run`` checks and reports without changing anything. Validation is the CLI's
+(``kafka/resolution.py``) in this form's words: e.g. ``commit`` without a "Producer epoch" fails
+before anything is sent, and the task log starts with the request as submitted. The rows are
+logged as a table and pushed to XCom. Runbook: ``kafka-eos-txn --runbook`` lists the pages (each
+has the DAG way and the CLI way).
 """
 
 from __future__ import annotations

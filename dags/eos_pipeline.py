@@ -8,9 +8,12 @@ transaction manager):
 2. ``submit``: spark-submit runs ``dags/eos_pipeline_job.py:build_dataframe`` on this run's
    batch of events and writes the result with one Kafka transaction per Spark partition,
    left open ("prepared"); the job's last act is the checkpoint manifest (the vote). The
-   checkpoint id comes from the run's data interval, so a retry or a cleared rerun of this
-   run prepares the same checkpoint (and finds its manifest instead of writing again).
-3. ``commit``: commits every transaction the manifest lists, then marks it COMMITTED.
+   checkpoint id comes from the run (its logical date, else its run_after, in microseconds),
+   so a retry or a cleared rerun of this run prepares the same checkpoint (and finds its
+   manifest instead of writing again), and every other run gets its own.
+3. ``commit``: commits every transaction the manifest lists, then marks it COMMITTED, and
+   emits one Asset event for ``kafka://host:port/<topic>`` (``dags/eos_downstream.py`` is
+   scheduled on it; a rerun that commits nothing new emits none).
 
 Connections: ``kafka_eos_default`` (type ``kafka_eos``; extra = librdkafka config plus the
 manifest store, e.g. ``{"bootstrap.servers": "broker:9092", "manifest_base_uri":
@@ -18,14 +21,23 @@ manifest store, e.g. ``{"bootstrap.servers": "broker:9092", "manifest_base_uri":
 ``spark_local`` (type ``spark``, host ``local[2,3]`` or your cluster's master).
 ``max_active_runs=1`` keeps checkpoints in order. Every setting below has an environment
 variable, and each run can override it with params.
+
+Runs work however they start: on the schedule, or triggered from the UI, the CLI or the REST
+API with or without a logical date. The batch to read is the ``batch`` param when given, else
+the run's own time (data interval end when the run has one, else ``run_after``) as
+``YYYYMMDDTHHMMSS``; no template depends on ``logical_date`` (``ts_nodash`` and friends are
+undefined for a run triggered without one). A batch folder that does not exist is an empty
+batch (the checkpoint commits nothing); an ``input_dir`` that does not exist fails the submit
+task at once, without retries, naming the folder.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pendulum
 from airflow.sdk import DAG, Param
@@ -43,23 +55,51 @@ MANIFEST_BASE_URI = os.environ.get("KAFKA_EOS_MANIFEST_BASE_URI") or None
 KAFKA_EOS_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_CONN_ID", "kafka_eos_default")
 SPARK_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_SPARK_CONN_ID", "spark_local")
 TRANSACTION_TIMEOUT_MS = int(os.environ.get("KAFKA_EOS_PIPELINE_TXN_TIMEOUT_MS", "900000"))
+# A cron expression or preset; "none" for manual and API triggers only.
+SCHEDULE = os.environ.get("KAFKA_EOS_PIPELINE_SCHEDULE", "@hourly")
 APPLICATION = f"{Path(__file__).resolve().with_name('eos_pipeline_job.py')}:build_dataframe"
+BATCH_FORMAT = "%Y%m%dT%H%M%S"
+
+
+def run_batch(dag_run: Any, params: Any) -> str:
+    """The input batch of this run: ``params.batch``, else the run's time as ``YYYYMMDDTHHMMSS``.
+
+    The run's time is its data interval end when it has one (scheduled runs, and manual runs
+    given a logical date), else ``run_after`` (a manual run without a logical date), the same
+    order the checkpoint id follows, so a rerun of a run reads the same batch.
+    """
+    batch = (params or {}).get("batch")
+    if batch not in (None, ""):
+        return str(batch).strip()
+    when = getattr(dag_run, "data_interval_end", None) or getattr(dag_run, "run_after", None)
+    if not isinstance(when, datetime):
+        raise ValueError("this run has neither a data interval nor run_after: set the batch param")
+    return when.strftime(BATCH_FORMAT)
+
 
 with DAG(
     dag_id="eos_pipeline",
     description="JSON events -> PySpark enrich/aggregate -> Kafka, exactly once (two-phase commit)",
-    schedule="@hourly",
+    schedule=None if SCHEDULE.strip().lower() in ("", "none") else SCHEDULE,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
     tags=["kafka-eos", "example"],
+    doc_md=__doc__,
+    user_defined_macros={"run_batch": run_batch},
     params={
         "pipeline_id": Param(
             PIPELINE_ID, type="string", description="manifest folder and transactional-id prefix"
         ),
         "topic": Param(TOPIC, type="string"),
         "input_dir": Param(
-            INPUT_DIR, type="string", description="one sub-folder per batch: <input_dir>/<ts_nodash>"
+            INPUT_DIR, type="string", description="one sub-folder per batch: <input_dir>/<batch>"
+        ),
+        "batch": Param(
+            None,
+            type=["null", "string"],
+            description="the batch (sub-folder of input_dir) to process, e.g. 20260301T100000; "
+            "empty: the run's own time (data interval end, else run_after)",
         ),
         "manifest_base_uri": Param(
             MANIFEST_BASE_URI,
@@ -88,11 +128,12 @@ with DAG(
         manifest_base_uri="{{ params.manifest_base_uri or '' }}",
         application_callable=APPLICATION,
         application_params={
-            "input_path": "{{ params.input_dir }}/{{ ts_nodash }}",
-            "batch": "{{ ts_nodash }}",
+            "input_dir": "{{ params.input_dir }}",
+            "batch": "{{ run_batch(dag_run, params) }}",
             "partitions": "{{ params.spark_partitions }}",
         },
         naming_strategy="INCREMENTING",
+        lineage_inputs=[("file", "{{ params.input_dir }}")],  # reported to OpenLineage with the topic
         transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
         kafka_eos_conn_id=KAFKA_EOS_CONN_ID,
         conn_id=SPARK_CONN_ID,

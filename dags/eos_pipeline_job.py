@@ -1,6 +1,7 @@
 """The PySpark application of the example pipeline (what ``SparkEosSubmitOperator`` runs).
 
-``build_dataframe(spark, params)`` reads one batch of JSON user-activity events, enriches
+``build_dataframe(spark, params)`` reads one batch of JSON user-activity events
+(``<input_dir>/<batch>/``; a batch with no folder is a batch with no events), enriches
 each event with its category and points, aggregates per user, and returns the rows to write:
 ``key`` = ``<batch>:<user_id>`` (unique per batch, so exactly-once is checkable by key) and
 ``value`` = the user's aggregate as JSON. The exactly-once write itself is not here: the job
@@ -8,6 +9,11 @@ entry point hands this DataFrame to ``write_exactly_once``.
 """
 
 from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from airflow_provider_kafka_eos.kafka.errors import UsageError
 
 EVENT_SCHEMA = "user_id string, event_type string, amount double, ts string"
 
@@ -21,11 +27,27 @@ EVENT_CATEGORIES = [
 ]
 
 
+OUTPUT_SCHEMA = "key string, value string"
+
+
 def build_dataframe(spark, params):
     from pyspark.sql import functions as F
 
     batch = str(params["batch"])
-    events = spark.read.schema(EVENT_SCHEMA).json(str(params["input_path"]))
+    input_dir = Path(str(params["input_dir"]).removeprefix("file://"))
+    if not input_dir.is_dir():
+        # The same on every try: the job exits with its usage code and the task fails at once.
+        raise UsageError(
+            f"input_dir {input_dir} does not exist: write the events there (one folder per batch, "
+            "e.g. python dags/eos_sample_events.py) or set the input_dir param",
+            runbook="rerun-a-checkpoint",
+        )
+    folder = input_dir / batch
+    if not folder.is_dir():
+        logging.getLogger(__name__).warning("no events for batch %s (%s does not exist): nothing to write",
+                                            batch, folder)
+        return spark.createDataFrame([], OUTPUT_SCHEMA)
+    events = spark.read.schema(EVENT_SCHEMA).json(str(folder))
     categories = spark.createDataFrame(EVENT_CATEGORIES, "event_type string, category string, points int")
     enriched = (
         events.filter(F.col("user_id").isNotNull())

@@ -1,8 +1,11 @@
 """``./run demo``: the example pipeline DAG end to end on the embedded Kafka broker.
 
+``./run demo --kafka apache`` runs the same on a real Apache Kafka 4.4 single node instead
+(``testing/apache_kafka``; its jars are fetched with Maven on first use).
+
 What it does, all under ``demo-output/`` (recreated on every run):
 
-1. starts ``kafka-eos-devbroker`` with its data in ``demo-output/broker``;
+1. starts ``kafka-eos-devbroker`` (or the Kafka node) with its data in ``demo-output/broker``;
 2. points Airflow at ``demo-output/airflow`` (SQLite, migrated) and ``dags/``, and defines the
    connections ``kafka_eos_default`` and ``spark_local`` through ``AIRFLOW_CONN_*`` variables;
 3. writes three batches of JSON user-activity events (``demo-output/input/<batch>``);
@@ -16,6 +19,7 @@ What it does, all under ``demo-output/`` (recreated on every run):
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -86,17 +90,34 @@ def run_pipeline(dag, batch: str, *, fault: str | None = None) -> dict[str, str]
     return states
 
 
-def main() -> int:
+def start_kafka(kind: str):
+    """The demo's Kafka: the embedded broker (no JVM, no Maven) or a real Apache Kafka node."""
+    options = {"data_dir": str(OUT / "broker"), "partitions": 3}
+    if kind == "apache":
+        from airflow_provider_kafka_eos.testing.apache_kafka import ApacheKafkaCluster
+
+        say("starting Apache Kafka 4.4, one KRaft node (jars from the Maven cache)")
+        broker = ApacheKafkaCluster(options)
+        print(f"    listening on {broker.bootstrap}; log: {broker.nodes[0].log_path}")
+        return broker
+    from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
+
+    say("starting the embedded Kafka broker (kafka-eos-devbroker)")
+    broker = start_embedded_broker(options, str(OUT))
+    print(f"    listening on {broker.bootstrap}; log: {OUT / 'broker.log'}")
+    return broker
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="./run demo", description="the example pipeline DAG, end to end")
+    parser.add_argument("--kafka", choices=("embedded", "apache"), default="embedded")
+    args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "dags"))
     from eos_sample_events import write_batch
 
-    from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
-
     shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir(parents=True)
-    say("starting the embedded Kafka broker (kafka-eos-devbroker)")
-    broker = start_embedded_broker({"data_dir": str(OUT / "broker"), "partitions": 3}, str(OUT))
-    print(f"    listening on {broker.bootstrap}; log: {OUT / 'broker.log'}")
+    broker = start_kafka(args.kafka)
     try:
         say("Airflow home, metadata database, connections")
         prepare_environment(broker.bootstrap)

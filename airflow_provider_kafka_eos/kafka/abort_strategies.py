@@ -42,6 +42,7 @@ __all__ = [
     "Decision",
     "abort_by_listing",
     "abort_by_probing",
+    "probing_ceiling",
 ]
 
 # ``abort(admin, prefix, prepared) -> [aborted ids]``: what restore calls; ``prepared`` is the
@@ -80,11 +81,16 @@ class AbortStrategy(str, Enum):
             )
         return cls.PROBING
 
-    def aborter(self, *, checkpoint_id: int, partitions_hint: int) -> Aborter:
-        """The ``abort(admin, prefix, prepared)`` function restore runs before this checkpoint."""
+    def aborter(self, *, checkpoint_id: int, partitions_hint: int, stop_before: int | None = None) -> Aborter:
+        """The ``abort(admin, prefix, prepared)`` function restore runs before this checkpoint.
+
+        ``stop_before`` (PROBING): the next checkpoint above this one that has a manifest, so a
+        backfill never probes a newer checkpoint's ids (see :func:`abort_by_probing`).
+        """
         if self is AbortStrategy.LISTING:
             return _abort_listing
-        return partial(_abort_probing, checkpoint_id=checkpoint_id, partitions_hint=partitions_hint)
+        return partial(_abort_probing, checkpoint_id=checkpoint_id, partitions_hint=partitions_hint,
+                       stop_before=stop_before)
 
 
 @dataclass(frozen=True)
@@ -176,6 +182,7 @@ def abort_by_probing(
     prepared: Container[str],
     transaction_timeout_ms: int = 60000,
     max_probes_per_partition: int = 1000,
+    stop_before: int | None = None,
 ) -> AbortReport:
     """PROBING: fence ``prefix-p-c`` upward from ``start_checkpoint`` until an id was never used.
 
@@ -183,15 +190,20 @@ def abort_by_probing(
     last committed checkpoint + 1). ``partitions`` must cover every partition any previous
     attempt may have used (after a scale-in, the old, larger count). Raises if a partition
     needs more than ``max_probes_per_partition`` probes (a restart loop; investigate).
+
+    ``stop_before`` is the next checkpoint above ``start_checkpoint`` that has a manifest (a
+    backfill probing below newer checkpoints): ids from there up are that checkpoint's own, its
+    manifest decides their fate, and fencing even a committed one would bump the epoch its
+    manifest names; the walk never reaches them.
     """
     validate_prefix(prefix)
     if start_checkpoint < 0:
         raise ConfigError(f"PROBING start checkpoint must be >= 0, got {start_checkpoint}")
     report = AbortReport(AbortStrategy.PROBING)
     for partition in sorted(set(partitions)):
-        for probes, checkpoint in enumerate(
-            range(start_checkpoint, start_checkpoint + max_probes_per_partition)
-        ):
+        end = start_checkpoint + max_probes_per_partition
+        for probes, checkpoint in enumerate(range(start_checkpoint, end if stop_before is None
+                                                  else min(end, stop_before))):
             tid = format_transactional_id(prefix, partition, checkpoint)
             if tid in prepared:  # the PREPARED index: never fence an id a manifest must commit
                 report.decisions.append(
@@ -228,12 +240,22 @@ def abort_by_probing(
     return report
 
 
+def probing_ceiling(manifests: Iterable[Any], checkpoint_id: int) -> int | None:
+    """The smallest checkpoint above ``checkpoint_id`` that has a manifest (``(uri, Manifest)`` rows).
+
+    A backfill (a checkpoint below newer ones) must not probe those ids: ``stop_before``.
+    """
+    newer = [row[1].checkpoint_id for row in manifests if row[1].checkpoint_id > checkpoint_id]
+    return min(newer) if newer else None
+
+
 def _abort_listing(admin: Any, prefix: str, prepared: Mapping[str, PreparedRef]) -> list[str]:
     return abort_by_listing(admin, [prefix], prepared=prepared).aborted
 
 
 def _abort_probing(
-    admin: Any, prefix: str, prepared: Mapping[str, PreparedRef], *, checkpoint_id: int, partitions_hint: int
+    admin: Any, prefix: str, prepared: Mapping[str, PreparedRef], *, checkpoint_id: int, partitions_hint: int,
+    stop_before: int | None = None,
 ) -> list[str]:
     """PROBING for this checkpoint's ids: the current partitions, then upward while ids were used.
 
@@ -242,11 +264,13 @@ def _abort_probing(
     left open. Walking partitions upward stops at the first id that was never used (which the
     probe creates on the coordinator: one extra id per restore).
     """
-    report = abort_by_probing(admin, prefix, range(partitions_hint), checkpoint_id, prepared=prepared)
+    report = abort_by_probing(admin, prefix, range(partitions_hint), checkpoint_id, prepared=prepared,
+                              stop_before=stop_before)
     aborted = list(report.aborted)
     partition = partitions_hint
     while True:
-        extra = abort_by_probing(admin, prefix, [partition], checkpoint_id, prepared=prepared)
+        extra = abort_by_probing(admin, prefix, [partition], checkpoint_id, prepared=prepared,
+                                 stop_before=stop_before)
         aborted += extra.aborted
         if not extra.decisions or extra.decisions[0].action == "unused":
             return aborted

@@ -476,7 +476,9 @@ def _probe_topic(client: Any, req: AclRequirement) -> AclFinding:
         return AclFinding(req, MISSING, f"topic {req.name!r} is not even visible (DESCRIBE refused)")
     ops = None if topic is None else topic.authorized_operations
     if ops is not None and ops != AUTHORIZED_OPERATIONS_OMITTED:
-        if ops & (1 << OPERATIONS[req.operation]):
+        # kafka-python 3 decodes the bit field into the set of bit positions (None when omitted)
+        granted = ops if isinstance(ops, (set, frozenset)) else {b for b in range(32) if ops & (1 << b)}
+        if OPERATIONS[req.operation] in granted:
             return AclFinding(req, OK, "Metadata reports the operation as authorized (KIP-430)")
         return AclFinding(req, MISSING, "Metadata reports the operation as not authorized (KIP-430)")
     if req.operation == "WRITE":

@@ -28,6 +28,7 @@ from enum import Enum
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.checkpoint import AbortPolicy, PreparedRef, load_prepared
+from airflow_provider_kafka_eos.runbook import reference as runbook_reference
 
 RUNBOOK_ORPHAN = "orphaned-transaction"
 RUNBOOK_COMMIT_PENDING = "commit-pending-transaction"
@@ -116,7 +117,7 @@ class TransactionFinding:
 
     @property
     def runbook(self) -> str:
-        return f"docs/runbook/{self.kind.runbook}.md"
+        return runbook_reference(self.kind.runbook)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -243,7 +244,7 @@ class LsoStall:
 
     @property
     def runbook(self) -> str:
-        return f"docs/runbook/{RUNBOOK_LSO}.md"
+        return runbook_reference(RUNBOOK_LSO)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

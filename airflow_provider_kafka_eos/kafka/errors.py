@@ -3,7 +3,10 @@
 Each error answers the three questions an on-call engineer has when a task fails: *which
 transaction*, *what went wrong*, and *what do I do now*. ``str(err)`` reads::
 
-    <transactional id>: <cause>. Next step: docs/runbook/<page>.md
+    <transactional id>: <cause>. Next step: kafka-eos-txn --runbook <page> (<project URL>/.../<page>.md)
+
+(the runbook ships with the package: the command prints the page wherever the provider is
+installed, the URL opens it in a browser; see ``airflow_provider_kafka_eos/runbook.py``)
 
 (without the id part when no single transaction is concerned). Airflow code re-raises these
 unchanged, so this text is exactly what the user sees in the task log; keep causes short,
@@ -12,9 +15,12 @@ factual and free of secrets and tracebacks.
 
 from __future__ import annotations
 
+from airflow_provider_kafka_eos import runbook as _runbook
+
 __all__ = [
     "AuthorizationError",
     "BrokerUnreachableError",
+    "CheckpointConflictError",
     "ConfigError",
     "DataLossError",
     "KafkaEosError",
@@ -45,12 +51,17 @@ class KafkaEosError(Exception):
         super().__init__(str(self))
 
     @property
-    def runbook_path(self) -> str:
-        return f"docs/runbook/{self.runbook}.md"
+    def runbook_url(self) -> str:
+        return _runbook.page_url(self.runbook)
+
+    @property
+    def next_step(self) -> str:
+        """The runbook page, as a command and as a URL."""
+        return _runbook.reference(self.runbook)
 
     def __str__(self) -> str:
         prefix = f"{self.transactional_id}: " if self.transactional_id else ""
-        return f"{prefix}{self.cause}. Next step: {self.runbook_path}"
+        return f"{prefix}{self.cause}. Next step: {self.next_step}"
 
     def __reduce__(self):
         # Keep keyword-only arguments across pickling (Spark ships executor errors to the driver).
@@ -149,3 +160,12 @@ class SpeculativeExecutionError(KafkaEosError):
     """Spark speculative execution is on for the write stage (two attempts would share one transaction)."""
 
     default_runbook = "speculative-execution"
+
+
+class CheckpointConflictError(KafkaEosError):
+    """A run maps to a checkpoint another run prepared, and nothing shows they read the same input.
+
+    Succeeding would silently drop this run's records, so the run fails and writes nothing.
+    """
+
+    default_runbook = "rerun-a-checkpoint"

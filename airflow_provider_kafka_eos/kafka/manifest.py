@@ -20,6 +20,7 @@ from enum import Enum
 from typing import Any
 from urllib.parse import urlparse
 
+from airflow_provider_kafka_eos.kafka.checkpoint_identity import RunIdentity
 from airflow_provider_kafka_eos.kafka.committable import Committable, _reject_unknown, _require
 from airflow_provider_kafka_eos.kafka.errors import ManifestError, UsageError
 from airflow_provider_kafka_eos.kafka.validation import (
@@ -41,8 +42,10 @@ __all__ = [
     "write_manifest",
 ]
 
-SCHEMA_VERSION = 1
-SUPPORTED_SCHEMA_VERSIONS = frozenset({1})
+# 2 added the required ``prepared_by`` (the run that prepared the checkpoint; object or null).
+# Version 1 manifests are read as ``prepared_by=None`` and rewritten as version 2.
+SCHEMA_VERSION = 2
+SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2})
 NAMING_STRATEGIES = ("INCREMENTING", "POOLING")
 # 1M committables of ~300 bytes; anything larger is not a manifest this provider wrote.
 MAX_MANIFEST_BYTES = 512 * 1024 * 1024
@@ -67,8 +70,10 @@ _FIELDS: dict[str, Any] = {
     "created_at_ms": int,
     "updated_at_ms": int,
     "commit_report": (dict, type(None)),
+    "prepared_by": (dict, type(None)),
 }
 _OPTIONAL = {"commit_report"}
+_SINCE_VERSION = {"prepared_by": 2}  # fields a manifest of an older version must not carry
 
 
 @dataclass
@@ -84,8 +89,9 @@ class Manifest:
     committables: list[Committable]
     created_at_ms: int
     updated_at_ms: int
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = SCHEMA_VERSION  # as read; a manifest is always written in SCHEMA_VERSION
     commit_report: dict | None = None
+    prepared_by: RunIdentity | None = None  # None: version 1, or written outside Airflow
     # Where this manifest lives (set by read_manifest / write_manifest); not part of the JSON.
     uri: str | None = field(default=None, compare=False, repr=False)
 
@@ -98,7 +104,7 @@ class Manifest:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema_version": self.schema_version,
+            "schema_version": SCHEMA_VERSION,
             "pipeline_id": self.pipeline_id,
             "checkpoint_id": self.checkpoint_id,
             "transactional_id_prefix": self.transactional_id_prefix,
@@ -109,6 +115,7 @@ class Manifest:
             "created_at_ms": self.created_at_ms,
             "updated_at_ms": self.updated_at_ms,
             "commit_report": self.commit_report,
+            "prepared_by": self.prepared_by.to_dict() if self.prepared_by is not None else None,
         }
 
     def to_json(self) -> str:
@@ -132,12 +139,15 @@ class Manifest:
                 f"{', '.join(map(str, sorted(SUPPORTED_SCHEMA_VERSIONS)))} (written by a newer release? "
                 "upgrade the provider before touching this checkpoint)"
             )
-        _reject_unknown(data, set(_FIELDS), source, "")
+        fields = {name: kind for name, kind in _FIELDS.items() if _SINCE_VERSION.get(name, 1) <= version}
+        _reject_unknown(data, set(fields), source, "")
         values: dict[str, Any] = {}
-        for name, kind in _FIELDS.items():
+        for name, kind in fields.items():
             if name in _OPTIONAL and name not in data:
                 continue
             values[name] = _require(data, name, kind, source, name)
+        if values.get("prepared_by") is not None:
+            values["prepared_by"] = RunIdentity.from_dict(values["prepared_by"], source=source)
         for name in ("pipeline_id", "transactional_id_prefix", "topic"):
             if not values[name]:
                 raise ManifestError(f"{source}: field {name!r} must not be empty")
@@ -268,9 +278,10 @@ def find_manifests(
     pipelines = [pipeline_id] if pipeline_id else _list_dirs(base)
     found: list[tuple[str, Manifest]] = []
     for pipeline in sorted(pipelines):
-        for name in sorted(_list_files(f"{base}/{pipeline}")):
-            if not _CHECKPOINT_FILE.match(name):
-                continue
+        names = [n for n in _list_files(f"{base}/{pipeline}") if _CHECKPOINT_FILE.match(n)]
+        # Numeric order: ids of different lengths (12-digit padded seconds, 16-digit microseconds,
+        # explicit ones) must not sort as text.
+        for name in sorted(names, key=lambda n: int(_CHECKPOINT_FILE.match(n).group(1))):
             uri = f"{base}/{pipeline}/{name}"
             manifest = read_manifest(uri)
             if wanted is None or manifest.status is wanted:

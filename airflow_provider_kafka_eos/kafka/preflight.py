@@ -31,6 +31,7 @@ from airflow_provider_kafka_eos.kafka.acl_check import (
 )
 from airflow_provider_kafka_eos.kafka.capabilities import ClusterCapabilities, open_wire
 from airflow_provider_kafka_eos.kafka.errors import PreflightError
+from airflow_provider_kafka_eos.runbook import reference as runbook_reference
 
 PASS, WARN, FAIL = "ok", "warn", "fail"
 RUNBOOK_TIMEOUT = "transaction-timeout-risk"
@@ -157,7 +158,11 @@ class PreflightReport:
         width = max((len(c.name) for c in self.checks), default=0)
         lines = [f"Preflight: {'OK' if self.ok else 'FAILED'}"]
         for check in self.checks:
-            page = f"  (docs/runbook/{check.runbook}.md)" if check.runbook and check.status != PASS else ""
+            page = (
+                f"  (next step: {runbook_reference(check.runbook)})"
+                if check.runbook and check.status != PASS
+                else ""
+            )
             lines.append(f"  [{check.status.upper():4}] {check.name.ljust(width)}  {check.message}{page}")
         return "\n".join(lines)
 

@@ -36,13 +36,28 @@ from airflow_provider_kafka_eos.kafka.errors import (
     ProducerFencedError,
 )
 
-__all__ = ["PartitionTransaction", "TransactionProtocol", "producer_settings", "verified_committable"]
+__all__ = [
+    "DEFAULT_PARTITIONER",
+    "PartitionTransaction",
+    "TransactionProtocol",
+    "producer_settings",
+    "verified_committable",
+]
 
 log = logging.getLogger(__name__)
 
 # Statistics are the only place librdkafka reports the producer id/epoch it holds. A short
 # interval keeps the wait after init_transactions() small; the JSON is tiny for one topic.
 STATISTICS_INTERVAL_MS = 100
+# Rows without a partition column are placed the way the Java client places them: murmur2 of the
+# key bytes, toPositive(hash) % partitions (kafka/partitioner.py is the same rule for the Arrow
+# producer). librdkafka's own default, consistent_random, hashes with CRC32 and puts the same key
+# in a different partition than a Java or Kafka Streams producer, which breaks co-partitioned
+# joins and compacted topics shared with JVM producers. Null keys: a random partition per record
+# (librdkafka's "_random"); Java's built-in partitioner is sticky for null keys instead (one
+# partition per batch), which is the same distribution over time. A connection that sets
+# ``partitioner`` itself keeps its choice.
+DEFAULT_PARTITIONER = "murmur2_random"
 # How many produce() calls between poll(0) calls that serve delivery reports.
 _POLL_EVERY = 5_000
 
@@ -84,6 +99,7 @@ def producer_settings(
             "statistics.interval.ms": STATISTICS_INTERVAL_MS,
         }
     )
+    settings.setdefault("partitioner", DEFAULT_PARTITIONER)
     settings.setdefault("linger.ms", 20)
     settings.setdefault("compression.type", "none")
     return settings

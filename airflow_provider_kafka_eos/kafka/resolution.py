@@ -17,8 +17,9 @@ subclasses (their text names the transaction, the cause and the runbook page);
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
@@ -30,6 +31,7 @@ from airflow_provider_kafka_eos.kafka.validation import (
     validate_topic,
     validate_transactional_id,
 )
+from airflow_provider_kafka_eos.runbook import reference as runbook_reference
 
 ACTIONS = ("list", "describe", "abort", "commit", "commit-from-manifest", "find-hanging", "preflight")
 ABORT_CHECKPOINT = "abort-checkpoint"  # internal: --action abort --manifest URI
@@ -48,14 +50,37 @@ MAX_EPOCH = 32767
 
 Progress = Callable[[int, int, str], None]
 
+# How the CLI names each request field in a message. Another front end (the manual DAG's form)
+# passes its own names to ``validate(field_names=...)``: the rules stay here, only words differ.
+CLI_FIELD_NAMES: Mapping[str, str] = MappingProxyType(
+    {
+        "transactional_id": "--transactional-id",
+        "producer_id": "--producer-id",
+        "epoch": "--epoch",
+        "prefixes": "--prefix",
+        "states": "--state",
+        "min_age_ms": "--min-age",
+        "manifest_uri": "--manifest",
+        "dry_run": "--dry-run",
+        "topics": "--topic",
+        "transaction_timeout_ms": "--transaction-timeout-ms",
+        "two_phase_commit": "--two-phase-commit",
+    }
+)
 
-def _normalise_state(state: str) -> str:
+
+def _normalise_state(state: str, name: str = "--state") -> str:
     for known in TRANSACTION_STATES:
         if known.lower() == state.strip().lower():
             return known
     raise UsageError(
-        f"--state {state!r} is not a Kafka transaction state (one of {', '.join(TRANSACTION_STATES)})"
+        f"{name} {state!r} is not a Kafka transaction state (one of {', '.join(TRANSACTION_STATES)})"
     )
+
+
+def _short_names(n: Mapping[str, str]) -> tuple[str, str, str, str, str]:
+    """The field names most messages use, in a fixed order (keeps the messages on one line each)."""
+    return n["transactional_id"], n["producer_id"], n["epoch"], n["manifest_uri"], n["prefixes"]
 
 
 @dataclass(frozen=True)
@@ -78,29 +103,37 @@ class ResolutionRequest:
     transaction_timeout_ms: int | None = None
     two_phase_commit: bool = False  # preflight: the pipeline uses KIP-939 2PC (TWO_PHASE_COMMIT ACL)
 
-    def validate(self) -> ResolutionRequest:
-        """The request, normalised; raises UsageError with the text the user sees."""
+    def validate(self, field_names: Mapping[str, str] | None = None) -> ResolutionRequest:
+        """The request, normalised; raises UsageError with the text the user sees.
+
+        ``field_names`` maps request fields (``producer_id``...) to the words the caller's front
+        end uses for them; missing ones keep the CLI's flag (``CLI_FIELD_NAMES``).
+        """
+        n = {**CLI_FIELD_NAMES, **(field_names or {})}
+        tid, _, _, mf, px = _short_names(n)
         action = (self.action or "").strip().lower()
         if action not in (*ACTIONS, ABORT_CHECKPOINT):
             raise UsageError(f"unknown action {self.action!r}; choose one of {', '.join(ACTIONS)}")
         txn_id = (self.transactional_id or "").strip() or None
         prefixes = tuple(p for p in (s.strip() for s in self.prefixes) if p)
         if txn_id is not None:
-            validate_transactional_id(txn_id, field="--transactional-id")
+            validate_transactional_id(txn_id, field=n["transactional_id"])
         for prefix in prefixes:
-            validate_prefix(prefix, field="--prefix")
+            validate_prefix(prefix, field=n["prefixes"])
         for topic in self.topics:
-            validate_topic(topic, field="--topic")
+            validate_topic(topic, field=n["topics"])
         if self.transaction_timeout_ms is not None and self.transaction_timeout_ms <= 0:
-            raise UsageError(f"--transaction-timeout-ms must be positive, got {self.transaction_timeout_ms}")
-        states = tuple(_normalise_state(s) for s in self.states)
+            raise UsageError(
+                f"{n['transaction_timeout_ms']} must be positive, got {self.transaction_timeout_ms}"
+            )
+        states = tuple(_normalise_state(s, n["states"]) for s in self.states)
         manifest = (self.manifest_uri or "").strip() or None
         if action == "commit" and manifest and not txn_id:
             action = "commit-from-manifest"
         if action == "abort" and manifest:
             if txn_id or prefixes:
                 raise UsageError(
-                    "abort takes --manifest (a whole checkpoint), --transactional-id or --prefix, "
+                    f"abort takes {mf} (a whole checkpoint), {tid} or {px}, "
                     "one of them",
                     transactional_id=txn_id,
                 )
@@ -114,11 +147,12 @@ class ResolutionRequest:
             manifest_uri=manifest,
             manifest_base_uri=(self.manifest_base_uri or "").strip() or None,
         )
-        normalised._check_targets()
-        normalised._check_pid_epoch()
+        normalised._check_targets(n)
+        normalised._check_pid_epoch(n)
         return normalised
 
-    def _check_targets(self) -> None:
+    def _check_targets(self, n: Mapping[str, str]) -> None:
+        tid, pid, ep, mf, px = _short_names(n)
         action, txn_id, prefixes, manifest = (
             self.action,
             self.transactional_id,
@@ -126,57 +160,58 @@ class ResolutionRequest:
             self.manifest_uri,
         )
         if self.min_age_ms is not None and self.min_age_ms < 0:
-            raise UsageError(f"--min-age must not be negative, got {self.min_age_ms} ms")
+            raise UsageError(f"{n['min_age_ms']} must not be negative, got {self.min_age_ms} ms")
         if action == "commit" and not txn_id:
-            raise UsageError("commit needs --transactional-id (or --manifest to commit a whole checkpoint)")
+            raise UsageError(f"commit needs {tid} (or {mf} to commit a whole checkpoint)")
         if action == "commit" and manifest:
             raise UsageError(
-                "commit takes either --transactional-id with --producer-id/--epoch, or --manifest, not both",
+                f"commit takes either {tid} with {pid}/{ep}, or {mf}, not both",
                 transactional_id=txn_id,
             )
         if action == "commit-from-manifest" and not manifest:
-            raise UsageError("commit-from-manifest needs --manifest URI (the checkpoint manifest to commit)")
+            raise UsageError(f"commit-from-manifest needs {mf} (the checkpoint manifest to commit)")
         if action in ("describe", "abort"):
             if txn_id and prefixes:
                 raise UsageError(
-                    f"{action} takes either --transactional-id or --prefix, not both", transactional_id=txn_id
+                    f"{action} takes either {tid} or {px}, not both", transactional_id=txn_id
                 )
             if not txn_id and not prefixes:
                 raise UsageError(
-                    f"{action} needs --transactional-id, or --prefix for every transaction under a "
-                    "prefix" + (", or --manifest for a whole checkpoint" if action == "abort" else "")
+                    f"{action} needs {tid}, or {px} for every transaction under a "
+                    "prefix" + (f", or {mf} for a whole checkpoint" if action == "abort" else "")
                 )
         if action in ("list", "find-hanging", "preflight", "commit-from-manifest") and txn_id:
-            raise UsageError(f"{action} does not take --transactional-id; use --prefix to narrow it down")
+            raise UsageError(f"{action} does not take {tid}; use {px} to narrow it down")
         if action == "preflight" and not prefixes:
-            raise UsageError("preflight needs --prefix (the pipeline's transactional-id prefix)")
+            raise UsageError(f"preflight needs {px} (the pipeline's transactional-id prefix)")
         if self.two_phase_commit and action != "preflight":
-            raise UsageError("--two-phase-commit applies to --action preflight only")
+            raise UsageError(f"{n['two_phase_commit']} applies to the preflight action only")
         if self.dry_run and action not in ("abort", "commit", "commit-from-manifest", ABORT_CHECKPOINT):
-            raise UsageError(f"--dry-run applies to abort and commit, not {action}")
+            raise UsageError(f"{n['dry_run']} applies to abort and commit, not {action}")
 
-    def _check_pid_epoch(self) -> None:
+    def _check_pid_epoch(self, n: Mapping[str, str]) -> None:
+        tid, pid, ep, _, _ = _short_names(n)
         txn_id = self.transactional_id
         given = self.producer_id is not None or self.epoch is not None
         single_abort = self.action == "abort" and txn_id is not None
         if given and self.action != "commit" and not single_abort:
             raise UsageError(
-                "--producer-id and --epoch only apply to --action commit, or to --action abort "
-                "with --transactional-id (compare-and-abort)"
+                f"{pid} and {ep} only apply to the commit action, or to the abort action "
+                f"with {tid} (compare-and-abort)"
             )
         if self.action == "commit" and (self.producer_id is None or self.epoch is None):
             raise UsageError(
-                "commit needs --producer-id and --epoch (from the checkpoint manifest or `describe`)",
+                f"commit needs {pid} and {ep} (from the checkpoint manifest or `describe`)",
                 transactional_id=txn_id,
             )
         if single_abort and given and (self.producer_id is None or self.epoch is None):
             raise UsageError(
-                "compare-and-abort needs both --producer-id and --epoch", transactional_id=txn_id
+                f"compare-and-abort needs both {pid} and {ep}", transactional_id=txn_id
             )
         if self.producer_id is not None and self.producer_id < 0:
-            raise UsageError(f"--producer-id must be >= 0, got {self.producer_id}", transactional_id=txn_id)
+            raise UsageError(f"{pid} must be >= 0, got {self.producer_id}", transactional_id=txn_id)
         if self.epoch is not None and not 0 <= self.epoch <= MAX_EPOCH:
-            raise UsageError(f"--epoch must be in 0..{MAX_EPOCH}, got {self.epoch}", transactional_id=txn_id)
+            raise UsageError(f"{ep} must be in 0..{MAX_EPOCH}, got {self.epoch}", transactional_id=txn_id)
 
 
 @dataclass
@@ -626,7 +661,7 @@ def _preflight(
             "check": c.name,
             "status": c.status,
             "message": c.message,
-            "runbook": f"docs/runbook/{c.runbook}.md" if c.runbook else "",
+            "runbook": runbook_reference(c.runbook) if c.runbook else "",
         }
         for c in report.checks
     ]

@@ -41,6 +41,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
     TransactionTimeoutRiskError,
 )
 from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus
+from airflow_provider_kafka_eos.runbook import reference as runbook_reference
 
 __all__ = ["RestoreReport", "check_committable", "restore_pipeline"]
 
@@ -196,9 +197,9 @@ def _mark_aborted(uri: str, manifest: Manifest, problems: list[str], report: Res
     report.marked_aborted.append(uri)
     log.error(
         "DATA LOSS: checkpoint %d of pipeline %s (%s) was prepared but can no longer be committed: %s. "
-        "The manifest is now ABORTED; rerun that checkpoint to produce it again. Next step: "
-        "docs/runbook/rerun-a-checkpoint.md",
+        "The manifest is now ABORTED; rerun that checkpoint to produce it again. Next step: %s",
         manifest.checkpoint_id, manifest.pipeline_id, uri, "; ".join(problems),
+        runbook_reference("rerun-a-checkpoint"),
     )
 
 

@@ -441,6 +441,13 @@ class TransactionAdmin:
         plan: dict[str, str] = {}
         for c in committables:
             plan[c.transactional_id] = self.verify_committable(c, descriptions[c.transactional_id], now)
+        for c in committables:
+            tid = c.transactional_id
+            if plan[tid] == "commit" and descriptions[tid].state == TxnState.PREPARE_COMMIT:
+                # An earlier EndTxn committed it and Kafka is writing the markers (asynchronously):
+                # wait for CompleteCommit instead of sending EndTxn again.
+                descriptions[tid] = self._wait_until_complete(tid)
+                plan[tid] = self.verify_committable(c, descriptions[tid], now)
         to_commit = [c for c in committables if plan[c.transactional_id] == "commit"]
         outcomes: dict[str, TxnOutcome] = {
             c.transactional_id: TxnOutcome(

@@ -27,6 +27,8 @@ from airflow_provider_kafka_eos.kafka.checkpoint import (
     plan_abort,
 )
 from airflow_provider_kafka_eos.kafka.classify import FindingKind, Findings, format_table
+from airflow_provider_kafka_eos.operators.fail_now import raises_fail_now
+from airflow_provider_kafka_eos.operators.metrics import record_abort
 
 
 def _as_list(value: str | Sequence[Any] | None) -> list[str]:
@@ -124,9 +126,16 @@ class KafkaAbortTransactionsOperator(BaseOperator):
         self.force_abort_foreign = force_abort_foreign
         self.max_workers = max_workers
 
+    @raises_fail_now
     def execute(self, context: Any) -> dict[str, Any]:
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+        from airflow_provider_kafka_eos.kafka.validation import validate_prefix, validate_transactional_id
 
+        # Rendered arguments as Kafka can carry them (kafka/validation.py), before anything is read.
+        for tid in _as_list(self.transactional_ids):
+            validate_transactional_id(tid, field="transactional_ids")
+        for prefix in [*_as_list(self.prefixes), *_as_list(self.owned_prefixes)]:
+            validate_prefix(prefix, field="prefixes")
         hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
         protect = as_bool(self.protect)
         if not protect:
@@ -139,6 +148,8 @@ class KafkaAbortTransactionsOperator(BaseOperator):
         prepared = load_prepared(base, protect=protect, source=source)  # before Kafka is touched
         with hook.transaction_admin() as admin:
             report = self.abort_with(admin, prepared, protect=protect)
+        if not report["dry_run"]:
+            record_abort(len(report["aborted"]))
         self.log.info(
             "%s: %d aborted, %d skipped\n%s",
             "dry run" if report["dry_run"] else "abort",

@@ -19,11 +19,14 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kafka_eos.kafka.errors import ManifestError
+from airflow_provider_kafka_eos.operators.assets import announce_committed_checkpoint, with_committed_alias
+from airflow_provider_kafka_eos.operators.fail_now import raises_fail_now
+from airflow_provider_kafka_eos.operators.lineage import KafkaLineageMixin
 
 __all__ = ["KafkaCommitTransactionsOperator"]
 
 
-class KafkaCommitTransactionsOperator(BaseOperator):
+class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
     """Commit every transaction of one checkpoint manifest, then mark it COMMITTED.
 
     :param manifest_uri: the manifest to commit (templated). Default: the XCom return value of
@@ -33,6 +36,10 @@ class KafkaCommitTransactionsOperator(BaseOperator):
     :param max_workers: parallel EndTxn requests.
     :returns: (XCom) ``CommitReport.to_dict()`` (``kafka/checkpoint.py``): status, transactions,
         records, outcomes, latencies, ``already_committed``.
+
+    A try that turns the manifest from PREPARED into COMMITTED emits one Asset event for
+    ``kafka://host:port/topic`` (``operators/assets.py``; a rerun of a COMMITTED manifest emits
+    none), records the ``kafka_eos.*`` metrics and reports the topic to OpenLineage.
     """
 
     template_fields: Sequence[str] = ("manifest_uri", "kafka_eos_conn_id", "submit_task_id")
@@ -47,22 +54,29 @@ class KafkaCommitTransactionsOperator(BaseOperator):
         max_workers: int = 16,
         **kwargs: Any,
     ) -> None:
+        kwargs["outlets"] = with_committed_alias(kwargs.get("outlets"))
         super().__init__(**kwargs)
         self.manifest_uri = manifest_uri
         self.submit_task_id = submit_task_id
         self.kafka_eos_conn_id = kafka_eos_conn_id
         self.max_workers = max_workers
 
+    @raises_fail_now
     def execute(self, context: Any) -> dict[str, Any]:
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
         from airflow_provider_kafka_eos.kafka.checkpoint import commit_checkpoint
+        from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest
 
         uri = self._resolve_uri(context)
-        with KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).transaction_admin() as admin:
-            # Verifies every committable (state, producer id/epoch, deadline) before committing any.
-            report = commit_checkpoint(
-                admin, uri, committed_by=f"task {self.task_id}", max_workers=self.max_workers
-            )
+        was_prepared = read_manifest(uri).status is ManifestStatus.PREPARED  # also the Asset event rule
+        if not was_prepared:  # COMMITTED: reported again; ABORTED: DataLossError. Neither needs Kafka.
+            report = commit_checkpoint(None, uri, committed_by=f"task {self.task_id}")
+        else:
+            with KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).transaction_admin() as admin:
+                # Verifies every committable (state, producer id/epoch, deadline) before committing any.
+                report = commit_checkpoint(
+                    admin, uri, committed_by=f"task {self.task_id}", max_workers=self.max_workers
+                )
         self.log.info(
             "%s: %d record(s), outcomes %s, commit took %d ms (%d ms after prepare)",
             report.summary(),
@@ -71,6 +85,8 @@ class KafkaCommitTransactionsOperator(BaseOperator):
             report.commit_latency_ms,
             report.prepare_to_commit_ms,
         )
+        if was_prepared and report.status in ("committed", "already_committed"):
+            announce_committed_checkpoint(self, context, report.to_dict())
         return report.to_dict()
 
     def _resolve_uri(self, context: Any) -> str:

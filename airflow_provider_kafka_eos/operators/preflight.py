@@ -18,6 +18,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+from airflow_provider_kafka_eos.operators.fail_now import raises_fail_now
 
 XCOM_KEY = "preflight_report"
 
@@ -97,6 +98,7 @@ class KafkaEosPreflightOperator(BaseOperator):
             execution_timeout=self.commit_execution_timeout,
         )
 
+    @raises_fail_now
     def execute(self, context: Any) -> dict[str, Any]:
         from airflow_provider_kafka_eos.kafka.errors import PreflightError
 

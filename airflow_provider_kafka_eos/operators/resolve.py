@@ -14,6 +14,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kafka_eos.kafka.classify import format_table
+from airflow_provider_kafka_eos.operators.fail_now import raises_fail_now
 
 # The form fields of the manual DAG, in the order the UI shows them (see dags/eos_manual_resolution.py).
 FORM_FIELDS = (
@@ -27,6 +28,33 @@ FORM_FIELDS = (
     "unprotected",
     "dry_run",
 )
+
+
+# The request field each form field fills in (the form says "prefix", the request "prefixes").
+REQUEST_FIELD_OF_FORM_FIELD = {
+    "transactional_id": "transactional_id",
+    "producer_id": "producer_id",
+    "epoch": "epoch",
+    "prefix": "prefixes",
+    "manifest_uri": "manifest_uri",
+    "dry_run": "dry_run",
+}
+
+
+def form_field_names(params: Any = None) -> dict[str, str]:
+    """Request field -> how the form names it (its title, quoted, with the field key), for messages.
+
+    ``params`` is the DAG's ``ParamsDict`` (titles come from its ``Param`` schemas); without one,
+    the field keys themselves are used, so a message still names what to fill in.
+    """
+    names = {}
+    for form_key, request_field in REQUEST_FIELD_OF_FORM_FIELD.items():
+        title = None
+        if params is not None and form_key in params:
+            param = params.get_param(form_key) if hasattr(params, "get_param") else None
+            title = (getattr(param, "schema", None) or {}).get("title")
+        names[request_field] = f"'{title}' ({form_key})" if title else f"'{form_key}'"
+    return names
 
 
 def _blank_to_none(value: Any) -> Any:
@@ -46,6 +74,7 @@ def _split(value: Any) -> tuple[str, ...]:
 
 
 def _int_or_none(value: Any, name: str) -> int | None:
+    """A whole number from a form field; ``name`` is how the form names the field."""
     value = _blank_to_none(value)
     if value is None:
         return None
@@ -57,7 +86,12 @@ def _int_or_none(value: Any, name: str) -> int | None:
         raise UsageError(f"{name} must be a whole number, got {value!r}") from None
 
 
-def request_from_form(form: Mapping[str, Any], *, default_manifest_base_uri: str | None = None) -> Any:
+def request_from_form(
+    form: Mapping[str, Any],
+    *,
+    default_manifest_base_uri: str | None = None,
+    field_names: Mapping[str, str] | None = None,
+) -> Any:
     """``ResolutionRequest`` from the manual DAG's params (blank text fields mean "not given").
 
     ``manifest_base_uri`` (blank: the connection's store) is the store every abort reads first;
@@ -65,11 +99,12 @@ def request_from_form(form: Mapping[str, Any], *, default_manifest_base_uri: str
     """
     from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest
 
+    names = {**form_field_names(), **(field_names or {})}
     return ResolutionRequest(
         action=str(form.get("action") or "").strip(),
         transactional_id=_blank_to_none(form.get("transactional_id")),
-        producer_id=_int_or_none(form.get("producer_id"), "producer_id"),
-        epoch=_int_or_none(form.get("epoch"), "epoch"),
+        producer_id=_int_or_none(form.get("producer_id"), names["producer_id"]),
+        epoch=_int_or_none(form.get("epoch"), names["epoch"]),
         prefixes=_split(form.get("prefix")),
         manifest_uri=_blank_to_none(form.get("manifest_uri")),
         dry_run=bool(form.get("dry_run")),
@@ -102,15 +137,21 @@ class KafkaTransactionResolutionOperator(BaseOperator):
         self.kafka_eos_conn_id = kafka_eos_conn_id
         self.request = request
 
+    @raises_fail_now
     def execute(self, context: Any) -> dict[str, Any]:
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
         from airflow_provider_kafka_eos.kafka.resolution import run_resolution
 
         form = dict(self.request if self.request is not None else context["params"])
+        # First line of the log: the request exactly as submitted, before anything can reject it.
+        submitted = {k: form.get(k) for k in FORM_FIELDS if k in form}
+        self.log.info("resolution request as submitted: %s", submitted)
+        names = form_field_names(getattr(getattr(self, "dag", None), "params", None))
         hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
-        request = request_from_form(form, default_manifest_base_uri=hook.manifest_base_uri())
-        request.validate()  # the CLI's validation and message, before any connection is opened
-        self.log.info("resolution request: %s", {k: form.get(k) for k in FORM_FIELDS if k in form})
+        request = request_from_form(
+            form, default_manifest_base_uri=hook.manifest_base_uri(), field_names=names
+        )
+        request.validate(names)  # the CLI's rules in the form's words, before any connection is opened
         if not request.protect and request.action == "abort":
             self.log.warning(
                 "UNPROTECTED ABORT (unprotected=true): transactions listed in PREPARED manifests will be "

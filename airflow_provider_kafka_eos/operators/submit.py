@@ -3,9 +3,15 @@
 It is the Spark provider's ``SparkSubmitOperator`` with the parts an exactly-once pipeline
 must get right done for you:
 
-* the checkpoint id is derived from the DAG run (its data interval end, else ``run_after``),
-  so task retries and cleared reruns of one run prepare the *same* checkpoint (the job then
-  finds its manifest and does not produce again) and later runs get larger ids;
+* the checkpoint id is derived from the DAG run (its logical date, else its ``run_after``, in
+  microseconds; :func:`checkpoint_id_for_run`), so task retries and cleared reruns of one run
+  prepare the *same* checkpoint (the job then finds its manifest and does not produce again),
+  two runs triggered within one second get different ones, and later runs get larger ids;
+* the manifest records the run that prepared it, and a run that finds *another* run's
+  manifest for its checkpoint never succeeds silently: a duplicate of the same input (an
+  explicit ``checkpoint_id``, or the same logical date) is skipped with "duplicate of run X,
+  nothing written"; anything else fails with ``CheckpointConflictError``
+  (``kafka/checkpoint_identity.py`` owns that rule);
 * the Kafka client configuration, secrets included, and the user's ``application_params``
   reach the job through a private (0600) file named by an environment variable, never the
   command line; the file is deleted when the task ends, and one left behind by a task that was
@@ -40,37 +46,83 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from airflow_provider_kafka_eos.kafka.checkpoint_identity import (
+    Reuse,
+    RunIdentity,
+    checkpoint_id_from_datetime,
+    reuse_verdict,
+)
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, ManifestError, UsageError
 from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, manifest_uri, read_manifest
+from airflow_provider_kafka_eos.operators.fail_now import fail_now_exception, raises_fail_now
+from airflow_provider_kafka_eos.operators.lineage import KafkaLineageMixin, kafka_namespace
 from airflow_provider_kafka_eos.spark import job as eos_job
 from airflow_provider_kafka_eos.spark import shipping
 
-__all__ = ["SparkEosSubmitOperator", "checkpoint_id_for_run"]
+__all__ = ["XCOM_CHECKPOINT_KEY", "SparkEosSubmitOperator", "checkpoint_id_for_run", "run_identity"]
 
 JOB_FILE = str(Path(eos_job.__file__).resolve())
 _MISSING_CONNECTION_ERRORS = ("AirflowNotFoundException", "AirflowException", "ConnectionNotFound")
 _RESULT_LINE = re.compile(rf"^{re.escape(eos_job.RESULT_PREFIX)}(?P<uri>\S+)\s*$")
+# XCom key of the submit task's checkpoint result (checkpoint id, manifest, outcome, runs).
+XCOM_CHECKPOINT_KEY = "checkpoint"
+
+
+def _logical_date(context: Mapping[str, Any]) -> datetime | None:
+    value = getattr(context.get("dag_run"), "logical_date", None) or context.get("logical_date")
+    return value if isinstance(value, datetime) else None
 
 
 def checkpoint_id_for_run(context: Mapping[str, Any]) -> int:
-    """Seconds since the epoch of the run's data interval end (else its ``run_after``).
+    """The run's checkpoint id: its logical date, else its ``run_after``, in microseconds.
 
-    Stable for every try and every clear of one DAG run; increasing from run to run of a
-    scheduled DAG (``max_active_runs=1`` keeps them in order).
+    Why these two (the reasons are in docs/design-notes.md, "Checkpoint ids"):
+
+    * stable for every try and every clear of one DAG run (neither value changes on a clear);
+    * unique per run: Airflow keeps logical dates unique per DAG, and a run without one (a
+      manual trigger) is told apart by the microsecond it was triggered, so two runs triggered
+      within the same second no longer share a checkpoint (whole seconds did, and the second
+      run's records were silently not written);
+    * increasing from run to run of a schedule and across the upgrade from whole-second ids.
+      A backfill of an older interval gets a *smaller* id than checkpoints already committed;
+      restore and both abort strategies handle that (tests/unit/test_checkpoint_identity.py).
     """
     dag_run = context.get("dag_run")
-    candidates = [
-        context.get("data_interval_end"),
-        getattr(dag_run, "data_interval_end", None),
-        getattr(dag_run, "run_after", None),
-        context.get("logical_date"),
-        getattr(dag_run, "logical_date", None),
-    ]
-    for value in candidates:
+    for value in (_logical_date(context), getattr(dag_run, "run_after", None)):
+        if isinstance(value, datetime):
+            return checkpoint_id_from_datetime(value)
+    raise UsageError("cannot derive a checkpoint id: the run has neither a logical date nor run_after; "
+                     "pass checkpoint_id explicitly", runbook="rerun-a-checkpoint")
+
+
+def legacy_checkpoint_id_for_run(context: Mapping[str, Any]) -> int | None:
+    """The whole-second id releases before manifest schema 2 derived (data interval end, else run_after).
+
+    Only for runs in flight across the upgrade: see ``SparkEosSubmitOperator._adopt_legacy``.
+    """
+    dag_run = context.get("dag_run")
+    for value in (getattr(dag_run, "data_interval_end", None), context.get("data_interval_end"),
+                  getattr(dag_run, "run_after", None)):
         if isinstance(value, datetime):
             return int(value.timestamp())
-    raise UsageError("cannot derive a checkpoint id: the run has no data interval, run_after or logical "
-                     "date; pass checkpoint_id explicitly", runbook="rerun-a-checkpoint")
+    return None
+
+
+def run_identity(context: Mapping[str, Any]) -> RunIdentity | None:
+    """The DAG run and try executing this task, as recorded in the manifest (None outside a run)."""
+    dag_run = context.get("dag_run")
+    dag_id = getattr(dag_run, "dag_id", None) or getattr(context.get("dag"), "dag_id", None)
+    run_id = getattr(dag_run, "run_id", None) or context.get("run_id")
+    if not dag_id or not run_id:
+        return None
+    try_number = getattr(context.get("ti"), "try_number", None)
+    logical_date = _logical_date(context)
+    return RunIdentity(
+        dag_id=str(dag_id),
+        run_id=str(run_id),
+        try_number=try_number if isinstance(try_number, int) else None,
+        logical_date=logical_date.isoformat() if logical_date is not None else None,
+    )
 
 
 def _path_with_spark_submit(python: str, path: str | None) -> dict[str, str]:
@@ -98,6 +150,7 @@ class _ManifestCapturingHook(SparkSubmitHook):
     """
 
     reported_manifest_uri: str | None = None
+    reported_error: str | None = None
 
     def submit(self, application: str = "", **kwargs: Any) -> Any:
         kwargs.setdefault("start_new_session", True)
@@ -113,15 +166,18 @@ class _ManifestCapturingHook(SparkSubmitHook):
     def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
         def tee() -> Iterator[Any]:
             for raw in itr:
-                match = _RESULT_LINE.match(str(raw).strip())
+                line = str(raw).strip()
+                match = _RESULT_LINE.match(line)
                 if match:
                     self.reported_manifest_uri = match.group("uri")
+                elif line.startswith(eos_job.ERROR_PREFIX):
+                    self.reported_error = line[len(eos_job.ERROR_PREFIX):]
                 yield raw
 
         super()._process_spark_submit_log(tee())
 
 
-class SparkEosSubmitOperator(SparkSubmitOperator):
+class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
     """Run the exactly-once write job (``spark/job.py``) for one checkpoint of a pipeline.
 
     :param pipeline_id: names the pipeline's manifests folder (``<base>/<pipeline_id>/``).
@@ -147,6 +203,9 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
     :param executor_python: the Python the executors run on a cluster (``spark.pyspark.python``),
         an environment with the job-side requirements (docs/user-guide/spark-cluster.md); default:
         the cluster's own setting.
+    :param lineage_inputs: what the job reads, as OpenLineage ``(namespace, name)`` pairs (templated),
+        e.g. ``[("file", "/data/events")]``; reported with the output topic when the OpenLineage
+        provider is installed.
     Any other keyword goes to ``SparkSubmitOperator`` (``conf``, ``py_files``, ``driver_memory``...).
     """
 
@@ -160,6 +219,7 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         "application_params",
         "checkpoint_id",
         "kafka_eos_conn_id",
+        "lineage_inputs",
     )
     template_fields_renderers = {"application_params": "json"}
     ui_color = "#e8d5b7"
@@ -184,6 +244,7 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         headers_col: str | None = None,
         partition_col: str | None = None,
         python_executable: str | None = None,
+        lineage_inputs: Sequence[Sequence[str]] | None = None,
         two_phase_commit: bool = False,
         producer: str | None = None,
         executor_python: str | None = None,
@@ -221,20 +282,24 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         self.headers_col = headers_col
         self.partition_col = partition_col
         self.python_executable = python_executable
+        self.lineage_inputs = lineage_inputs
         self.two_phase_commit = two_phase_commit
         self.producer = producer
         self.executor_python = executor_python
         self._config_file: str | None = None
+        self._legacy_adopted = False
 
     # -- Airflow entry points ----------------------------------------------------------------
 
+    @raises_fail_now
     def execute(self, context: Any) -> str:
         self._validate_arguments()  # rendered templates included; nothing is started on bad input
         self._require_spark_connection()
-        checkpoint = self._checkpoint_id(context)
         self.manifest_base_uri = self._manifest_store().base_uri
+        checkpoint = self._adopt_legacy(context, self._checkpoint_id(context))
         expected_uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, checkpoint)
-        self.application_args = self._job_args(checkpoint)
+        run = run_identity(context)
+        self.application_args = self._job_args(checkpoint) + self._identity_args(run)
         connection = self._get_hook()._connection  # master and deploy mode, resolved the parent's way
         cluster_mode = connection.get("deploy_mode") == "cluster"
         # In cluster deploy mode the driver runs on the cluster: the Kafka config must reach it
@@ -280,6 +345,9 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
                       self.pipeline_id, checkpoint, expected_uri)
         try:
             super().execute(context)
+        except Exception as err:
+            self._fail_now_on_job_usage_error(err)
+            raise
         finally:
             self._remove_config_file()
         reported = getattr(self._hook, "reported_manifest_uri", None)
@@ -292,10 +360,74 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
                 f"{expected_uri}: the job finished but the manifest is {manifest.status.value}",
                 runbook="rerun-a-checkpoint",
             )
+        self._judge_reuse(context, manifest, expected_uri, run)
         self.log.info("checkpoint %d is %s: %d transaction(s), %d record(s)", checkpoint,
                       manifest.status.value, len(manifest.committables),
                       sum(c.record_count for c in manifest.committables))
         return expected_uri
+
+    def _fail_now_on_job_usage_error(self, err: Exception) -> None:
+        """The job exits with ``EXIT_USAGE`` when its input or configuration is wrong: no retry helps."""
+        process = getattr(self._hook, "_submit_sp", None)
+        if getattr(process, "returncode", None) != eos_job.EXIT_USAGE:
+            return
+        reported = getattr(self._hook, "reported_error", None) or (
+            f"the Spark job refused its arguments or input (exit {eos_job.EXIT_USAGE}); see the log above"
+        )
+        raise fail_now_exception()(reported) from err
+
+    def _judge_reuse(self, context: Any, manifest: Any, uri: str, run: RunIdentity | None) -> None:
+        """Whose manifest did the job find? This run's: fine. Another run's: never plain success.
+
+        The job writes nothing when its checkpoint already has a usable manifest; only here,
+        knowing which run asks and whether the id was chosen by the user, can that be told apart
+        from a lost run. Pushes the result to XCom (key ``checkpoint``) in every case.
+        """
+        explicit = self.checkpoint_id not in (None, "")
+        owner = manifest.prepared_by
+        if run is not None and run.same_run(owner) and owner.try_number == run.try_number:
+            outcome, message = "prepared", f"checkpoint {manifest.checkpoint_id} prepared by this try"
+            verdict = None
+        elif owner is None and self._legacy_adopted:
+            outcome, verdict = "legacy", None
+            message = (f"checkpoint {manifest.checkpoint_id} was prepared for this run's data interval by a "
+                       "release with whole-second checkpoint ids: nothing written again")
+            self.log.warning("%s", message)
+        else:
+            verdict = reuse_verdict(manifest, uri, run, explicit_checkpoint=explicit)
+            outcome, message = verdict.reuse.value, verdict.message
+        result = {
+            "checkpoint_id": manifest.checkpoint_id,
+            "manifest_uri": uri,
+            "status": manifest.status.value,
+            "outcome": outcome,
+            "message": message,
+            "run": run.to_dict() if run is not None else None,
+            "prepared_by": owner.to_dict() if owner is not None else None,
+        }
+        ti = context.get("ti") if hasattr(context, "get") else None
+        if ti is not None:
+            ti.xcom_push(key=XCOM_CHECKPOINT_KEY, value=result)
+        if verdict is None:
+            return
+        if verdict.reuse is Reuse.SAME_RUN:
+            self.log.info("%s", message)
+            return
+        self.log.warning("%s", message)
+        verdict.raise_if_conflict()
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        raise AirflowSkipException(message)
+
+    def _manifest_store(self) -> Any:
+        """The operator's store, else the connection's (ManifestStoreError naming both when unset)."""
+        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+        from airflow_provider_kafka_eos.kafka.checkpoint import ManifestStore
+
+        if self.manifest_base_uri:
+            return ManifestStore.configured(self.manifest_base_uri)
+        hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
+        return ManifestStore.configured(hook.manifest_base_uri(), source=hook.manifest_store_source())
 
     def on_kill(self) -> None:
         try:
@@ -342,6 +474,34 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
             return value
         return checkpoint_id_for_run(context)
 
+    def _adopt_legacy(self, context: Any, checkpoint: int) -> int:
+        """A run whose batch a release with whole-second ids already prepared keeps that checkpoint.
+
+        Without this, a run whose first try wrote a version 1 manifest under the old id and whose
+        retry (or clear) runs after the upgrade would derive a new (microsecond) id and write its
+        batch again. A manifest at the run's old id that names no run was written by the old
+        release for this run's data interval end (else its run_after second), which is exactly
+        what the old release treated as the same checkpoint: keep that meaning for it, loudly.
+        Runs of this release record themselves (``prepared_by``), so this never matches them.
+        """
+        self._legacy_adopted = False
+        if self.checkpoint_id not in (None, ""):
+            return checkpoint
+        legacy = legacy_checkpoint_id_for_run(context)
+        if legacy is None or legacy == checkpoint:
+            return checkpoint
+        uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, legacy)
+        try:
+            found = read_manifest(uri)
+        except ManifestError:
+            return checkpoint  # none there (the normal case), or unreadable: restore will say so
+        if found.prepared_by is not None:
+            return checkpoint
+        self._legacy_adopted = True
+        self.log.warning("checkpoint %d (%s) was prepared for this run by a release with whole-second "
+                         "checkpoint ids: keeping it instead of the new id %d", legacy, uri, checkpoint)
+        return legacy
+
     def _job_args(self, checkpoint: int) -> list[str]:
         args = [
             "--pipeline-id", self.pipeline_id,
@@ -366,6 +526,18 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
             args.append("--two-phase-commit")
         if self.producer:
             args += ["--producer", self.producer]
+        return args
+
+    @staticmethod
+    def _identity_args(run: RunIdentity | None) -> list[str]:
+        """The run that prepares the checkpoint, for its manifest (ids only, nothing secret)."""
+        if run is None:
+            return []
+        args = ["--dag-id", run.dag_id, "--run-id", run.run_id]
+        if run.try_number is not None:
+            args += ["--try-number", str(run.try_number)]
+        if run.logical_date is not None:
+            args += ["--logical-date", run.logical_date]
         return args
 
     def _validate_arguments(self) -> None:
@@ -405,6 +577,10 @@ class SparkEosSubmitOperator(SparkSubmitOperator):
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
 
         config = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).client_config()
+        self.set_lineage(
+            outputs=[(kafka_namespace(config.bootstrap_servers), str(self.topic))],
+            inputs=[(str(ns), str(name)) for ns, name in (self.lineage_inputs or [])],
+        )
         try:
             params = json.loads(json.dumps(self.application_params or {}, sort_keys=True, default=str))
         except (TypeError, ValueError) as exc:

@@ -19,6 +19,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 
 from airflow_provider_kafka_eos.kafka.classify import Findings, LsoStallTracker, ScanSpec
 from airflow_provider_kafka_eos.kafka.findings_store import XCOM_MAX_FINDINGS
+from airflow_provider_kafka_eos.operators.fail_now import raises_fail_now
 from airflow_provider_kafka_eos.triggers.lingering import (
     STATUS_FOUND,
     LingeringTransactionTrigger,
@@ -124,6 +125,10 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
         self._tracker = LsoStallTracker()
 
     def scan_spec(self) -> ScanSpec:
+        from airflow_provider_kafka_eos.kafka.validation import validate_prefix
+
+        for prefix in (*(_as_tuple(self.prefixes) or ()), *(_as_tuple(self.owned_prefixes) or ())):
+            validate_prefix(prefix, field="prefixes")  # as Kafka can carry it (kafka/validation.py)
         return ScanSpec(
             min_age_ms=_milliseconds(self.min_age, "min_age"),
             prefixes=_as_tuple(self.prefixes),
@@ -147,6 +152,7 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
     def _findings_base_uri(self) -> str | None:
         return self.findings_base_uri or self.manifest_base_uri or None
 
+    @raises_fail_now
     def execute(self, context: Any) -> Any:
         if not self.deferrable:
             return super().execute(context)
@@ -166,6 +172,8 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
             timeout=timedelta(seconds=self.timeout),
         )
 
+    # Not fail-now wrapped: the base sensor turns any AirflowException raised on resume into a skip
+    # under soft_fail, which would hide the error; the trigger's error is re-raised as our own class.
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Resume after the trigger: return its findings, or fail with the error it reported."""
         if not event or event.get("status") != STATUS_FOUND:

@@ -40,6 +40,8 @@ __all__ = ["CONFIG_ENV", "CONFIG_FILE_ENV", "RESULT_PREFIX", "build_arg_parser",
 CONFIG_FILE_ENV = "KAFKA_EOS_CLIENT_CONFIG_FILE"
 CONFIG_ENV = "KAFKA_EOS_CLIENT_CONFIG"
 RESULT_PREFIX = "KAFKA_EOS_MANIFEST_URI="
+ERROR_PREFIX = "kafka-eos job: "  # the operator reads the job's one-line error after this
+EXIT_USAGE = 2  # usage or configuration error: the same input fails the same way (no retry)
 # Keys of the operator's private file (the client config and the application params together).
 PRIVATE_FILE_CONFIG_KEY = "client_config"
 PRIVATE_FILE_PARAMS_KEY = "application_params"
@@ -72,6 +74,11 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--value-col", default="value")
     parser.add_argument("--headers-col", default=None)
     parser.add_argument("--partition-col", default=None)
+    # The Airflow run that prepares the checkpoint (recorded in the manifest; no secrets).
+    parser.add_argument("--dag-id", default=None)
+    parser.add_argument("--run-id", default=None)
+    parser.add_argument("--try-number", type=int, default=None)
+    parser.add_argument("--logical-date", default=None, help="ISO-8601; omitted for runs without one")
     parser.add_argument("--app-name", default=None,
                         help="Spark application name (default: kafka-eos-<pipeline>)")
     return parser
@@ -199,6 +206,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
         transaction_timeout_ms=args.transaction_timeout_ms or DEFAULT_TRANSACTION_TIMEOUT_MS,
         abort_strategy=args.abort_strategy,
         fault_plan=plan,
+        prepared_by=run_identity(args),
         two_phase_commit=args.two_phase_commit,
         producer=args.producer,
     )
@@ -222,6 +230,18 @@ def check_job_side(producer: str | None = None) -> None:
                                   producer=producer)
 
 
+def run_identity(args: argparse.Namespace) -> Any:
+    """The ``RunIdentity`` given on the command line, or None (the job run outside Airflow)."""
+    from airflow_provider_kafka_eos.kafka.checkpoint_identity import RunIdentity
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+
+    if not args.dag_id and not args.run_id:
+        return None
+    if not (args.dag_id and args.run_id):
+        raise UsageError("--dag-id and --run-id name the Airflow run together; pass both or neither")
+    return RunIdentity(args.dag_id, args.run_id, args.try_number, args.logical_date or None)
+
+
 def main(argv: Sequence[str] | None = None, *, fault_plan: Any = None) -> int:
     from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, UsageError
 
@@ -231,10 +251,10 @@ def main(argv: Sequence[str] | None = None, *, fault_plan: Any = None) -> int:
     try:
         uri = run(args, fault_plan=fault_plan)
     except (UsageError, ConfigError) as exc:
-        print(f"kafka-eos job: {exc}", file=sys.stderr, flush=True)
-        return 2
+        print(f"{ERROR_PREFIX}{exc}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
     except KafkaEosError as exc:
-        print(f"kafka-eos job: {exc}", file=sys.stderr, flush=True)
+        print(f"{ERROR_PREFIX}{exc}", file=sys.stderr, flush=True)
         return 3
     print(f"{RESULT_PREFIX}{uri}", flush=True)
     return 0

@@ -21,8 +21,9 @@ import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.abort_strategies import AbortStrategy
+from airflow_provider_kafka_eos.kafka.abort_strategies import AbortStrategy, probing_ceiling
 from airflow_provider_kafka_eos.kafka.checkpoint import DEFAULT_TRANSACTION_TIMEOUT_MS, ManifestStore
+from airflow_provider_kafka_eos.kafka.checkpoint_identity import RunIdentity
 from airflow_provider_kafka_eos.kafka.committable import Committable
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import (
@@ -66,6 +67,7 @@ def write_exactly_once(
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS,
     abort_strategy: str | AbortStrategy | None = None,
     fault_plan: FaultPlan | None = None,
+    prepared_by: RunIdentity | None = None,
     two_phase_commit: bool = False,
     producer: str | None = None,
     manifest_uri: str | None = None,
@@ -77,8 +79,10 @@ def write_exactly_once(
     manifest's ``uri`` says where. ``manifest_uri`` is the deprecated name of the same keyword.
     Before producing, earlier checkpoints are restored (see ``kafka/restore.py``); when this
     checkpoint already has a PREPARED or COMMITTED manifest, nothing is produced and that
-    manifest is returned (a retried or rerun job is idempotent). ``fault_plan`` is the test hook
-    for fault injection (``spark/faults.py``); production code never passes it.
+    manifest is returned (a retried or rerun job is idempotent); whether that existing manifest
+    is this run's own or another run's is the caller's to judge (``prepared_by`` names the run
+    that wrote each manifest; see ``kafka/checkpoint_identity.py``). ``fault_plan`` is the test
+    hook for fault injection (``spark/faults.py``); production code never passes it.
 
     ``two_phase_commit=True`` opens every partition's transaction with KIP-939's Enable2Pc (the
     coordinator never times it out; each committable records ``two_phase``); it needs the Arrow
@@ -99,7 +103,9 @@ def write_exactly_once(
     from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
 
     store.create()
-    naming.check_switch_from(store.manifests(pipeline_id))
+    existing = store.manifests(pipeline_id)
+    naming.check_switch_from(existing)
+    newer = probing_ceiling(existing, checkpoint_id)  # a backfill's PROBING stops below newer checkpoints
     partitions = df.rdd.getNumPartitions()
     with TransactionAdmin(config) as admin:
         protocol = TransactionProtocol.from_admin(admin)
@@ -108,11 +114,14 @@ def write_exactly_once(
         report = restore_pipeline(
             admin, manifest_base_uri=store, pipeline_id=pipeline_id,
             transactional_id_prefix=transactional_id_prefix, checkpoint_id=checkpoint_id,
-            abort_lingering=strategy.aborter(checkpoint_id=checkpoint_id, partitions_hint=partitions),
+            abort_lingering=strategy.aborter(checkpoint_id=checkpoint_id, partitions_hint=partitions,
+                                             stop_before=newer),
         )
         if report.existing is not None:
-            log.info("checkpoint %d of %s is already %s (%s): not producing again",
-                     checkpoint_id, pipeline_id, report.existing.status.value, report.existing_uri)
+            owner = report.existing.prepared_by
+            log.warning("checkpoint %d of %s is already %s (%s), prepared by %s: not producing again",
+                        checkpoint_id, pipeline_id, report.existing.status.value, report.existing_uri,
+                        owner.describe() if owner is not None else "a writer that recorded no run")
             return report.existing
         # POOLING: ids still open (none, normally, after restore) or listed in a PREPARED manifest are taken.
         in_use = naming.ids_in_use(admin, transactional_id_prefix, report.protected_transactions)
@@ -128,12 +137,13 @@ def write_exactly_once(
 
         plan.before_manifest()
         return _write_vote(store, committables, pipeline_id=pipeline_id, checkpoint_id=checkpoint_id,
-                           prefix=transactional_id_prefix, naming=naming, topic=topic, started_ms=started_ms)
+                           prefix=transactional_id_prefix, naming=naming, topic=topic, started_ms=started_ms,
+                           prepared_by=prepared_by)
 
 
 def _write_vote(store: ManifestStore, committables: list[Committable], *, pipeline_id: str,
                 checkpoint_id: int, prefix: str, naming: NamingStrategy, topic: str,
-                started_ms: int) -> Manifest:
+                started_ms: int, prepared_by: RunIdentity | None = None) -> Manifest:
     """Write the PREPARED manifest (the vote); from now on the batch must be committed."""
     now = _now_ms()
     manifest = Manifest(
@@ -146,6 +156,7 @@ def _write_vote(store: ManifestStore, committables: list[Committable], *, pipeli
         committables=sorted(committables, key=lambda c: c.transactional_id),
         created_at_ms=now,
         updated_at_ms=now,
+        prepared_by=prepared_by,
     )
     uri = store.uri(pipeline_id, checkpoint_id)
     write_manifest(uri, manifest)

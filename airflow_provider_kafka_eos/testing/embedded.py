@@ -32,6 +32,7 @@ _FLAGS = {
     "acl_file": "--acl-file",
     "transactional_id_expiration_ms": "--transactional-id-expiration-ms",
     "node_id": "--node-id",
+    "marker_delay_ms": "--marker-delay-ms",
     "socket_request_max_bytes": "--socket-request-max-bytes",
     "max_connections": "--max-connections",
 }
@@ -179,6 +180,10 @@ class EmbeddedBroker(BrokerHandle):
                 f"(printed {buffer!r}); its log:\n{self.log_tail()}"
             )
         return line
+
+    def running(self) -> bool:
+        """The broker process is alive."""
+        return self.process is not None and self.process.poll() is None
 
     def log_tail(self, lines: int = 40) -> str:
         try:

@@ -111,3 +111,21 @@ def write_prepared_manifest(
         ),
     )
     return uri
+
+
+def wait_until_committed(admin: Any, transactional_ids: Iterable[str], timeout_s: float = 30.0) -> None:
+    """Poll DescribeTransactions until every id is CompleteCommit.
+
+    EndTxn answers once the coordinator logged PrepareCommit; the markers that move the last
+    stable offset follow. On real Kafka a read_committed count taken right after the commit can
+    run before them and see nothing, so data-path tests wait for CompleteCommit before counting.
+    """
+    ids = list(transactional_ids)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        states = {t: str(d.state) for t, d in admin.describe(ids).items()}
+        if all(s == "CompleteCommit" for s in states.values()):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not CompleteCommit after {timeout_s} s: {states}")
+        time.sleep(0.05)  # polling the coordinator until the markers are written, bounded above

@@ -4,6 +4,11 @@ Every data-path test ends here: a ``read_committed`` confluent-kafka consumer re
 partition from the beginning up to the end offset *for its isolation level* (the last stable
 offset for read_committed, the high watermark for read_uncommitted), and the report says which
 expected keys are missing, which appear more than once, and which should not be there at all.
+
+Kafka answers EndTxn before it writes the transaction markers, so right after a commit the
+last stable offset may still stop short of the committed records. A read_committed count
+therefore first waits (within its deadline) until no transaction is in PrepareCommit or
+PrepareAbort; a transaction left open on purpose (Ongoing) does not make it wait.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,9 +59,36 @@ def count_keys(
     was written") and ``TimeoutError`` when the end offsets are not reached by the deadline.
     Records without a key count under ``b""``.
     """
+    counts: Counter[bytes] = Counter()
+    for _partition, key in _records(bootstrap_or_config, topic, isolation, timeout_s):
+        counts[key if key is not None else b""] += 1
+    return counts
+
+
+def key_placement(
+    bootstrap_or_config: str | Mapping[str, Any],
+    topic: str,
+    *,
+    isolation: str = "read_committed",
+    timeout_s: float = 30.0,
+) -> Counter[tuple[bytes | None, int]]:
+    """How often each (key, partition) pair appears, read as :func:`count_keys` reads (same rules).
+
+    For tests of record placement (which partition a key landed in); null keys stay ``None``.
+    """
+    return Counter((key, partition) for partition, key in _records(bootstrap_or_config, topic, isolation,
+                                                                     timeout_s))
+
+
+def _records(
+    bootstrap_or_config: str | Mapping[str, Any], topic: str, isolation: str, timeout_s: float
+) -> Iterator[tuple[int, bytes | None]]:
+    """(partition, key) of every record up to the end offsets taken at the start."""
     if isolation not in ISOLATION_LEVELS:
         raise ValueError(f"isolation must be one of {ISOLATION_LEVELS}, not {isolation!r}")
     deadline = time.monotonic() + timeout_s
+    if isolation == "read_committed":
+        _wait_for_markers(bootstrap_or_config, deadline)
     consumer = Consumer(_consumer_config(bootstrap_or_config, isolation))
     try:
         partitions = _partitions(consumer, topic, deadline)
@@ -68,9 +100,8 @@ def count_keys(
             )
             ends[partition] = high
         pending = {p for p, end in ends.items() if end > 0}
-        counts: Counter[bytes] = Counter()
         if not pending:
-            return counts
+            return
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(pending)])
         while pending:
             remaining = deadline - time.monotonic()
@@ -97,12 +128,34 @@ def count_keys(
                 if offset >= ends[partition]:  # written after the snapshot: not part of this count
                     pending.discard(partition)
                     continue
-                counts[message.key() if message.key() is not None else b""] += 1
+                yield partition, message.key()
                 if offset + 1 >= ends[partition]:
                     pending.discard(partition)
-        return counts
     finally:
         consumer.close()
+
+
+def _wait_for_markers(bootstrap_or_config: str | Mapping[str, Any], deadline: float) -> None:
+    """Poll ListTransactions until no transaction is completing (its markers are in flight).
+
+    Best effort: a principal that may not list transactions, or a broker without
+    ListTransactions, counts at once (the count then reflects the last stable offset as is).
+    """
+    from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+    from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
+    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+
+    mapping = (
+        {"bootstrap.servers": bootstrap_or_config}
+        if isinstance(bootstrap_or_config, str)
+        else dict(bootstrap_or_config)
+    )
+    try:
+        with TransactionAdmin(KafkaClientConfig.from_mapping(mapping)) as admin:
+            while admin.list(states=["PrepareCommit", "PrepareAbort"]) and time.monotonic() < deadline:
+                time.sleep(0.05)
+    except (KafkaEosError, KafkaException, OSError):
+        return
 
 
 def _partitions(consumer: Consumer, topic: str, deadline: float) -> list[int]:

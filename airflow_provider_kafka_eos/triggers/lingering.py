@@ -31,12 +31,15 @@ def scan_with_connection(conn_id: str, spec: ScanSpec, tracker: LsoStallTracker 
     import dataclasses
 
     from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+    from airflow_provider_kafka_eos.operators.metrics import record_scan
 
     hook = KafkaEosHook(kafka_eos_conn_id=conn_id)
     if not spec.manifest_base_uri:
         spec = dataclasses.replace(spec, manifest_base_uri=hook.manifest_base_uri())
     with hook.transaction_admin() as admin:
-        return scan(admin, spec, tracker=tracker)
+        findings = scan(admin, spec, tracker=tracker)
+    record_scan(findings)  # kafka_eos.lingering.found / kafka_eos.lso.oldest_stall_age, every poll
+    return findings
 
 
 def bounded_findings(findings: Findings, findings_base_uri: str | None, limit: int) -> dict[str, Any]:

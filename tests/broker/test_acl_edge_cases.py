@@ -128,7 +128,7 @@ def test_listing_without_describe_warns_and_fails_with_strict(secured, tmp_path,
     out = json.loads(blind.stdout)
     assert out["rows"] == [] and out["warnings"], out  # Kafka hid the open transaction
     assert "lacks DESCRIBE on TransactionalId under prefix" in blind.stderr
-    assert "docs/runbook/missing-acl.md" in blind.stderr
+    assert "kafka-eos-txn --runbook missing-acl (" in blind.stderr
 
     strict = cli(*args, "--strict", "--command-config", blind_props)
     assert strict.returncode == 1, strict.stderr

@@ -23,6 +23,7 @@ from airflow_provider_kafka_eos.kafka.partitioner import partition_for_key
 from airflow_provider_kafka_eos.kafka.producer import TransactionProtocol
 from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin, TxnState
 from airflow_provider_kafka_eos.testing.broker.txn_testkit import create_topic, wait_for
+from airflow_provider_kafka_eos.testing.transactions import wait_until_committed
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
@@ -96,6 +97,7 @@ def test_arrow_batches_read_back_byte_exact(kafka_broker_factory, unique_name, t
         # Nothing is visible before the commit
         assert count_keys(broker.bootstrap, topic) == Counter()
         assert [o.outcome for o in admin.commit([committable])] == ["committed"]
+        wait_until_committed(admin, [tid])
 
     assert_exactly_once(count_keys(broker.bootstrap, topic), keys)
     expected = {k: (v, h) for k, v, h in zip(keys, values, headers, strict=True)}
@@ -117,6 +119,7 @@ def test_null_keys_and_explicit_partitions(kafka_broker, unique_name):
     with _admin(kafka_broker.bootstrap) as admin:
         _, committable = _prepare(admin, tid, topic, [(keys, values, None, explicit)])
         admin.commit([committable])
+        wait_until_committed(admin, [tid])
     records = _read_all_kafka_python(kafka_broker.bootstrap, topic, 3, 30)
     assert sorted(r.value for r in records) == sorted(values.to_pylist())
     for r in records:
@@ -151,6 +154,7 @@ def test_a_newer_attempt_fences_the_older_one(kafka_broker, unique_name):
         with pytest.raises(ProducerFencedError, match=tid):
             old.flush()
         admin.commit([committable])
+        wait_until_committed(admin, [tid])
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [b"a", b"b"])
 
 
@@ -177,6 +181,7 @@ def test_prepared_checkpoint_outlives_three_timeouts_only_with_2pc(
                 assert admin.describe([tid])[tid].state == TxnState.ONGOING
                 time.sleep(0.1)  # sampling the state while time passes; the test is the elapsed time
             assert [o.outcome for o in admin.commit([committable])] == ["committed"]
+            wait_until_committed(admin, [tid])
             assert_exactly_once(count_keys(broker.bootstrap, topic), keys)
         else:
             wait_for(lambda: admin.describe([tid])[tid].state == TxnState.COMPLETE_ABORT, "the timeout abort")
@@ -210,6 +215,7 @@ def test_keep_prepared_txn_is_refused_and_commit_by_resume_completes(kafka_broke
             TxnState.ONGOING, committable.producer_id, committable.producer_epoch
         )
         assert [o.outcome for o in admin.commit([committable])] == ["committed"]
+        wait_until_committed(admin, [tid])
     assert_exactly_once(count_keys(broker.bootstrap, topic), keys)
 
 
@@ -247,11 +253,12 @@ def test_enable_2pc_needs_the_two_phase_commit_acl(kafka_broker_factory, unique_
 
     with pytest.raises(AuthorizationError, match="TWO_PHASE_COMMIT") as excinfo:
         prepare_as("no2pc", prefix + "0")
-    assert "docs/runbook/two-phase-commit.md" in str(excinfo.value)
+    assert "kafka-eos-txn --runbook two-phase-commit (" in str(excinfo.value)
     committable, config = prepare_as("with2pc", prefix + "1")
     assert committable.two_phase
     with TransactionAdmin(config) as admin:
         admin.commit([committable])
+        wait_until_committed(admin, [committable.transactional_id])
     root = {**create_topic_config, "sasl.username": "root", "sasl.password": "root-pw"}
     assert_exactly_once(count_keys(root, topic), keys)  # the refused attempt wrote nothing
 
@@ -276,4 +283,5 @@ def test_broker_restart_mid_transaction_is_retried(kafka_broker_factory, unique_
         committable = txn.prepare()
         assert committable.record_count == 400
         admin.commit([committable])
+        wait_until_committed(admin, [tid])
     assert_exactly_once(count_keys(broker.bootstrap, topic), first + second)

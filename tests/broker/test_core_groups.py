@@ -141,19 +141,31 @@ def test_a_member_that_stops_heartbeating_is_dropped_after_its_session_timeout(
     topic, group = unique_name("expiry"), unique_name("group")
     make_topic(kafka_broker.bootstrap, topic, 2, [b"k"])
     client = raw_client()
-    join = client.request(
-        JoinGroupRequest(
-            group_id=group,
-            session_timeout_ms=1000,
-            rebalance_timeout_ms=60000,
-            member_id="",
-            group_instance_id=None,
-            protocol_type="consumer",
-            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")],
-        ),
-        JoinGroupResponse,
-        5,
-    )
+
+    def join_as(member_id: str) -> JoinGroupResponse:
+        return client.request(
+            JoinGroupRequest(
+                group_id=group,
+                session_timeout_ms=1000,
+                rebalance_timeout_ms=60000,
+                member_id=member_id,
+                group_instance_id=None,
+                protocol_type="consumer",
+                protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")],
+            ),
+            JoinGroupResponse,
+            5,
+        )
+
+    # The group coordinator of a fresh cluster may still be loading (__consumer_offsets is created
+    # on first use): NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS are retried, as clients do.
+    deadline = time.monotonic() + 30
+    join = join_as("")
+    while join.error_code in (14, 15, 16) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        join = join_as("")
+    assert join.error_code == 79  # MEMBER_ID_REQUIRED (KIP-394): join again with the id handed out
+    join = join_as(join.member_id)
     assert join.error_code == 0 and join.leader == join.member_id
     sync = client.request(
         SyncGroupRequest(

@@ -49,7 +49,7 @@ def test_garbage_closes_that_connection_and_other_clients_carry_on(
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [b"survivor"])
 
 
-def test_api_versions_newer_than_supported_gets_unsupported_version_with_a_v0_list(raw_client):
+def test_api_versions_newer_than_supported_gets_unsupported_version_with_a_v0_list(kafka_broker, raw_client):
     client = raw_client()
     request = ApiVersionsRequest(client_software_name="x", client_software_version="1")
     request.with_header(correlation_id=1, client_id="raw-test")
@@ -60,7 +60,8 @@ def test_api_versions_newer_than_supported_gets_unsupported_version_with_a_v0_li
     response = client.read_response(ApiVersionsResponse, 0)
     assert response.error_code == 35  # UNSUPPORTED_VERSION
     versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-    assert versions[18][1] == 4 and versions[0][0] == 3  # ApiVersions up to v4, Produce from v3
+    # ApiVersions up to v4 (v5 of Kafka 4.4 is beyond kafka-python's schemas), Produce from v3
+    assert versions[18][1] == (4 if kafka_broker.embedded else 5) and versions[0][0] == 3
 
 
 def test_api_versions_v3_reports_transaction_version_feature_and_caps_init_producer_id(
@@ -98,15 +99,14 @@ def test_random_bodies_for_every_api_never_take_the_broker_down(
                 frame = header + body
                 with socket.create_connection((host, int(port)), timeout=5) as sock:
                     sock.sendall(struct.pack(">i", len(frame)) + frame)
-    assert broker.process.poll() is None
+    assert broker.running()
     topic = unique_name("after-fuzz")
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     producer.produce(topic, key=b"still-here", value=b"v")
     assert producer.flush(30) == 0
     assert_exactly_once(count_keys(broker.bootstrap, topic), [b"still-here"])
-    assert "unexpected error" not in broker.log_tail(
-        100_000
-    )  # every bad body was refused, none crashed a handler
+    if broker.embedded:  # every bad body was refused, none crashed a handler
+        assert "unexpected error" not in broker.log_tail(100_000)
 
 
 def test_pipelined_requests_are_answered_in_order(raw_client):

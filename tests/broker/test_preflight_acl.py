@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from eos_preflight_helpers import sasl_config
 
+from airflow_provider_kafka_eos import runbook
 from airflow_provider_kafka_eos.kafka.errors import PreflightError
 from airflow_provider_kafka_eos.kafka.preflight import RetrySchedule, run_preflight
 
@@ -87,7 +88,7 @@ def test_missing_two_phase_commit_acl_blocks_2pc_only(secured):
     with pytest.raises(PreflightError) as err:
         preflight(broker, "no2pc", prefix, topic, two_phase_commit=True)
     assert f"2PC ACL: TWO_PHASE_COMMIT on TransactionalId prefix {prefix!r} is missing" in str(err.value)
-    assert "docs/runbook/missing-acl.md" in str(err.value)
+    assert "kafka-eos-txn --runbook missing-acl (" in str(err.value)
 
 
 def test_principal_without_describe_acls_is_probed_and_missing_write_named(secured):
@@ -133,5 +134,5 @@ def test_cli_preflight_reports_missing_acl_with_exit_1(secured, tmp_path):
     assert result.returncode == 1, result.stderr
     rows = {r["check"]: r for r in json.loads(result.stdout)["rows"]}
     assert rows[f"ACL WRITE topic {topic}"]["status"] == "fail"
-    assert rows[f"ACL WRITE topic {topic}"]["runbook"] == "docs/runbook/missing-acl.md"
+    assert rows[f"ACL WRITE topic {topic}"]["runbook"] == runbook.reference("missing-acl")
     assert "weak-secret-pw" not in result.stdout + result.stderr

@@ -18,10 +18,12 @@ from airflow_provider_kafka_eos.testing.broker.txn_testkit import (
     admin,
     create_topic,
     describe,
+    describe_settled,
     end_offsets,
     keys,
     leave_open,
     produce_in_transaction,
+    retry_concurrent,
     transactional_producer,
     wait_for,
 )
@@ -95,7 +97,7 @@ def test_init_producer_id_on_open_transaction_aborts_it_and_returns_e_plus_2(
 
     first = init_producer_id(kafka_broker.bootstrap, tid)
     assert first.error_code == Err.CONCURRENT_TRANSACTIONS
-    fenced = describe(txn_admin, tid)
+    fenced = describe_settled(txn_admin, tid)
     assert (fenced.state.value, fenced.producer_epoch) == ("CompleteAbort", epoch + 1)
     retry = init_producer_id(kafka_broker.bootstrap, tid)
     assert (retry.error_code, retry.producer_id, retry.producer_epoch) == (0, before.producer_id, epoch + 2)
@@ -164,9 +166,10 @@ def test_commit_by_resume_from_another_client_is_idempotent(kafka_broker, txn_ad
 
     first = end_txn(kafka_broker.bootstrap, tid, pid, epoch, True, version=version)
     assert first.error_code == Err.NONE
-    second = end_txn(kafka_broker.bootstrap, tid, pid, epoch, True, version=version)
+    # the same EndTxn again: NONE once the markers landed (CONCURRENT_TRANSACTIONS until then)
+    second = retry_concurrent(lambda: end_txn(kafka_broker.bootstrap, tid, pid, epoch, True, version=version))
     assert second.error_code == Err.NONE
-    done = describe(txn_admin, tid)
+    done = describe_settled(txn_admin, tid)
     assert done.state.value == "CompleteCommit"
     if version >= 5:  # TV2: completion bumps the epoch, and both answers carry the new one
         assert (first.producer_id, first.producer_epoch) == (pid, epoch + 1)
@@ -191,7 +194,7 @@ def test_commit_after_abort_is_invalid_txn_state_and_changes_nothing(
     txn = describe(txn_admin, tid)
     pid, epoch = txn.producer_id, txn.producer_epoch
     assert end_txn(kafka_broker.bootstrap, tid, pid, epoch, False, version=version).error_code == 0
-    before = describe(txn_admin, tid)
+    before = describe_settled(txn_admin, tid)
     _, hw_before = end_offsets(kafka_broker.bootstrap, topic)
     assert end_txn(kafka_broker.bootstrap, tid, pid, epoch, True, version=version).error_code == (
         Err.INVALID_TXN_STATE

@@ -20,6 +20,7 @@ from airflow_provider_kafka_eos.testing.broker.txn_testkit import (
     admin,
     create_topic,
     describe,
+    describe_settled,
     keys,
     leave_open,
     wait_for,
@@ -67,7 +68,7 @@ def test_open_transactions_survive_a_restart_and_commit_after_it(
         assert count_keys(broker.bootstrap, topic) == {}
         for tid in tids:
             assert commit(broker.bootstrap, tid, after[tid].producer_id, after[tid].producer_epoch) == 0
-        assert {describe(client, tid).state.value for tid in tids} == {"CompleteCommit"}
+        assert {describe_settled(client, tid).state.value for tid in tids} == {"CompleteCommit"}
     finally:
         client.close()
     assert_exactly_once(count_keys(broker.bootstrap, topic), [k for tid in tids for k in written[tid]])

@@ -82,7 +82,7 @@ def test_list_dry_run_bulk_abort_respects_prepared_manifest_then_commit_it(boots
         prepared,
     )
     assert single.returncode == 1 and "refusing to abort" in single.stderr and prepared in single.stderr
-    assert "docs/runbook/commit-pending-transaction.md" in single.stderr
+    assert "kafka-eos-txn --runbook commit-pending-transaction (" in single.stderr
 
     committed = run_cli_json("--action", "commit", "--bootstrap-servers", bootstrap, "--manifest", uri)
     assert [r["outcome"] for r in committed["rows"]] == ["committed"]

@@ -65,7 +65,7 @@ def test_single_abort_refuses_a_prepared_transaction_by_default(bootstrap, store
         result = abort(bootstrap, "--manifest-base", store, "--transactional-id", world["pending"], *dry)
         assert result.returncode == 1, result.stdout
         assert f"listed in PREPARED manifest {world['manifest']}" in result.stderr
-        assert "docs/runbook/commit-pending-transaction.md" in result.stderr
+        assert "kafka-eos-txn --runbook commit-pending-transaction (" in result.stderr
     assert state_of(describe(bootstrap, world["pending"])) == "Ongoing"
     assert abort(bootstrap, "--manifest-base", store, "--transactional-id", world["orphan"]).returncode == 0
     commit_and_count(bootstrap, world)
@@ -94,7 +94,7 @@ def test_unusable_store_refuses_and_aborts_nothing(bootstrap, store, world, tmp_
             result = abort(bootstrap, *store_args, *target, *dry)
             assert result.returncode == 1, result.stdout
             assert "Nothing was aborted" in result.stderr or "nothing is aborted" in result.stderr
-            assert "docs/runbook/manifest-store.md" in result.stderr
+            assert "kafka-eos-txn --runbook manifest-store (" in result.stderr
             if how == "missing":
                 assert missing in result.stderr and "does not exist" in result.stderr
             else:
@@ -176,7 +176,7 @@ def test_dry_run_commit_fails_like_the_real_commit(bootstrap, store, world):
     )
     dry, real = run_cli(*args, "--dry-run"), run_cli(*args)
     assert dry.returncode == real.returncode == 1
-    assert dry.stderr == real.stderr and "docs/runbook/data-loss.md" in dry.stderr
+    assert dry.stderr == real.stderr and "kafka-eos-txn --runbook data-loss (" in dry.stderr
 
     commit_and_count(bootstrap, world)
     again = run_cli_json(

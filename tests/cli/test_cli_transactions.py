@@ -126,7 +126,7 @@ def test_commit_after_abort_is_data_loss_and_changes_nothing(bootstrap, unique_n
     line = result.stderr.strip()
     assert "\n" not in line and "Traceback" not in line
     assert line.startswith(f"kafka-eos-txn: error: {tid}: ")
-    assert "docs/runbook/data-loss.md" in line
+    assert "kafka-eos-txn --runbook data-loss (" in line
     assert state_of(describe(bootstrap, tid)) in ABORTED_STATES
     assert count_keys(bootstrap, topic) == {}
 
@@ -148,7 +148,7 @@ def test_wrong_producer_id_is_refused_and_the_transaction_stays_open(bootstrap, 
         d.producer_epoch,
     )
     assert result.returncode == 1
-    assert tid in result.stderr and "docs/runbook/producer-fenced.md" in result.stderr
+    assert tid in result.stderr and "kafka-eos-txn --runbook producer-fenced (" in result.stderr
     after = describe(bootstrap, tid)
     assert (str(after.state.value), after.producer_id, after.producer_epoch) == (
         "Ongoing",
@@ -189,7 +189,7 @@ def test_unknown_transactional_id_fails_and_is_not_created(bootstrap, unique_nam
         )
         assert result.returncode == 1, (action, result.stdout)
         assert f"{tid}: the transaction coordinator does not know this transactional id" in result.stderr
-        assert "docs/runbook/unknown-transaction.md" in result.stderr
+        assert "kafka-eos-txn --runbook unknown-transaction (" in result.stderr
     assert describe(bootstrap, tid) is None  # abort did not create it with InitProducerId
 
 

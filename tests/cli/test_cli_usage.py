@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from airflow_provider_kafka_eos import runbook
+
 CLI = str(Path(sys.executable).with_name("kafka-eos-txn"))
 
 
@@ -52,7 +54,7 @@ def test_commit_without_epoch_is_usage_error_with_the_validation_message():
     assert result.returncode == 2
     assert result.stderr.strip() == (
         "kafka-eos-txn: error: t-1: commit needs --producer-id and --epoch (from the checkpoint manifest or "
-        "`describe`). Next step: docs/runbook/resolve-manually.md"
+        f"`describe`). Next step: {runbook.reference('resolve-manually')}"
     )
     assert result.stdout == ""
 
@@ -80,7 +82,7 @@ def test_unreachable_broker_fails_fast_with_one_line():
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert "no Kafka broker at 127.0.0.1:1 answered" in lines[0]
-    assert "docs/runbook/broker-unreachable.md" in lines[0]
+    assert "kafka-eos-txn --runbook broker-unreachable (" in lines[0]
     assert "Traceback" not in result.stderr
     assert elapsed < 20, f"took {elapsed:.1f} s"
 

@@ -141,7 +141,8 @@ def test_an_unreadable_store_refuses_and_aborts_nothing(kafka_broker, manual_dag
     state, _ = run_form(manual_dag, action="abort", prefix=world["prefix"], manifest_base_uri=missing)
     assert state == "failed"
     out, err = capfd.readouterr()
-    assert f"manifest store {missing}" in out + err and "docs/runbook/manifest-store.md" in out + err
+    assert f"manifest store {missing}" in out + err
+    assert "kafka-eos-txn --runbook manifest-store (" in out + err
     assert set(states(world["admin"], ids.values()).values()) == {"Ongoing"}
     world["admin"].abort([ids["orphan"], ids["by_hand"]])
     state, _ = run_form(manual_dag, action="commit-from-manifest", manifest_uri=world["manifest"])
@@ -182,7 +183,9 @@ def test_commit_from_manifest_commits_and_marks_it(kafka_broker, manual_dag, wor
     assert_exactly_once(count_keys(kafka_broker.bootstrap, world["topic"]), [b"pending"])
 
 
-def test_commit_without_epoch_fails_with_the_cli_message_and_changes_nothing(manual_dag, world, capfd):
+def test_commit_without_epoch_fails_naming_the_form_fields_and_changes_nothing(manual_dag, world, capfd):
+    """Before: the form's user read "commit needs --producer-id and --epoch", flags of a CLI they never ran.
+    The log now starts with the request as submitted, then the rule in the form's words."""
     tid = world["ids"]["by_hand"]
     described = world["admin"].describe([tid])[tid]
     state, xcom = run_form(
@@ -191,5 +194,12 @@ def test_commit_without_epoch_fails_with_the_cli_message_and_changes_nothing(man
     assert state == "failed"
     assert xcom is None
     out, err = capfd.readouterr()
-    assert "commit needs --producer-id and --epoch (from the checkpoint manifest or `describe`)" in out + err
+    log = out + err
+    assert (
+        "commit needs 'Producer id' (producer_id) and 'Producer epoch' (epoch) "
+        "(from the checkpoint manifest or `describe`)" in log
+    )
+    assert "--producer-id" not in log and "--epoch" not in log
+    submitted = log.index("resolution request as submitted: {'action': 'commit'")
+    assert submitted < log.index("commit needs")
     assert states(world["admin"], [tid]) == {tid: "Ongoing"}

@@ -1,7 +1,8 @@
 """dags/eos_pipeline.py end to end: dag.test() on SQLite, spark-submit in local mode, embedded broker.
 
-Two runs (two checkpoints), then the second run cleared and rerun: a read_committed consumer
-sees every expected key of both batches exactly once.
+Two runs (two checkpoints; the older interval runs second, as a backfill would), then a new run
+for a logical date already written (a duplicate: skipped, nothing written): a read_committed
+consumer sees every expected key of both batches exactly once.
 """
 
 from __future__ import annotations
@@ -48,6 +49,22 @@ def connections(kafka_broker, monkeypatch):
 SECRET = "pipeline-secret-0815"
 
 
+def asset_events(uri: str) -> list[dict]:
+    """The extras of every Asset event recorded for ``uri``, oldest first (Airflow's own tables)."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.scalars(
+            select(AssetEvent)
+            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+            .where(AssetModel.uri == uri)
+            .order_by(AssetEvent.id)
+        ).all()
+        return [dict(row.extra or {}) for row in rows]
+
+
 def _states(run) -> dict[str, str]:
     return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 
@@ -67,7 +84,9 @@ def test_pipeline_runs_checkpoints_exactly_once_and_a_cleared_rerun_changes_noth
     expected = write_batch(tmp_path / "input", first.strftime("%Y%m%dT%H%M%S"), users=60)
     expected += write_batch(tmp_path / "input", second.strftime("%Y%m%dT%H%M%S"), users=80)
 
-    for logical_date in (first, second):
+    # Newest first: the second run is a backfill of an older interval after a newer checkpoint
+    # (its checkpoint id is lower than the committed one); both are written exactly once.
+    for logical_date in (second, first):
         run = pipeline_dag.test(logical_date=logical_date, run_conf=conf)
         assert _states(run) == {"preflight": "success", "submit": "success", "commit": "success"}, _states(
             run
@@ -77,14 +96,99 @@ def test_pipeline_runs_checkpoints_exactly_once_and_a_cleared_rerun_changes_noth
     assert [m.status for _, m in manifests] == [ManifestStatus.COMMITTED] * 2
     assert manifests[0][1].checkpoint_id < manifests[1][1].checkpoint_id
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
+    # One Asset event per committed checkpoint, carrying its id and record count (data-aware scheduling).
+    asset_uri = f"kafka://{kafka_broker.bootstrap.split(',')[0]}/{topic}"
+    events = [(e["checkpoint_id"], e["records"]) for e in asset_events(asset_uri)]
+    assert events == [(m.checkpoint_id, sum(c.record_count for c in m.committables)) for _, m in manifests]
+    assert [r for _, r in events] == [60, 80]
     written = sum(count_keys(kafka_broker.bootstrap, topic, isolation="read_uncommitted").values())
 
-    rerun = pipeline_dag.test(logical_date=second, run_conf=conf)  # the same run, cleared and rerun
-    assert _states(rerun)["commit"] == "success"
+    # dag.test() re-creates the run for the same logical date (a new run id): the same checkpoint,
+    # a duplicate of the first run's, skipped and named (a real clear: tests/dags/test_manual_runs.py).
+    rerun = pipeline_dag.test(logical_date=second, run_conf=conf)
+    assert _states(rerun) == {"preflight": "success", "submit": "skipped", "commit": "skipped"}
     assert sum(count_keys(kafka_broker.bootstrap, topic, isolation="read_uncommitted").values()) == written
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
+    assert len(asset_events(asset_uri)) == 2  # the rerun committed nothing new: no downstream run again
 
     # Invariant 8: the connection's secret reached no log line, manifest or command line.
     captured = capfd.readouterr()
     assert SECRET not in captured.out + captured.err
     assert all(SECRET not in p.read_text() for p in (tmp_path / "manifests").rglob("*.json"))
+
+
+def test_manual_trigger_without_logical_date_reads_the_batch_of_its_run_after(
+    pipeline_dag, connections, kafka_broker, tmp_path, unique_name
+):
+    """Airflow 3's default manual trigger (UI, CLI, REST) has no logical date: no ``ts_nodash``.
+
+    Before: every such run failed rendering ``'ts_nodash' is undefined`` (and retried).
+    """
+    pipeline_id, topic = unique_name("manual").replace("-", "_"), unique_name("per-user")
+    run_after = pendulum.datetime(2026, 3, 2, 9, 30, 15, tz="UTC")
+    expected = write_batch(tmp_path / "input", "20260302T093015", users=40)
+    conf = {
+        "pipeline_id": pipeline_id,
+        "topic": topic,
+        "input_dir": str(tmp_path / "input"),
+        "manifest_base_uri": (tmp_path / "manifests").as_uri(),
+        "spark_partitions": 2,
+    }
+
+    run = pipeline_dag.test(logical_date=None, run_after=run_after, run_conf=conf)
+
+    assert run.logical_date is None
+    assert _states(run) == {"preflight": "success", "submit": "success", "commit": "success"}, _states(run)
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
+
+
+def test_any_date_without_events_commits_an_empty_checkpoint_and_the_batch_param_picks_one(
+    pipeline_dag, connections, kafka_broker, tmp_path, unique_name
+):
+    """The UI's default date names a batch folder that does not exist: nothing to write, not a failure.
+
+    Before: Spark failed on the missing path, three tries each. The ``batch`` param chooses the
+    folder whatever the run's date.
+    """
+    pipeline_id, topic = unique_name("anydate").replace("-", "_"), unique_name("per-user")
+    conf = {
+        "pipeline_id": pipeline_id,
+        "topic": topic,
+        "input_dir": str(tmp_path / "input"),
+        "manifest_base_uri": (tmp_path / "manifests").as_uri(),
+        "spark_partitions": 2,
+    }
+    expected = write_batch(tmp_path / "input", "manual-batch", users=30)
+    ui_default = pendulum.datetime(2026, 11, 23, 1, 2, 3, tz="UTC")
+
+    empty = pipeline_dag.test(logical_date=ui_default, run_conf=conf)
+    chosen = pipeline_dag.test(
+        logical_date=ui_default.add(minutes=1), run_conf={**conf, "batch": "manual-batch"}
+    )
+
+    all_success = {"preflight": "success", "submit": "success", "commit": "success"}
+    assert _states(empty) == all_success, _states(empty)
+    assert _states(chosen) == all_success, _states(chosen)
+    manifests = [m for _, m in find_manifests(conf["manifest_base_uri"], pipeline_id)]
+    assert [bool(m.committables) for m in manifests] == [False, True]  # the empty batch, then the chosen
+    assert all(m.status is ManifestStatus.COMMITTED for m in manifests)
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
+
+
+def test_a_missing_input_dir_fails_the_submit_task_at_once_without_retries(
+    pipeline_dag, connections, tmp_path, unique_name
+):
+    """A deterministic usage error: same on every try, so no retry may be spent on it (retries=2)."""
+    conf = {
+        "pipeline_id": unique_name("noinput").replace("-", "_"),
+        "topic": unique_name("per-user"),
+        "input_dir": str(tmp_path / "no-such-folder"),
+        "manifest_base_uri": (tmp_path / "manifests").as_uri(),
+    }
+
+    run = pipeline_dag.test(logical_date=None, run_conf=conf)
+
+    assert _states(run) == {"preflight": "success", "submit": "failed", "commit": "upstream_failed"}
+    submit = next(ti for ti in run.get_task_instances() if ti.task_id == "submit")
+    assert submit.try_number == 1  # failed at once: no retry was scheduled
+    assert pipeline_dag.get_task("submit").retries == 2

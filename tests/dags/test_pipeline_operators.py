@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from types import SimpleNamespace
 
 import pytest
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, DataLossError, ManifestError
 from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, write_manifest
@@ -63,31 +64,33 @@ def test_client_config_reaches_the_job_only_through_a_private_file_that_is_remov
 def test_missing_spark_connection_fails_instead_of_falling_back_to_yarn(kafka_conn, tmp_path, monkeypatch):
     monkeypatch.setenv("KAFKA_EOS_PRIVATE_DIR", str(tmp_path))  # where a config file would land
     operator = _submit(conn_id="no_such_spark_conn")
-    context = {"data_interval_end": datetime(2026, 3, 1, tzinfo=timezone.utc)}
-    with pytest.raises(ConfigError) as excinfo:
+    run_after = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    context = {"dag_run": SimpleNamespace(logical_date=None, run_after=run_after)}
+    with pytest.raises(AirflowFailException) as excinfo:  # deterministic: fail at once, no retries
         operator.execute(context)
+    assert isinstance(excinfo.value.__cause__, ConfigError)
     assert "no_such_spark_conn" in str(excinfo.value) and "yarn" in str(excinfo.value)
-    assert "docs/runbook/" in str(excinfo.value)
+    assert "kafka-eos-txn --runbook " in str(excinfo.value)
     assert list(tmp_path.iterdir()) == []  # no config file was written
 
 
 def test_checkpoint_id_is_stable_per_run_and_increases_across_runs():
-    first = {"data_interval_end": datetime(2026, 3, 1, 10, tzinfo=timezone.utc)}
+    """More cases (manual runs within one second, backfills) in tests/unit/test_checkpoint_identity.py."""
+    def run(logical_date, run_after):
+        return {"dag_run": SimpleNamespace(logical_date=logical_date, run_after=run_after)}
+
+    first = run(datetime(2026, 3, 1, 10, tzinfo=timezone.utc), datetime(2026, 3, 1, 11, tzinfo=timezone.utc))
     retry = dict(first, ti=SimpleNamespace(try_number=3))
-    later = {"data_interval_end": datetime(2026, 3, 1, 11, tzinfo=timezone.utc)}
+    later = run(datetime(2026, 3, 1, 11, tzinfo=timezone.utc), datetime(2026, 3, 1, 12, tzinfo=timezone.utc))
     assert checkpoint_id_for_run(first) == checkpoint_id_for_run(retry)
     assert checkpoint_id_for_run(later) > checkpoint_id_for_run(first)
-    manual = {
-        "dag_run": SimpleNamespace(
-            data_interval_end=None, run_after=datetime(2026, 3, 2, tzinfo=timezone.utc)
-        )
-    }
-    assert checkpoint_id_for_run(manual) == int(datetime(2026, 3, 2, tzinfo=timezone.utc).timestamp())
+    manual = run(None, datetime(2026, 3, 2, tzinfo=timezone.utc))
+    assert checkpoint_id_for_run(manual) == int(datetime(2026, 3, 2, tzinfo=timezone.utc).timestamp()) * 10**6
     assert _submit(checkpoint_id="17")._checkpoint_id({}) == 17
 
 
 def test_bad_naming_strategy_is_refused_at_parse_time():
-    with pytest.raises(Exception, match="INCREMENTING or POOLING"):
+    with pytest.raises(Exception, match="INCREMENTING, POOLING"):
         _submit(naming_strategy="RANDOM")
 
 
@@ -124,7 +127,8 @@ def test_commit_of_an_aborted_manifest_is_a_named_data_loss(tmp_path, kafka_conn
     )
     with pytest.raises(DataLossError) as excinfo:
         operator.execute({})
-    assert "orders-0-5" in str(excinfo.value) and "docs/runbook/rerun-a-checkpoint.md" in str(excinfo.value)
+    assert "orders-0-5" in str(excinfo.value)
+    assert "kafka-eos-txn --runbook rerun-a-checkpoint (" in str(excinfo.value)
 
 
 @pytest.mark.spark
@@ -149,7 +153,8 @@ def test_on_kill_stops_the_spark_job_and_removes_the_config_file(kafka_conn, tmp
 
     def run() -> None:
         try:
-            operator.execute({"data_interval_end": datetime(2026, 3, 1, tzinfo=timezone.utc)})
+            run_after = datetime(2026, 3, 1, tzinfo=timezone.utc)
+            operator.execute({"dag_run": SimpleNamespace(logical_date=None, run_after=run_after)})
         except BaseException as exc:  # the thread reports what ended execute()
             outcome["error"] = exc
 

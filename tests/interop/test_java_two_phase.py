@@ -32,6 +32,7 @@ from airflow_provider_kafka_eos.kafka.errors import DataLossError
 from airflow_provider_kafka_eos.kafka.producer import TransactionProtocol
 from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin, TxnState
 from airflow_provider_kafka_eos.testing.broker.txn_testkit import create_topic
+from airflow_provider_kafka_eos.testing.transactions import wait_until_committed
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.broker, pytest.mark.interop]
@@ -103,4 +104,6 @@ def test_java_prepared_is_committed_by_kafka_eos_txn(kafka_broker_factory, uniqu
 
     rows = _cli_commit(broker.bootstrap, tid, producer_id, epoch)
     assert [r["outcome"] for r in rows] == ["committed"]
+    with _admin(broker.bootstrap) as admin:
+        wait_until_committed(admin, [tid])
     assert_exactly_once(count_keys(broker.bootstrap, topic), [f"j-{i}".encode() for i in range(500)])

@@ -80,7 +80,8 @@ def test_unknown_id_fails_before_anything_is_aborted(admin, kafka_eos_conn, thre
     ids = three_kinds["ids"]
     unknown = unique_name("never-used")
     with pytest.raises(
-        UnknownTransactionError, match=rf"^{unknown}: .*Next step: docs/runbook/unknown-transaction\.md"
+        UnknownTransactionError,
+        match=rf"^{unknown}: .*Next step: kafka-eos-txn --runbook unknown-transaction \(",
     ):
         operator(
             transactional_ids=[ids["orphan"], unknown],
@@ -218,7 +219,7 @@ def test_unusable_store_refuses_and_aborts_nothing(
             prefixes=[three_kinds["ours"]], manifest_base_uri=missing if how == "missing" else None
         ).execute({})
     text = str(err.value)
-    assert "docs/runbook/manifest-store.md" in text
+    assert "kafka-eos-txn --runbook manifest-store (" in text
     assert (missing in text) if how == "missing" else ("manifest_base_uri in the extra of connection" in text)
     assert states(admin, [ids["orphan"], ids["pending"]]) == {
         ids["orphan"]: "Ongoing",

@@ -18,6 +18,7 @@ from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin, TxnS
 from airflow_provider_kafka_eos.spark.job import build_arg_parser
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
 from airflow_provider_kafka_eos.testing.spark import commit_manifest, keyed_frame
+from airflow_provider_kafka_eos.testing.transactions import wait_until_committed
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
@@ -47,6 +48,8 @@ def test_two_phase_checkpoint_outlives_three_timeouts_then_commits(spark, kafka_
             time.sleep(0.2)  # sampling the state while the timeout passes three times over
     assert count_keys(broker.bootstrap, topic) == {}  # prepared, not visible
     assert {o.outcome for o in commit_manifest(broker.client_config(), manifest)} == {"committed"}
+    with TransactionAdmin(config) as admin:
+        wait_until_committed(admin, ids)
     assert_exactly_once(count_keys(broker.bootstrap, topic), [f"k-{i}".encode() for i in range(400)])
 
 

@@ -11,7 +11,7 @@ from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest, parse
 def fails(**kwargs) -> str:
     with pytest.raises(UsageError) as err:
         ResolutionRequest(**kwargs).validate()
-    assert "Next step: docs/runbook/" in str(err.value)
+    assert "Next step: kafka-eos-txn --runbook " in str(err.value)
     return str(err.value)
 
 
@@ -56,7 +56,7 @@ def test_compare_and_abort_needs_both_producer_id_and_epoch():
     assert "compare-and-abort needs both --producer-id and --epoch" in fails(
         action="abort", transactional_id="t", epoch=1
     )
-    assert "only apply to --action commit, or to --action abort with --transactional-id" in fails(
+    assert "only apply to the commit action, or to the abort action with --transactional-id" in fails(
         action="abort", prefixes=("p-",), producer_id=1, epoch=1
     )
 
@@ -71,7 +71,7 @@ def test_states_normalised_and_unknown_rejected():
 
 
 def test_misplaced_options_are_rejected():
-    assert "only apply to --action commit" in fails(action="list", epoch=1)
+    assert "only apply to the commit action" in fails(action="list", epoch=1)
     assert "--dry-run applies to abort and commit" in fails(action="list", dry_run=True)
     assert "unknown action" in fails(action="explode")
     assert "preflight needs --prefix" in fails(action="preflight")
@@ -96,3 +96,18 @@ def test_parse_duration(text, ms):
 def test_parse_duration_rejects_bare_numbers():
     with pytest.raises(UsageError, match="like 90s, 15m"):
         parse_duration_ms("15")
+
+
+def test_a_front_end_names_the_fields_its_own_way_with_the_same_rules():
+    """The manual DAG's form passes its field names; the rule and the rest of the text are the CLI's."""
+    from airflow_provider_kafka_eos.operators.resolve import form_field_names
+
+    names = form_field_names()
+    with pytest.raises(UsageError) as err:
+        ResolutionRequest(action="commit", transactional_id="t-1", producer_id=7).validate(names)
+    assert str(err.value).startswith(
+        "t-1: commit needs 'producer_id' and 'epoch' (from the checkpoint manifest or `describe`)"
+    )
+    with pytest.raises(UsageError) as err:
+        ResolutionRequest(action="abort").validate(names)
+    assert "abort needs 'transactional_id', or 'prefix' for every" in str(err.value)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from airflow_provider_kafka_eos import runbook
 from airflow_provider_kafka_eos.kafka.checkpoint import prepared_index
 from airflow_provider_kafka_eos.kafka.classify import (
     FindingKind,
@@ -146,7 +147,7 @@ def test_findings_json_round_trip_holds_no_config():
     )
     data = json.loads(json.dumps(findings.to_dict()))
     assert data["counts"] == {"orphan": 1, "commit-pending": 0, "foreign": 0, "lso-stall": 0}
-    assert data["transactions"][0]["runbook"] == "docs/runbook/orphaned-transaction.md"
+    assert data["transactions"][0]["runbook"] == runbook.reference("orphaned-transaction")
     assert Findings.from_dict(data).to_dict() == findings.to_dict()
     assert "orders-0-1" in findings.table()
     many = Findings(

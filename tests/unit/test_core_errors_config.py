@@ -6,6 +6,7 @@ import pickle
 
 import pytest
 
+from airflow_provider_kafka_eos import PROJECT_URL
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig, is_secret_key
 from airflow_provider_kafka_eos.kafka.errors import (
     AuthorizationError,
@@ -25,13 +26,19 @@ from airflow_provider_kafka_eos.kafka.errors import (
 
 def test_error_text_names_transaction_cause_and_runbook():
     err = DataLossError("the transaction was aborted.", transactional_id="orders-3-17")
-    assert str(err) == "orders-3-17: the transaction was aborted. Next step: docs/runbook/data-loss.md"
-    assert err.runbook_path == "docs/runbook/data-loss.md"
+    assert str(err) == (
+        "orders-3-17: the transaction was aborted. Next step: kafka-eos-txn --runbook data-loss "
+        f"({PROJECT_URL}/blob/main/docs/runbook/data-loss.md)"
+    )
+    assert err.runbook_url == f"{PROJECT_URL}/blob/main/docs/runbook/data-loss.md"
 
 
 def test_error_text_without_transaction_and_with_explicit_runbook():
     err = KafkaEosError("something odd", runbook="acls")
-    assert str(err) == "something odd. Next step: docs/runbook/acls.md"
+    assert str(err) == (
+        "something odd. Next step: kafka-eos-txn --runbook acls "
+        f"({PROJECT_URL}/blob/main/docs/runbook/acls.md)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -47,12 +54,12 @@ def test_error_text_without_transaction_and_with_explicit_runbook():
     ],
 )
 def test_each_error_points_at_its_runbook_page(cls, page):
-    import pathlib
+    from airflow_provider_kafka_eos import runbook
 
     err = cls("x", transactional_id="t-0-0")
     assert err.runbook == page
-    repo = pathlib.Path(__file__).resolve().parents[2]
-    assert (repo / err.runbook_path).is_file(), f"{err.runbook_path} is named by {cls.__name__} but missing"
+    assert runbook.read(page), f"{page} is named by {cls.__name__} but the package does not carry it"
+    assert err.runbook_url.endswith(f"/docs/runbook/{page}.md")
 
 
 def test_errors_survive_pickling_with_their_fields():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import pathlib
+import re
 import subprocess
 import sys
 
@@ -42,3 +44,45 @@ def test_the_kafka_eos_connection_type_resolves_to_the_hook():
     assert hook.hook_class_name == "airflow_provider_kafka_eos.hooks.kafka_eos.KafkaEosHook"
     assert hook.connection_id_attribute_name == "kafka_eos_conn_id"
     assert hook.package_name == "airflow-provider-kafka-eos"
+
+
+def test_the_ui_shows_a_readable_connection_type_and_a_documentation_url():
+    """Before: the connection form listed the raw id ``kafka_eos`` and the provider's doc link was empty."""
+    from airflow.providers_manager import ProvidersManager
+
+    from airflow_provider_kafka_eos import PROJECT_URL
+
+    manager = ProvidersManager()
+    manager.initialize_providers_hooks()
+    assert manager._hook_name_dict[CONNECTION_TYPE] == "Kafka (exactly-once)"
+    provider = manager.providers["airflow-provider-kafka-eos"]
+    assert provider.data["documentation-url"].startswith(PROJECT_URL)
+
+
+def test_package_metadata_points_at_the_project_and_carries_the_license():
+    from airflow_provider_kafka_eos import PROJECT_URL
+
+    meta = importlib.metadata.metadata("airflow-provider-kafka-eos")
+    urls = dict(entry.split(", ", 1) for entry in meta.get_all("Project-URL") or [])
+    assert set(urls) >= {"Documentation", "Source", "Runbook"}
+    assert all(url.startswith(PROJECT_URL) for url in urls.values()), urls
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    assert "Apache License" in (repo / "LICENSE").read_text() and "END OF TERMS AND CONDITIONS" in (
+        repo / "LICENSE"
+    ).read_text()
+
+
+def test_the_readme_reads_on_the_package_index_every_link_is_absolute():
+    """The package index renders README.md without the repository: a relative link is a dead link there."""
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)]+)\)", readme)
+    assert targets
+    assert [t for t in targets if not t.startswith("https://")] == []
+
+
+def test_the_pytest_plugin_is_not_loaded_into_every_pytest_run():
+    """Before: a ``pytest11`` entry point loaded the plugin (and the 5,000-line broker) for any user."""
+    eps = importlib.metadata.distribution("airflow-provider-kafka-eos").entry_points
+    assert [ep for ep in eps if ep.group == "pytest11"] == []
+    extras = importlib.metadata.metadata("airflow-provider-kafka-eos").get_all("Provides-Extra")
+    assert "testing" in extras

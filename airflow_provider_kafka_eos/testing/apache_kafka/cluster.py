@@ -15,7 +15,6 @@ and ``data/`` (``log.dirs``). Nothing is written to the terminal.
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import os
 import pathlib
@@ -95,6 +94,15 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def _new_cluster_id() -> str:
+    """A Kafka cluster id (base64url of 16 random bytes); like ``Uuid.randomUuid`` never one
+    starting with '-', which command-line parsers take for an option."""
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not candidate.startswith("-"):
+            return candidate
 
 
 def _port_is_free(host: str, port: int) -> bool:
@@ -203,6 +211,10 @@ class ApacheKafkaCluster(BrokerHandle):
             self.stop_node(node_id)
             raise
 
+    def running(self) -> bool:
+        """Every node's JVM is alive."""
+        return bool(self.nodes) and all(node.running() for node in self.nodes)
+
     def node(self, node_id: int) -> KafkaNode:
         for node in self.nodes:
             if node.node_id == node_id:
@@ -249,7 +261,8 @@ class ApacheKafkaCluster(BrokerHandle):
                 )
             )
         state["nodes"] = [{"node_id": n.node_id, "controller_port": n.controller_port} for n in nodes]
-        state.setdefault("cluster_id", base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode())
+        if "cluster_id" not in state:
+            state["cluster_id"] = _new_cluster_id()
         (self.data_dir / "cluster.json").write_text(json.dumps(state, indent=2) + "\n")
         return nodes
 
@@ -317,8 +330,7 @@ class ApacheKafkaCluster(BrokerHandle):
                     "format",
                     "--config",
                     str(node.directory / "server.properties"),
-                    "--cluster-id",
-                    self.cluster_id,
+                    f"--cluster-id={self.cluster_id}",
                     "--feature",
                     f"transaction.version={self.options.transaction_version}",
                 ],
@@ -407,34 +419,67 @@ class ApacheKafkaCluster(BrokerHandle):
             time.sleep(0.2)
 
     def _wait_ready(self, deadline: float) -> None:
-        from confluent_kafka import KafkaException, Producer
+        """Every node lists every node; then the transaction coordinator is ready on every node.
+
+        "A transactional producer could initialise" is checked piece by piece so that no
+        transactional id is left behind (a fresh cluster lists no transactions, as a fresh
+        embedded broker does): FindCoordinator for a transactional id answers NONE (this creates
+        ``__transaction_state``), every node's ListTransactions answers NONE (none of its
+        coordinator partitions is still loading), and InitProducerId without a transactional id
+        gets a producer id (the controller hands out id blocks).
+        """
+        from kafka.protocol.admin.transactions import ListTransactionsRequest
+        from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
+        from kafka.protocol.producer.transaction import InitProducerIdRequest
 
         for node in self.nodes:
             self._wait_metadata(node, deadline)
-        # The transaction coordinator is ready once a transactional producer can initialise
-        # (on first use this also creates __transaction_state with its replication factor).
-        producer = Producer(self.admin_config(**{"transactional.id": READY_PROBE_ID, "log_level": 2}))
-        try:
+        checks = [
+            (self.nodes[0], FindCoordinatorRequest(key=READY_PROBE_ID, key_type=1), 3, "FindCoordinator"),
+            *[
+                (
+                    node,
+                    ListTransactionsRequest(state_filters=[], producer_id_filters=[]),
+                    0,
+                    "ListTransactions",
+                )
+                for node in self.nodes
+            ],
+            (
+                self.nodes[0],
+                InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
+                3,
+                "InitProducerId",
+            ),
+        ]
+        for node, request, version, name in checks:
+            last = None
             while True:
                 self._check_alive()
-                try:
-                    producer.init_transactions(max(1.0, min(10.0, deadline - time.monotonic())))
-                    return
-                except KafkaException as exc:
-                    if time.monotonic() > deadline:
-                        raise KafkaStartError(
-                            f"no transactional producer could initialise on {self.nodes[0].address} within "
-                            f"{START_TIMEOUT_S:.0f} s: {exc}; logs:\n{self.log_tail(15)}"
-                        ) from exc
-                    if not exc.args[0].retriable():
-                        producer = Producer(
-                            self.admin_config(**{"transactional.id": READY_PROBE_ID, "log_level": 2})
-                        )
-                    time.sleep(0.5)
-        finally:
-            with contextlib.suppress(Exception):
-                producer.flush(0)
-            del producer
+                last = self._probe_error(node, request, version)
+                if last == 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise KafkaStartError(
+                        f"the transaction coordinator was not ready on node {node.node_id} "
+                        f"(port {node.port}) "
+                        f"within {START_TIMEOUT_S:.0f} s: {name} answered {last}; "
+                        f"the last lines of {node.log_path}:\n{node.log_tail(30)}"
+                    )
+                time.sleep(0.2)
+
+    def _probe_error(self, node: KafkaNode, request: Any, version: int) -> Any:
+        """The request's top-level error code on ``node`` (a connection problem is its text)."""
+        from airflow_provider_kafka_eos.testing.broker.txn_testkit import WireProbe
+
+        try:
+            with WireProbe(node.address, sasl_plain=self._internal_user) as probe:
+                response = probe.send(request, version=version)
+        except (OSError, ConnectionError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+        if hasattr(response, "coordinators") and response.coordinators:
+            return response.coordinators[0].error_code
+        return response.error_code
 
     def _apply_acls(self, deadline: float) -> None:
         """Create the ACL file's ACLs (as the nodes' super user), then wait until every node enforces them."""

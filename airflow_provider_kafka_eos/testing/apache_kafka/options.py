@@ -39,6 +39,11 @@ class KafkaOptions:
     default_partitions: int = 1
     auto_create_topics: bool = True
     transactional_id_expiration_ms: int = 604_800_000
+    # The embedded broker's injected marker delay; real Kafka writes markers asynchronously on
+    # its own, so the option is accepted (tests that ask for the window get it) and ignored.
+    marker_delay_ms: int = 0
+    socket_request_max_bytes: int = 100 * 1024 * 1024
+    max_connections: int | None = None  # Kafka's default: unlimited
     heap: str = "384m"
     log_level: str = "INFO"
 
@@ -127,6 +132,8 @@ def node_properties(
         "transactional.id.expiration.ms": str(opts.transactional_id_expiration_ms),
         "transaction.two.phase.commit.enable": str(opts.two_phase_commit).lower(),
         "group.initial.rebalance.delay.ms": "0",
+        # Kafka's floor is 6 s; tests of session expiry use 1 s sessions (the embedded broker's floor).
+        "group.min.session.timeout.ms": "500",
         "num.network.threads": "2",
         "num.io.threads": "4",
         "background.threads": "4",
@@ -135,7 +142,10 @@ def node_properties(
         "num.recovery.threads.per.data.dir": "1",
         "log.segment.bytes": str(64 * 1024 * 1024),
         "controlled.shutdown.enable": "true",
+        "socket.request.max.bytes": str(opts.socket_request_max_bytes),
     }
+    if opts.max_connections is not None:
+        props["max.connections"] = str(opts.max_connections)
     if opts.two_phase_commit:
         # KIP-939's InitProducerId v6 (Enable2Pc) is still "latestVersionUnstable" in Kafka 4.4:
         # without this the broker advertises v5 and closes a connection that sends v6.

@@ -112,6 +112,7 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = 604800000
     auto_create_topics: bool = True
     group_initial_rebalance_delay_ms: int = 0  # Kafka's default is 3000; tests want joins to be quick
+    marker_delay_ms: int = 0  # > 0: markers written that much after EndTxn, as Kafka's async ones
     # Kafka's limits (server.py enforces them): socket.request.max.bytes, the SASL authenticator's
     # sasl.server.max.receive.size for frames before authentication, and max.connections
     # (Kafka's default is unlimited; ours bounds a test process that shares a small machine).

@@ -52,6 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--transactional-id-expiration-ms", type=int, default=604800000)
     parser.add_argument("--no-auto-create-topics", dest="auto_create_topics", action="store_false")
     parser.add_argument(
+        "--marker-delay-ms",
+        type=int,
+        default=0,
+        help="write transaction markers this long after EndTxn (Kafka writes them asynchronously; "
+        "meanwhile the id answers CONCURRENT_TRANSACTIONS)",
+    )
+    parser.add_argument(
         "--socket-request-max-bytes", type=int, default=100 * 1024 * 1024,
         help="largest request frame accepted (Kafka's socket.request.max.bytes)",
     )
@@ -78,6 +85,7 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
         acl_file=args.acl_file,
         transactional_id_expiration_ms=args.transactional_id_expiration_ms,
         auto_create_topics=args.auto_create_topics,
+        marker_delay_ms=args.marker_delay_ms,
         socket_request_max_bytes=args.socket_request_max_bytes,
         max_connections=args.max_connections,
     )

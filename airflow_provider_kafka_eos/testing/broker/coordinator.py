@@ -503,11 +503,41 @@ class TransactionCoordinator:
         txn.last_producer_epoch = NO_PRODUCER_EPOCH
         self._write_markers_and_complete(txn, False, now)
 
+    @property
+    def marker_delay_ms(self) -> int:
+        return int(_config(self.broker, "marker_delay_ms", 0))
+
     def _write_markers_and_complete(self, txn: TxnMetadata, commit: bool, now: int) -> None:
-        """PrepareX (journaled first, so a crash mid-way is finished on load) -> markers -> CompleteX."""
+        """PrepareX (journaled first, so a crash mid-way is finished on load) -> markers -> CompleteX.
+
+        With ``marker_delay_ms`` the markers and CompleteX come that much later, from the event
+        loop, as Kafka's asynchronous marker writes do: meanwhile the id answers
+        CONCURRENT_TRANSACTIONS and read_committed consumers stop at the open transaction.
+        """
         if txn.state is not (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
             txn.transition(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now)
             self._save(txn)
+        pid, epoch = txn.producer_id, txn.producer_epoch  # a TV2 rotation may change them meanwhile
+        delay_ms = self.marker_delay_ms
+        if delay_ms > 0:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # driven directly (unit tests): no loop to write later from
+                loop = None
+            if loop is not None:
+                loop.call_later(
+                    delay_ms / 1000, self._finish_delayed, txn.transactional_id, pid, epoch, commit
+                )
+                return
+        self._finish_markers(txn, commit, pid, epoch)
+
+    def _finish_delayed(self, transactional_id: str, pid: int, epoch: int, commit: bool) -> None:
+        with self._lock:
+            txn = self._txns.get(transactional_id)
+            if txn is not None and txn.state is (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
+                self._finish_markers(txn, commit, pid, epoch)
+
+    def _finish_markers(self, txn: TxnMetadata, commit: bool, pid: int, epoch: int) -> None:
         topics = getattr(self.broker, "topics", None)
         for topic, partition in txn.data_partitions():
             partition_log = topics.get(topic, partition) if topics is not None else None
@@ -520,9 +550,7 @@ class TransactionCoordinator:
                 )
                 continue
             try:
-                partition_log.append_control_marker(
-                    txn.producer_id, txn.producer_epoch, commit, self.coordinator_epoch
-                )
+                partition_log.append_control_marker(pid, epoch, commit, self.coordinator_epoch)
             except Exception:  # Kafka retries markers forever; a test broker logs and moves on
                 log.exception("%s: marker for %s-%d failed", txn.transactional_id, topic, partition)
         if commit and txn.pending_offsets:
@@ -763,6 +791,10 @@ def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsToTxnReq
                     partition,
                     implicit_add=not txn.verify_only,
                 )
+                if txn.verify_only and err is Err.INVALID_TXN_STATE:
+                    # handleVerifyPartitionsInTransaction: a partition not in the transaction
+                    # (whatever the state) is TRANSACTION_ABORTABLE for the leader to pass on.
+                    err = Err.TRANSACTION_ABORTABLE
                 by_topic.setdefault(topic.name, {})[partition] = int(err)
         results.append(
             response.AddPartitionsToTxnResult(

@@ -66,6 +66,7 @@ async def join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGrou
         request.protocol_type,
         [(p.name, p.metadata) for p in request.protocols],
         request.group_instance_id if ctx.api_version >= 5 else None,
+        require_member_id=ctx.api_version >= 4,
     )
     return JoinGroupResponse(
         throttle_time_ms=0,

@@ -69,6 +69,8 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     rebalance_deadline: float = 0.0
     pending_join: set[str] = field(default_factory=set)
+    # KIP-394: member ids handed out with MEMBER_ID_REQUIRED, valid for the rejoin that follows
+    pending_member_ids: set[str] = field(default_factory=set)
 
 
 class GroupCoordinator:
@@ -170,13 +172,23 @@ class GroupCoordinator:
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
         group_instance_id: str | None = None,
+        *,
+        require_member_id: bool = False,
     ) -> JoinResult:
+        """``require_member_id`` (JoinGroup v4+, KIP-394): a dynamic member joining without an id
+        first gets MEMBER_ID_REQUIRED with its new id and must join again with it, as in Kafka."""
         group = self.group(group_id)
         if not protocols or (group.protocol_type not in (None, protocol_type) and group.members):
             return JoinResult(codes.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         if group.members and not self._common_protocol(group, [name for name, _ in protocols]):
             return JoinResult(codes.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
-        if member_id and member_id not in group.members:
+        if not member_id and require_member_id and group_instance_id is None:
+            member_id = f"{client_id}-{uuid.uuid4()}"
+            group.pending_member_ids.add(member_id)
+            return JoinResult(codes.MEMBER_ID_REQUIRED, member_id=member_id)
+        if member_id in group.pending_member_ids:
+            group.pending_member_ids.discard(member_id)
+        elif member_id and member_id not in group.members:
             return JoinResult(codes.UNKNOWN_MEMBER_ID, member_id=member_id)
         if not member_id:
             member_id = f"{client_id}-{uuid.uuid4()}"

@@ -17,10 +17,26 @@ from .versions import schema_min_version
 
 LEADER_EPOCH = 0  # one leader forever; batches are stamped with this epoch on append
 _NULL_UUID = uuid.UUID(int=0)
+# AclOperation codes a TOPIC supports (Kafka's AclEntry.supportedOperations(TOPIC)).
+_TOPIC_OPERATIONS = {
+    "READ": 3,
+    "WRITE": 4,
+    "CREATE": 5,
+    "DELETE": 6,
+    "ALTER": 7,
+    "DESCRIBE": 8,
+    "DESCRIBE_CONFIGS": 10,
+    "ALTER_CONFIGS": 11,
+}
+
+
+def _topic_authorized_operations(ctx: RequestContext, name: str) -> set[int]:
+    """KIP-430: the topic operations the caller may perform (every one without an authorizer)."""
+    return {code for op, code in _TOPIC_OPERATIONS.items() if ctx.authorized(op, "TOPIC", name)}
 
 
 def _topic_entry(
-    ctx: RequestContext, name: str, error: int = codes.NONE
+    ctx: RequestContext, name: str, error: int = codes.NONE, *, include_operations: bool = False
 ) -> MetadataResponse.MetadataResponseTopic:
     broker = ctx.broker
     node = broker.node_id
@@ -46,6 +62,12 @@ def _topic_entry(
         topic_id=broker.topics.topic_id(name) if error == codes.NONE else _NULL_UUID,
         is_internal=False,
         partitions=partitions,
+        # Kafka fills it for every listed topic the caller may describe (None = omitted)
+        authorized_operations=(
+            _topic_authorized_operations(ctx, name)
+            if include_operations and error != codes.TOPIC_AUTHORIZATION_FAILED
+            else None
+        ),
     )
 
 
@@ -53,9 +75,10 @@ def _topic_entry(
 def metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     topics = []
+    with_ops = ctx.api_version >= 8 and bool(getattr(request, "include_topic_authorized_operations", False))
     if request.topics is None or (ctx.api_version == 0 and not request.topics):  # v0: empty = all
         topics = [
-            _topic_entry(ctx, name)
+            _topic_entry(ctx, name, include_operations=with_ops)
             for name in broker.topics.names()
             if ctx.authorized("DESCRIBE", "TOPIC", name)
         ]
@@ -81,16 +104,19 @@ def metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
                 invalid = broker.topics.validate_name(name)
                 allow = request.allow_auto_topic_creation if ctx.api_version >= 4 else True
                 if invalid:
-                    topics.append(_topic_entry(ctx, name, codes.INVALID_TOPIC_EXCEPTION))
+                    error = codes.INVALID_TOPIC_EXCEPTION
+                    topics.append(_topic_entry(ctx, name, error, include_operations=with_ops))
                     continue
                 creatable = allow and (
                     ctx.authorized("CREATE", "CLUSTER", "kafka-cluster")
                     or ctx.authorized("CREATE", "TOPIC", name)
                 )
                 if not (creatable and broker.ensure_topic(name)):
-                    topics.append(_topic_entry(ctx, name, codes.UNKNOWN_TOPIC_OR_PARTITION))
+                    topics.append(
+                        _topic_entry(ctx, name, codes.UNKNOWN_TOPIC_OR_PARTITION, include_operations=with_ops)
+                    )
                     continue
-            topics.append(_topic_entry(ctx, name))
+            topics.append(_topic_entry(ctx, name, include_operations=with_ops))
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[

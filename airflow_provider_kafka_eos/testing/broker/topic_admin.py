@@ -17,7 +17,6 @@ from .versions import schema_min_version
 _MESSAGES = {
     codes.TOPIC_ALREADY_EXISTS: "Topic '{}' already exists.",
     codes.INVALID_PARTITIONS: f"Number of partitions must be between 1 and {MAX_PARTITIONS} on this broker.",
-    codes.INVALID_TOPIC_EXCEPTION: "Topic name '{}' is illegal.",
     codes.INVALID_REPLICATION_FACTOR: "Replication factor must be 1 (or -1) on this single-node broker.",
     codes.TOPIC_AUTHORIZATION_FAILED: "Authorization failed.",
 }
@@ -55,7 +54,10 @@ def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTo
     results = []
     for topic in request.topics:
         error, partitions = _create_one(ctx, topic, bool(request.validate_only))
-        message = _MESSAGES.get(error, "").format(topic.name) or None
+        if error == codes.INVALID_TOPIC_EXCEPTION:
+            message = ctx.broker.topics.validate_name(topic.name)
+        else:
+            message = _MESSAGES.get(error, "").format(topic.name) or None
         results.append(
             CreateTopicsResponse.CreatableTopicResult(
                 name=topic.name,

@@ -93,9 +93,18 @@ class TopicManager:
 
     @staticmethod
     def validate_name(name: str) -> str | None:
-        """Why Kafka would refuse this topic name, or None when it is legal."""
-        if not name or name in (".", "..") or not _LEGAL_NAME.match(name):
-            return f"topic name {name!r} is illegal: use 1-249 of [a-zA-Z0-9._-]"
+        """Why Kafka would refuse this topic name (Kafka's own words, ``Topic.validate``), or None."""
+        if not name:
+            return "Topic name is illegal, it can't be empty"
+        if name in (".", ".."):
+            return "Topic name cannot be \".\" or \"..\""
+        if len(name) > 249:
+            return f"Topic name is invalid: '{name}' is longer than 249 characters"
+        if not _LEGAL_NAME.match(name):
+            return (
+                f"Topic name is invalid: '{name}' contains one or more characters other than "
+                "ASCII alphanumerics, '.', '_' and '-'"
+            )
         return None
 
     def create(self, name: str, partitions: int) -> int:

@@ -146,6 +146,35 @@ def wait_for(
         time.sleep(interval_s)
 
 
+_PREPARE_STATES = ("PrepareCommit", "PrepareAbort", "PrepareEpochFence")
+CONCURRENT_TRANSACTIONS = 51
+
+
+def describe_settled(kafka_admin: KafkaAdminClient, transactional_id: str, timeout_s: float = 20.0):
+    """DescribeTransactions once the id's markers have landed (not in a Prepare* state).
+
+    Kafka answers EndTxn / InitProducerId before it writes the markers, so a describe right
+    after them may still show PrepareCommit / PrepareAbort; the embedded broker (without
+    ``marker_delay_ms``) is already Complete*.
+    """
+
+    def settled():
+        d = describe(kafka_admin, transactional_id)
+        return d if d.state.value not in _PREPARE_STATES else None
+
+    return wait_for(settled, f"{transactional_id} to leave the Prepare* states", timeout_s)
+
+
+def retry_concurrent(send: Callable[[], Any], timeout_s: float = 20.0) -> Any:
+    """``send()`` again while it answers CONCURRENT_TRANSACTIONS (markers in flight), as clients do."""
+
+    def answer():
+        response = send()
+        return response if response.error_code != CONCURRENT_TRANSACTIONS else None
+
+    return wait_for(answer, "an answer other than CONCURRENT_TRANSACTIONS", timeout_s)
+
+
 def end_offsets(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int]:
     """(LSO, high watermark) as consumers see them: ListOffsets LATEST per isolation level."""
     result = []

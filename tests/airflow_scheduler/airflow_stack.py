@@ -1,0 +1,230 @@
+"""A real Airflow, as ``airflow standalone`` runs it: scheduler, triggerer, dag-processor, api-server.
+
+LocalExecutor on SQLite in a throw-away AIRFLOW_HOME, the repository's ``dags/`` as the dags
+folder, the embedded Kafka broker as the cluster, the API on a free loopback port. Every process
+is started in its own session, its output goes to a log file in AIRFLOW_HOME (shown when a test
+fails), and all of them are stopped when the module is done (SIGTERM, then SIGKILL after 30 s).
+Every wait polls with a deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from airflow_provider_kafka_eos.testing.embedded import unique_name
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SERVICES = ("api-server", "dag-processor", "scheduler", "triggerer")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float, stack: AirflowStack | None = None) -> Any:
+    """Poll ``check`` until it returns something truthy; at the deadline fail naming ``what``, with logs."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except Exception as err:  # the API may not be up yet; keep the last error for the message
+            last_error = err
+        if stack is not None:
+            stack.raise_if_a_service_died()
+        time.sleep(1)  # polling interval of a deadline-bounded wait
+    tail = stack.log_tails() if stack is not None else ""
+    raise AssertionError(
+        f"timed out after {timeout:.0f} s waiting for {what} (last error: {last_error})\n{tail}"
+    )
+
+
+class AirflowStack:
+    """The running services and a small REST client for them."""
+
+    def __init__(self, home: pathlib.Path, env: dict[str, str], port: int) -> None:
+        self.home, self.env, self.port = home, env, port
+        self.base = f"http://127.0.0.1:{port}"
+        self.processes: dict[str, subprocess.Popen] = {}
+        self._token: str | None = None
+
+    # -- processes -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "airflow", "db", "migrate"],
+            env=self.env, check=True, capture_output=True, timeout=300,
+        )
+        for name in SERVICES:
+            log = open(self.home / f"{name}.log", "wb")  # noqa: SIM115 (closed in stop)
+            self.processes[name] = subprocess.Popen(
+                [sys.executable, "-m", "airflow", name],
+                env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+            log.close()  # the child holds its own descriptor
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGTERM)
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+
+    def raise_if_a_service_died(self) -> None:
+        dead = {name: p.returncode for name, p in self.processes.items() if p.poll() is not None}
+        if dead:
+            raise AssertionError(f"Airflow services exited: {dead}\n{self.log_tails()}")
+
+    def log_tails(self, lines: int = 40) -> str:
+        parts = []
+        for name in SERVICES:
+            path = self.home / f"{name}.log"
+            if path.exists():
+                tail = path.read_text(errors="replace").splitlines()[-lines:]
+                parts.append(f"--- {name}.log (last {len(tail)} lines) ---\n" + "\n".join(tail))
+        return "\n".join(parts)
+
+    # -- REST API --------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        import httpx
+
+        if self._token is None:
+            response = httpx.get(f"{self.base}/auth/token", timeout=10)
+            response.raise_for_status()
+            self._token = response.json()["access_token"]
+        headers = {"Authorization": f"Bearer {self._token}", **kwargs.pop("headers", {})}
+        response = httpx.request(method, f"{self.base}/api/v2{path}", headers=headers, timeout=30, **kwargs)
+        response.raise_for_status()
+        return response.json() if response.content else None
+
+    def unpause(self, dag_id: str) -> None:
+        wait_for(f"{dag_id} to be parsed", lambda: self.request("GET", f"/dags/{dag_id}"), 240, self)
+        self.request("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
+
+    def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
+        """A manual run without a logical date (Airflow 3's default for the UI, the CLI and the API)."""
+        run = self.request("POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf})
+        return run["dag_run_id"]
+
+    def runs(self, dag_id: str) -> list[dict[str, Any]]:
+        return self.request("GET", f"/dags/{dag_id}/dagRuns", params={"order_by": "run_after"})["dag_runs"]
+
+    def run(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        return self.request("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
+        tis = self.request("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
+        return {ti["task_id"]: ti["state"] for ti in tis}
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
+        """The task's log as Airflow serves it (worker and triggerer parts), one text."""
+        data = self.request(
+            "GET",
+            f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
+            params={"full_content": True},
+            headers={"Accept": "application/json"},
+        )
+        content = data.get("content", data) if isinstance(data, dict) else data
+        if isinstance(content, list):
+            return "\n".join(str(line.get("event", line)) if isinstance(line, dict) else str(line)
+                             for line in content)
+        return str(content)
+
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float) -> dict[str, Any]:
+        def finished() -> dict[str, Any] | None:
+            run = self.run(dag_id, run_id)
+            return run if run["state"] in ("success", "failed") else None
+
+        return wait_for(f"{dag_id} run {run_id} to finish", finished, timeout, self)
+
+
+@pytest.fixture(scope="module")
+def airflow_stack(kafka_broker, tmp_path_factory) -> Iterator[AirflowStack]:
+    """The four services for one test module (started once: they take about a minute to come up)."""
+    home = tmp_path_factory.mktemp("airflow-home")
+    (home / "manifests").mkdir()  # the connection's manifest store (the cleanup DAG refuses a missing one)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_"))}
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+            "AIRFLOW__CORE__AUTH_MANAGER": (
+                "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+            ),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__WORKERS": "1",
+            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+            "AIRFLOW_CONN_KAFKA_EOS_DEFAULT": json.dumps(
+                {
+                    "conn_type": "kafka_eos",
+                    "extra": {
+                        "bootstrap.servers": kafka_broker.bootstrap,
+                        "manifest_base_uri": (home / "manifests").as_uri(),  # the cleanup DAG's store
+                    },
+                }
+            ),
+            "AIRFLOW_CONN_SPARK_LOCAL": '{"conn_type": "spark", "host": "local[2]"}',
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "PATH": os.pathsep.join([str(pathlib.Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        }
+    )
+    stack = AirflowStack(home, env, port)
+    stack.env.update(example_dag_settings(home, kafka_broker.bootstrap))
+    stack.start()
+    try:
+        wait_for("the API server", lambda: stack.request("GET", "/monitor/health"), 240, stack)
+        yield stack
+    finally:
+        stack.stop()
+
+
+# Settings the example DAGs read from the environment when the dag-processor parses them.
+SCHEDULED_PREFIX = unique_name("sched-quiet") + "-"  # nothing lingers under it: the scheduled run waits
+PIPELINE_TOPIC = unique_name("scheduler-per-user")
+
+
+def example_dag_settings(home: pathlib.Path, bootstrap: str) -> dict[str, str]:
+    return {
+        "KAFKA_EOS_CLEANUP_PREFIXES": SCHEDULED_PREFIX,
+        "KAFKA_EOS_CLEANUP_POLL_SECONDS": "2",
+        "KAFKA_EOS_MANIFEST_BASE_URI": (home / "manifests").as_uri(),
+        "KAFKA_EOS_PIPELINE_SCHEDULE": "none",
+        "KAFKA_EOS_PIPELINE_TOPIC": PIPELINE_TOPIC,
+        "KAFKA_EOS_PIPELINE_BOOTSTRAP_SERVERS": bootstrap,
+        "KAFKA_EOS_PIPELINE_INPUT_DIR": str(home / "input"),
+    }

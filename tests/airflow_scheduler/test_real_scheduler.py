@@ -1,0 +1,134 @@
+"""The example DAGs through a real scheduler, triggerer, dag-processor and API server (not dag.test()).
+
+What a user does in the UI, through the same REST API the UI calls: trigger with a config and no
+logical date, watch the cleanup sensor wait in the triggerer, see the pipeline commit its batch
+exactly once and the downstream DAG run once for it. Before this issue: the manual pipeline run
+failed rendering ``ts_nodash``; the manual cleanup run queued behind the scheduled one for up to
+10 minutes; nothing told downstream DAGs about a new batch.
+
+About three to five minutes on two cores (one spark-submit).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+
+from airflow_provider_kafka_eos.testing.embedded import unique_name
+from airflow_provider_kafka_eos.testing.transactions import produce_transaction
+from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "dags"))
+from airflow_stack import PIPELINE_TOPIC, wait_for
+from eos_sample_events import write_batch
+
+pytestmark = [pytest.mark.airflow_services, pytest.mark.broker, pytest.mark.timeout(900)]
+
+
+def test_a_manual_cleanup_run_starts_beside_a_waiting_scheduled_one_and_its_sensor_fires_in_the_triggerer(
+    airflow_stack, kafka_broker, tmp_path
+):
+    stack = airflow_stack
+    stack.unpause("eos_cleanup")  # the scheduler creates the latest scheduled run at once
+
+    def scheduled_sensor_deferred():
+        runs = [r for r in stack.runs("eos_cleanup") if r["run_type"] == "scheduled"]
+        if not runs:
+            return False
+        return stack.task_states("eos_cleanup", runs[0]["dag_run_id"]).get("find_lingering") == "deferred"
+
+    wait_for("the scheduled run's sensor to defer", scheduled_sensor_deferred, 240, stack)
+
+    prefix = unique_name("manual-cleanup") + "-"
+    run_id = stack.trigger(
+        "eos_cleanup",
+        {
+            "prefixes": [prefix],
+            "manifest_base_uri": tmp_path.as_uri(),
+            "min_age_seconds": 0,
+            "commit_pending_action": "commit",
+            "dry_run": False,
+        },
+    )
+    # Starts at once: its sensor pokes, finds nothing yet, and hands the waiting to the triggerer,
+    # while the scheduled run's sensor is still waiting too.
+    wait_for(
+        "the manual run's sensor to defer",
+        lambda: stack.task_states("eos_cleanup", run_id).get("find_lingering") == "deferred",
+        180,
+        stack,
+    )
+    assert scheduled_sensor_deferred()
+
+    orphan = f"{prefix}0-1"
+    topic = unique_name("cleanup-topic")
+    produce_transaction(kafka_broker.bootstrap, orphan, topic, [b"o1"], commit=False,
+                        transaction_timeout_ms=600_000)
+
+    run = stack.wait_for_run("eos_cleanup", run_id, 240)
+    states = stack.task_states("eos_cleanup", run_id)
+    sensor_log = stack.task_log("eos_cleanup", run_id, "find_lingering")
+    assert run["state"] == "success", (states, sensor_log[-4000:])
+    assert states["find_lingering"] == "success" and states["abort_orphans"] == "success"
+    # Deferred by the worker, fired by the triggerer, resumed by a worker with the findings.
+    deferred, fired = sensor_log.find("Pausing task as DEFERRED"), sensor_log.find("Trigger fired event")
+    resumed = sensor_log.find("lingering transactions found: 1 orphan")
+    assert 0 <= deferred < fired < resumed, sensor_log[-3000:]
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [])  # the orphan's record never shows
+
+
+def test_the_pipeline_triggered_without_a_logical_date_commits_once_and_the_downstream_dag_runs_once(
+    airflow_stack, kafka_broker
+):
+    stack = airflow_stack
+    input_dir = stack.home / "input"
+    expected = write_batch(input_dir, "rest-batch", users=50)
+    conf = {
+        "pipeline_id": unique_name("rest").replace("-", "_"),
+        "topic": PIPELINE_TOPIC,
+        "input_dir": str(input_dir),
+        "manifest_base_uri": (stack.home / "manifests").as_uri(),
+        "batch": "rest-batch",
+        "spark_partitions": 2,
+    }
+    stack.unpause("eos_downstream")
+    stack.unpause("eos_pipeline")
+
+    run_id = stack.trigger("eos_pipeline", conf)
+    run = stack.wait_for_run("eos_pipeline", run_id, 600)
+    states = stack.task_states("eos_pipeline", run_id)
+    assert run["state"] == "success", (states, stack.log_tails())
+    assert run["logical_date"] is None
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, PIPELINE_TOPIC), expected)
+
+    downstream = wait_for(
+        "the downstream DAG's run", lambda: [r for r in stack.runs("eos_downstream")], 180, stack
+    )
+    assert [r["run_type"] for r in downstream] == ["asset_triggered"]
+    finished = stack.wait_for_run("eos_downstream", downstream[0]["dag_run_id"], 180)
+    assert finished["state"] == "success", stack.log_tails()
+    xcom = stack.request(
+        "GET",
+        f"/dags/eos_downstream/dagRuns/{downstream[0]['dag_run_id']}/taskInstances/new_checkpoints"
+        "/xcomEntries/return_value",
+        params={"deserialize": True},
+    )
+    [checkpoint] = xcom["value"]
+    assert checkpoint["records"] == 50 and checkpoint["pipeline_id"] == conf["pipeline_id"]
+    assert checkpoint["uri"] == f"kafka://{kafka_broker.bootstrap.split(',')[0]}/{PIPELINE_TOPIC}"
+
+    # The same run cleared and run again: nothing new is committed, nothing new is announced.
+    stack.request(
+        "POST",
+        "/dags/eos_pipeline/clearTaskInstances",
+        json={"dag_run_id": run_id, "dry_run": False, "only_failed": False, "reset_dag_runs": True},
+    )
+    rerun = stack.wait_for_run("eos_pipeline", run_id, 600)
+    assert rerun["state"] == "success", stack.log_tails()
+    events = stack.request("GET", "/assets/events", params={"source_dag_id": "eos_pipeline"})
+    assert events["total_entries"] == 1
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, PIPELINE_TOPIC), expected)
+    assert len(stack.runs("eos_downstream")) == 1
