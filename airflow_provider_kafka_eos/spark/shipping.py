@@ -1,6 +1,6 @@
 """The provider's job-side code travels with the job, so executors need nothing of ours installed.
 
-``runtime_zip()`` packs the Airflow-free part of the package (``__init__``, ``kafka/``,
+``runtime_zip()`` packs the Airflow-free part of the package (its top-level modules, ``kafka/``,
 ``spark/``: everything a driver or a task of the write imports) into a zip whose name carries a
 hash of its content. ``ship_to_executors(spark)`` adds it to the job with
 ``SparkContext.addPyFile`` (Python workers put it on ``sys.path`` before they unpickle a task),
@@ -106,7 +106,9 @@ def _submitted_py_files(context: Any) -> set[str]:
 
 
 def _source_files(root: Path) -> list[tuple[str, Path]]:
-    files = [("__init__.py", root / "__init__.py")]
+    # The package's top-level modules (``__init__``, ``runbook``...: the core imports some) and
+    # the job-side subpackages.
+    files = [(path.name, path) for path in sorted(root.glob("*.py"))]
     for sub in SHIPPED_SUBPACKAGES:
         for path in sorted((root / sub).rglob("*.py")):
             if "__pycache__" not in path.parts:
