@@ -46,7 +46,8 @@ def _diff(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
     }
 
 
-def run(bootstrap: str, count: int) -> dict[str, Any]:
+def run(bootstrap: str, count: int, *, cleanup: bool = True) -> dict[str, Any]:
+    """Seed, poke, scan; ``cleanup=False`` leaves the transactions open (a throwaway cluster)."""
     from airflow_provider_kafka_eos.kafka.classify import ScanSpec, scan
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
     from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
@@ -119,7 +120,8 @@ def run(bootstrap: str, count: int) -> dict[str, Any]:
         lso_s = time.perf_counter() - started
         lso_requests = _diff(admin.requests_sent, before)
 
-        admin.abort(ids + foreign)  # leave the cluster clean when pointed at a shared one
+        if cleanup:
+            admin.abort(ids + foreign)  # leave the cluster clean when pointed at a shared one
 
     return {
         "open_transactions": count + FOREIGN,

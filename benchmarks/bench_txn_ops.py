@@ -51,6 +51,39 @@ def _check(responses: list[Any], what: str, code_of) -> None:
 SEED_CHUNK = 5000  # ids per pipelined wave: each wave must finish within one request budget
 
 
+_LOADING = frozenset({14, 15, 51})  # COORDINATOR_LOAD_IN_PROGRESS / _NOT_AVAILABLE, CONCURRENT_TRANSACTIONS
+
+
+def _init_producer_ids(wire: Wire, ids: list[str], coordinators: dict[str, Any]) -> list[Any]:
+    """InitProducerId per id, pipelined; ids whose coordinator is still loading (a fresh real
+    cluster loads its ``__transaction_state`` partitions one by one) are re-sent, for 60 s at most."""
+    answers: dict[str, Any] = {}
+    pending = list(ids)
+    deadline = time.monotonic() + 60
+    while pending:
+        responses = wire.send_all(
+            [
+                (
+                    InitProducerIdRequest(
+                        transactional_id=t,
+                        transaction_timeout_ms=TIMEOUT_MS,
+                        producer_id=-1,
+                        producer_epoch=-1,
+                    ),
+                    coordinators[t],
+                )
+                for t in pending
+            ]
+        )
+        answers.update(zip(pending, responses, strict=True))
+        pending = [t for t, r in zip(pending, responses, strict=True) if r.error_code in _LOADING]
+        if pending and time.monotonic() > deadline:
+            break
+        if pending:
+            time.sleep(0.2)  # protocol retry backoff, bounded by the deadline above
+    return [answers[t] for t in ids]
+
+
 def seed_open_transactions(
     wire: Wire, ids: list[str], topic: str, *, with_records: bool
 ) -> list[tuple[str, int, int, int]]:
@@ -69,17 +102,7 @@ def _seed_chunk(
     wire: Wire, ids: list[str], topic: str, *, with_records: bool
 ) -> list[tuple[str, int, int, int]]:
     coordinators = wire.coordinators(ids)
-    inits = wire.send_all(
-        [
-            (
-                InitProducerIdRequest(
-                    transactional_id=t, transaction_timeout_ms=TIMEOUT_MS, producer_id=-1, producer_epoch=-1
-                ),
-                coordinators[t],
-            )
-            for t in ids
-        ]
-    )
+    inits = _init_producer_ids(wire, ids, coordinators)
     _check(inits, "InitProducerId", lambda r: r.error_code)
     seeded = [
         (t, r.producer_id, r.producer_epoch, i % PARTITIONS)

@@ -525,10 +525,11 @@ def commit_checkpoint(
 ) -> CommitReport:
     """Commit every transaction of the manifest at ``uri`` and mark it COMMITTED (commit-and-mark).
 
-    A COMMITTED manifest is reported as ``already_committed`` without touching Kafka; an ABORTED
-    one raises DataLossError. All or nothing: ``TransactionAdmin.commit`` verifies every
-    committable before the first EndTxn. A dry run runs the same verification and raises the
-    same error. A failed commit leaves the manifest PREPARED (restore decides about it).
+    A COMMITTED manifest is reported as ``already_committed`` without touching Kafka (``admin``
+    is not used then, and may be None); an ABORTED one raises DataLossError. All or nothing:
+    ``TransactionAdmin.commit`` verifies every committable before the first EndTxn. A dry run
+    runs the same verification and raises the same error. A failed commit leaves the manifest
+    PREPARED (restore decides about it).
     """
     manifest = read_manifest(uri)
     if manifest.status is ManifestStatus.COMMITTED:

@@ -27,14 +27,15 @@ FINDINGS_DIR = "_lingering-findings"
 XCOM_MAX_FINDINGS = 100  # per list (transactions, LSO stalls): ~30 KB of XCom at most
 
 
-def write_findings(base_uri: str, findings: Any) -> str:
+def write_findings(base_uri: str, findings: Any, full: Mapping[str, Any] | None = None) -> str:
     """Write the whole findings as JSON under ``base_uri``; returns the file's URI.
 
     The name holds the poll time and a hash of the content, so a retried write of the same
     findings lands on the same file, and two polls never overwrite each other. Atomic, like a
     manifest: a reader sees the whole file or none.
     """
-    data = json.dumps(findings.to_dict(), indent=1, sort_keys=True).encode("utf-8")
+    # Compact JSON (50,000 findings: ~25 MB; ``python -m json.tool`` pretty-prints it).
+    data = json.dumps(full if full is not None else findings.to_dict(), separators=(",", ":")).encode("utf-8")
     digest = hashlib.sha256(data).hexdigest()[:12]
     uri = f"{base_uri.rstrip('/')}/{FINDINGS_DIR}/findings-{findings.checked_at_ms}-{digest}.json"
     if _store._is_local(uri):
@@ -75,16 +76,21 @@ def read_findings(uri: str) -> dict[str, Any]:
 
 
 def xcom_payload(
-    findings: Any, *, limit: int = XCOM_MAX_FINDINGS, findings_uri: str | None = None
+    findings: Any,
+    *,
+    limit: int = XCOM_MAX_FINDINGS,
+    findings_uri: str | None = None,
+    full: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``findings.to_dict()`` with each list cut to ``limit`` entries.
 
     ``omitted`` counts what was cut per list; ``findings_uri`` names the file with all of them
     (None when there was nowhere to write it: the task log's table is then the full record).
+    ``full`` is ``findings.to_dict()`` when the caller already has it.
     """
     if limit < 0:
         raise ValueError(f"limit must not be negative, got {limit}")
-    full = findings.to_dict()
+    full = dict(findings.to_dict() if full is None else full)
     omitted = {}
     for key in ("transactions", "lso_stalls"):
         entries = full[key]

@@ -52,9 +52,7 @@ class NamingStrategy(str, Enum):
         try:
             return cls(str(getattr(value, "value", value)).strip().upper())
         except ValueError:
-            raise ConfigError(
-                f"naming strategy {value!r} is not one of {', '.join(s.value for s in cls)}"
-            ) from None
+            raise ConfigError(f"naming strategy must be INCREMENTING or POOLING, got {value!r}") from None
 
     def ids_in_use(self, admin: Any, prefix: str, prepared_ids: Iterable[str]) -> set[str]:
         """Ids a new checkpoint must not take: POOLING's open and PREPARED ids; none for INCREMENTING."""

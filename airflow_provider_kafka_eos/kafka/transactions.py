@@ -520,6 +520,7 @@ class TransactionAdmin:
         failed: list[KafkaEosError] = []
         retry = self._retry()
         verb = "commit" if commit else "abort"
+        last: dict[str, str] = {}  # the last answer per id, for the "outcome unknown" message
         while pending:
             coordinators = self.wire.coordinators(c.transactional_id for c in pending)
             batch = []
@@ -537,9 +538,11 @@ class TransactionAdmin:
             for c, response in zip(pending, self.wire.send_all(batch, raise_errors=False), strict=True):
                 if isinstance(response, BrokerUnreachableError):
                     self.wire.forget_coordinator(c.transactional_id)  # it may have moved: ask again
+                    last[c.transactional_id] = f"no answer ({response.cause})"
                     again.append(c)
                     continue
                 code = response.error_code
+                last[c.transactional_id] = error_name(code)
                 if code == NONE:
                     done.append(
                         TxnOutcome(
@@ -561,7 +564,8 @@ class TransactionAdmin:
                     failed.append(
                         BrokerUnreachableError(
                             f"EndTxn({verb}) did not complete within {self.retry_timeout_ms} ms (the "
-                            "coordinator kept answering retriable errors or did not answer); its outcome is "
+                            "coordinator kept answering retriable errors or did not answer; the last answer "
+                            f"was {last.get(c.transactional_id, 'none')}); its outcome is "
                             f"unknown: run the {verb} again (it is idempotent) before the transaction "
                             "times out",
                             transactional_id=c.transactional_id,

@@ -47,9 +47,10 @@ def bounded_findings(findings: Findings, findings_base_uri: str | None, limit: i
     database): counts and at most ``limit`` findings per list. When more were found, all of them
     are written to a JSON file under ``findings_base_uri`` whose URI the payload names."""
     uri = None
+    full = findings.to_dict()
     if findings_base_uri and max(len(findings.transactions), len(findings.lso_stalls)) > limit:
-        uri = write_findings(findings_base_uri, findings)
-    return xcom_payload(findings, limit=limit, findings_uri=uri)
+        uri = write_findings(findings_base_uri, findings, full)
+    return xcom_payload(findings, limit=limit, findings_uri=uri, full=full)
 
 
 def error_event(err: BaseException) -> dict[str, Any]:
