@@ -8,6 +8,8 @@ ends with a read_committed consumer counting each key exactly once.
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
+from types import SimpleNamespace
 
 import pytest
 from cluster_jobs import KEYS_APP, _keys, _tail, submit
@@ -94,7 +96,10 @@ def test_submit_operator_submits_to_the_cluster_in_client_mode(
         executor_python=spark_cluster.executor_python,
         conf=conf,
     )
-    uri = operator.execute({})
+    run = SimpleNamespace(dag_id="cluster_pipeline", run_id=f"manual__{prefix}", logical_date=None,
+                          run_after=datetime(2026, 3, 1, tzinfo=timezone.utc))
+    ti = SimpleNamespace(try_number=1, xcom_push=lambda *args, **kwargs: None)  # no scheduler here
+    uri = operator.execute({"dag_run": run, "ti": ti})
     assert operator.conf["spark.pyspark.python"] == spark_cluster.executor_python
     report = KafkaCommitTransactionsOperator(task_id="commit", manifest_uri=uri, kafka_eos_conn_id=kafka_conn)
     assert report.execute({})["records"] == 200
