@@ -20,19 +20,13 @@ import time
 import uuid
 from typing import Any
 
+from benchmarks.options import parse_options
+
 APP = pathlib.Path(__file__).resolve().parent / "spark_scale_app.py"
 _PREPARED = re.compile(r"prepared: (\d+) transaction\(s\), (\d+) record\(s\) in ([0-9.]+)s")
 
 
-def _options(argv: list[str]) -> dict[str, Any]:
-    opts: dict[str, Any] = {"records": 10_000_000, "partitions": 16, "kafka": "apache"}
-    for arg in argv:
-        key, _, value = arg.lstrip("-").partition("=")
-        if key in ("records", "partitions"):
-            opts[key] = int(value)
-        elif key == "kafka":
-            opts[key] = value
-    return opts
+OPTION_DEFAULTS: dict[str, Any] = {"records": 10_000_000, "partitions": 16, "kafka": "apache"}
 
 
 def _rss_kib(pid: int) -> int:
@@ -97,7 +91,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     from airflow_provider_kafka_eos.testing.spark_cluster import start_cluster
     from benchmarks.bench_spark_vs_sink import end_offsets, start_kafka
 
-    opts = _options(argv)
+    opts = parse_options(argv, OPTION_DEFAULTS)
     records, partitions = opts["records"], opts["partitions"]
     kafka, bootstrap, kafka_name = start_kafka(opts["kafka"], partitions)
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench-spark-scale-"))

@@ -30,20 +30,14 @@ import time
 import uuid
 from typing import Any
 
+from benchmarks.options import parse_options
+
 VALUE_BYTES = 100
 VALUE_SQL = f"concat(lpad(cast(id as string), 12, '0'), repeat('x', {VALUE_BYTES - 12})) as value"
 POM = pathlib.Path(__file__).resolve().parent / "spark_kafka_sink" / "pom.xml"
 
 
-def _options(argv: list[str]) -> dict[str, Any]:
-    opts: dict[str, Any] = {"records": 2_000_000, "partitions": 2, "kafka": "apache"}
-    for arg in argv:
-        key, _, value = arg.lstrip("-").partition("=")
-        if key in ("records", "partitions"):
-            opts[key] = int(value)
-        elif key == "kafka":
-            opts[key] = value
-    return opts
+OPTION_DEFAULTS: dict[str, Any] = {"records": 2_000_000, "partitions": 2, "kafka": "apache"}
 
 
 def sink_jars(spark_version: str, scala_binary: str) -> list[str]:
@@ -107,7 +101,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     from airflow_provider_kafka_eos.spark.writer import write_exactly_once
     from airflow_provider_kafka_eos.testing.spark import commit_manifest, local_spark_session
 
-    opts = _options(argv)
+    opts = parse_options(argv, OPTION_DEFAULTS)
     records, partitions = opts["records"], opts["partitions"]
     import pyspark
 
