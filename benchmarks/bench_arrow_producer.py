@@ -26,16 +26,12 @@ import time
 import uuid
 from typing import Any
 
+from benchmarks.options import parse_options
+
 VALUE_BYTES = 200
 
 
-def _options(argv: list[str]) -> dict[str, int]:
-    opts = {"records": 1_000_000, "partitions": 4, "rounds": 2}
-    for arg in argv:
-        key, _, value = arg.lstrip("-").partition("=")
-        if key in opts:
-            opts[key] = int(value)
-    return opts
+OPTION_DEFAULTS: dict[str, Any] = {"records": 1_000_000, "partitions": 4, "rounds": 2}
 
 
 class _WorkerMemory:
@@ -136,7 +132,7 @@ def _raw(config: dict[str, Any], records: int) -> dict[str, Any]:
 def main(argv: list[str]) -> dict[str, Any]:
     from airflow_provider_kafka_eos.testing.spark import local_spark_session
 
-    opts = _options(argv)
+    opts = parse_options(argv, OPTION_DEFAULTS)
     records = opts["records"]
     broker = None
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")

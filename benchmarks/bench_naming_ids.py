@@ -17,14 +17,9 @@ import time
 import uuid
 from typing import Any
 
+from benchmarks.options import parse_options
 
-def _options(argv: list[str]) -> dict[str, int]:
-    opts = {"checkpoints": 100, "partitions": 4}
-    for arg in argv:
-        key, _, value = arg.lstrip("-").partition("=")
-        if key in opts:
-            opts[key] = int(value)
-    return opts
+OPTION_DEFAULTS: dict[str, Any] = {"checkpoints": 100, "partitions": 4}
 
 
 def run_strategy(config: dict[str, Any], strategy: str, checkpoints: int, partitions: int) -> dict[str, Any]:
@@ -68,7 +63,7 @@ def run_strategy(config: dict[str, Any], strategy: str, checkpoints: int, partit
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    opts = _options(argv)
+    opts = parse_options(argv, OPTION_DEFAULTS)
     broker = None
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,8 @@ class Pass:
 
     ``blocking=False`` marks a pass that is still being made green: it runs and reports, but
     its failures do not fail ``./run test`` and are left out of the closing line's totals.
+    ``python`` returns the interpreter to run pytest with (default: this one); it is called when
+    the pass starts, so a pass can make its own environment (e.g. another PySpark).
     """
 
     name: str
@@ -40,6 +43,14 @@ class Pass:
     args: tuple[str, ...] = ()
     blocking: bool = True
     time_limit_s: float | None = None  # the pass is stopped (and fails) after this long
+    python: Callable[[], str] | None = None
+
+
+def _spark35_python() -> str:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import spark_venv
+
+    return str(spark_venv.ensure("3.5"))
 
 
 PASSES: list[Pass] = [
@@ -58,6 +69,13 @@ PASSES: list[Pass] = [
         "cluster fault tests (tests/cluster) on a real 3-node Apache Kafka 4.4 cluster, started once",
         {"KAFKA_EOS_TEST_KAFKA": "apache3"},
         ("tests/cluster", "-m", "kafka_cluster"),
+    ),
+    Pass(
+        "spark35",
+        "the Spark tests and the cluster jobs on PySpark 3.5 (its own venv, scripts/spark_venv.py)",
+        {"KAFKA_EOS_TEST_KAFKA": "embedded"},
+        ("tests/spark", "tests/spark_cluster/test_spark_cluster_jobs.py"),
+        python=_spark35_python,
     ),
 ]
 
@@ -93,20 +111,30 @@ def run_pass(test_pass: Pass, extra: list[str]) -> Outcome:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"kafka-eos-pass-{test_pass.name}-") as tmp:
         junit = Path(tmp) / "junit.xml"
-        command = [sys.executable, "-m", "pytest", *test_pass.args, f"--junitxml={junit}", *extra]
-        env = {**os.environ, **test_pass.env}
-        process = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
         try:
-            code = process.wait(timeout=test_pass.time_limit_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGTERM)
+            python = test_pass.python() if test_pass.python else sys.executable
+        except (OSError, subprocess.SubprocessError) as exc:
+            print(f"===== pass {test_pass.name}: cannot make its environment: {exc}", flush=True)
+            python, code = None, 1
+        if python is not None:
+            command = [python, "-m", "pytest", *test_pass.args, f"--junitxml={junit}", *extra]
+            env = {**os.environ, **test_pass.env}
+            if test_pass.python:  # that environment's Spark workers run its own interpreter
+                env.update(PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python)
+                env["PATH"] = os.pathsep.join([str(Path(python).parent), env.get("PATH", "")])
+            process = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
             try:
-                process.wait(timeout=30)
+                code = process.wait(timeout=test_pass.time_limit_s)
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-            print(f"===== pass {test_pass.name}: stopped after its limit of {test_pass.time_limit_s:.0f} s")
-            code = -1
+                os.killpg(process.pid, signal.SIGTERM)
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+                limit = test_pass.time_limit_s
+                print(f"===== pass {test_pass.name}: stopped after its limit of {limit:.0f} s")
+                code = -1
         _counts(junit, outcome)
     outcome.seconds = time.monotonic() - started
     outcome.ok = code in (0, 5)  # 5: no tests selected (e.g. -k matched nothing here)

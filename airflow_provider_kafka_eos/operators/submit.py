@@ -18,7 +18,11 @@ must get right done for you:
   killed (SIGKILL runs no cleanup) is removed by the next task that starts on the host (see
   :func:`sweep_private_files`); it lives in ``/dev/shm`` (memory, not disk) where there is one;
 * a missing Spark connection is an error, not the parent's silent fallback to YARN;
-* ``PYSPARK_PYTHON`` is set so Spark's Python workers run this interpreter;
+* the provider's job-side code travels with the job (the writer's ``addPyFile``; ``--py-files``
+  for a cluster-mode driver or a ``python_executable`` of its own, see ``spark/shipping.py``), so
+  neither the executors nor such a driver need this provider installed;
+* ``PYSPARK_PYTHON`` is set so Spark's Python workers run this interpreter on a local master,
+  or ``executor_python`` on a cluster (a cluster's own setting is kept when neither is given);
 * the manifest URI the job printed is checked (the manifest must exist and be PREPARED or
   COMMITTED) and returned, i.e. pushed to XCom for the commit task.
 """
@@ -53,6 +57,7 @@ from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, manifest_u
 from airflow_provider_kafka_eos.operators.fail_now import fail_now_exception, raises_fail_now
 from airflow_provider_kafka_eos.operators.lineage import KafkaLineageMixin, kafka_namespace
 from airflow_provider_kafka_eos.spark import job as eos_job
+from airflow_provider_kafka_eos.spark import shipping
 
 __all__ = ["XCOM_CHECKPOINT_KEY", "SparkEosSubmitOperator", "checkpoint_id_for_run", "run_identity"]
 
@@ -194,7 +199,10 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
     :param two_phase_commit: KIP-939 two-phase commit: the prepared transactions never time out
         (needs Kafka 4.1+ with 2PC enabled, the TWO_PHASE_COMMIT ACL and the Arrow producer).
     :param producer: ``"arrow"`` or ``"librdkafka"``; default: the writer's ``DEFAULT_PRODUCER``.
-    :param python_executable: the Python the driver and workers run (``PYSPARK_PYTHON``).
+    :param python_executable: the Python the driver runs (and, on a ``local`` master, the workers).
+    :param executor_python: the Python the executors run on a cluster (``spark.pyspark.python``),
+        an environment with the job-side requirements (docs/user-guide/spark-cluster.md); default:
+        the cluster's own setting.
     :param lineage_inputs: what the job reads, as OpenLineage ``(namespace, name)`` pairs (templated),
         e.g. ``[("file", "/data/events")]``; reported with the output topic when the OpenLineage
         provider is installed.
@@ -239,6 +247,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         lineage_inputs: Sequence[Sequence[str]] | None = None,
         two_phase_commit: bool = False,
         producer: str | None = None,
+        executor_python: str | None = None,
         **kwargs: Any,
     ) -> None:
         from airflow_provider_kafka_eos.kafka.abort_strategies import AbortStrategy
@@ -276,6 +285,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         self.lineage_inputs = lineage_inputs
         self.two_phase_commit = two_phase_commit
         self.producer = producer
+        self.executor_python = executor_python
         self._config_file: str | None = None
         self._legacy_adopted = False
 
@@ -290,16 +300,47 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         expected_uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, checkpoint)
         run = run_identity(context)
         self.application_args = self._job_args(checkpoint) + self._identity_args(run)
-        self._config_file = self._write_client_config()
+        connection = self._get_hook()._connection  # master and deploy mode, resolved the parent's way
+        cluster_mode = connection.get("deploy_mode") == "cluster"
+        # In cluster deploy mode the driver runs on the cluster: the Kafka config must reach it
+        # through the platform's secret mechanism (a mounted file named in env_vars), never argv.
+        mounted_config = (self.env_vars or {}).get(eos_job.CONFIG_FILE_ENV)
+        if cluster_mode and not mounted_config:
+            raise ConfigError(
+                f"deploy_mode 'cluster': the driver cannot read this worker's temp files; mount the Kafka "
+                f"client config on the driver with the platform's secrets and name the path in "
+                f"env_vars={{'{eos_job.CONFIG_FILE_ENV}': ...}} (docs/user-guide/spark-cluster.md)",
+                runbook="configuration",
+            )
+        self._config_file = None if mounted_config else self._write_client_config()
+        if mounted_config and self.application_params:
+            # The mounted file holds only the client config: the params (never secrets, see the
+            # user guide) go on the command line, as when the job is run by hand.
+            params = json.dumps(self.application_params, sort_keys=True, default=str)
+            self.application_args += ["--params", params]
         python = self.python_executable or sys.executable
+        driver_python = self.python_executable if cluster_mode else python
+        executor_python = self._executor_python(python, str(connection.get("master", "")))
         self.env_vars = {
             **(self.env_vars or {}),
-            eos_job.CONFIG_FILE_ENV: self._config_file,
-            "PYSPARK_PYTHON": python,
-            "PYSPARK_DRIVER_PYTHON": python,
+            eos_job.CONFIG_FILE_ENV: mounted_config or self._config_file,
+            **({"PYSPARK_DRIVER_PYTHON": driver_python} if driver_python else {}),
+            **({"PYSPARK_PYTHON": executor_python} if executor_python else {}),
             **_path_with_spark_submit(python, (self.env_vars or {}).get("PATH")),
         }
-        self.conf = {**(self.conf or {}), "spark.pyspark.python": python, "spark.speculation": "false"}
+        self.conf = {
+            **(self.conf or {}),
+            "spark.speculation": "false",
+            **({"spark.pyspark.driver.python": driver_python} if driver_python else {}),
+            **({"spark.pyspark.python": executor_python} if executor_python else {}),
+        }
+        if cluster_mode or self.python_executable:
+            # A driver on the cluster, or in another Python, may lack this provider: its job-side
+            # code goes with --py-files (executors get it from the writer's addPyFile either way).
+            runtime = str(shipping.runtime_zip())
+            shipped = [f for f in (self.py_files or "").split(",") if f]
+            if runtime not in shipped:
+                self.py_files = ",".join([*shipped, runtime])
         self.log.info("pipeline %s: preparing checkpoint %d -> %s",
                       self.pipeline_id, checkpoint, expected_uri)
         try:
@@ -402,6 +443,25 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         return hook
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def _manifest_store(self) -> Any:
+        """The operator's store, else the connection's (ManifestStoreError naming both when unset)."""
+        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+        from airflow_provider_kafka_eos.kafka.checkpoint import ManifestStore
+
+        if self.manifest_base_uri:
+            return ManifestStore.configured(self.manifest_base_uri)
+        hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
+        return ManifestStore.configured(hook.manifest_base_uri(), source=hook.manifest_store_source())
+
+    def _executor_python(self, driver_python: str, master: str) -> str | None:
+        """``executor_python``, else the user's ``spark.pyspark.python``, else (local master only)
+        the driver's Python; on a cluster without either, the cluster's own setting applies."""
+        if self.executor_python:
+            return self.executor_python
+        if (self.conf or {}).get("spark.pyspark.python"):
+            return str(self.conf["spark.pyspark.python"])
+        return driver_python if master.startswith("local") else None
 
     def _checkpoint_id(self, context: Any) -> int:
         if self.checkpoint_id not in (None, ""):

@@ -172,8 +172,13 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
 
     from airflow_provider_kafka_eos.kafka.errors import UsageError
     from airflow_provider_kafka_eos.spark.faults import FaultPlan
-    from airflow_provider_kafka_eos.spark.writer import DEFAULT_TRANSACTION_TIMEOUT_MS, write_exactly_once
+    from airflow_provider_kafka_eos.spark.writer import (
+        DEFAULT_TRANSACTION_TIMEOUT_MS,
+        _choose_producer,
+        write_exactly_once,
+    )
 
+    check_job_side(_choose_producer(args.producer, args.two_phase_commit))
     params = load_params(args.params)
     config = load_client_config()
     application = load_application(args.application)
@@ -210,6 +215,19 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
     log.info("checkpoint %d: manifest %s is %s with %d transaction(s)", manifest.checkpoint_id, uri,
              manifest.status.value, len(manifest.committables))
     return uri
+
+
+def check_job_side(producer: str | None = None) -> None:
+    """Before Spark starts: a supported PySpark, not mixed with another pyspark-client, and the
+    driver's Python has what the write imports (each refusal is one line naming the fix)."""
+    import pyspark
+
+    from airflow_provider_kafka_eos.spark import requirements
+
+    requirements.check_distribution_pair()
+    requirements.check_spark_version(pyspark.__version__, where=f"PySpark in {sys.executable}")
+    requirements.check_importable(requirements.install_specs(), where=f"the driver Python {sys.executable}",
+                                  producer=producer)
 
 
 def run_identity(args: argparse.Namespace) -> Any:

@@ -35,6 +35,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
 from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, write_manifest
 from airflow_provider_kafka_eos.kafka.naming import NamingStrategy, pipeline_identity
 from airflow_provider_kafka_eos.kafka.producer import TransactionProtocol
+from airflow_provider_kafka_eos.spark import requirements, shipping
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
 
 __all__ = ["DEFAULT_PRODUCER", "DEFAULT_TRANSACTION_TIMEOUT_MS", "PRODUCERS", "write_exactly_once"]
@@ -94,6 +95,8 @@ def write_exactly_once(
         KafkaClientConfig.from_mapping(kafka_config)
     _validate(topic, transactional_id_prefix, checkpoint_id, transaction_timeout_ms)
     producer = _choose_producer(producer, two_phase_commit)
+    requirements.check_spark_version(df.sparkSession.version, where="this Spark session")
+    requirements.check_distribution_pair()
     refuse_speculation(df.sparkSession)
     plan = fault_plan if fault_plan is not None else FaultPlan()
     from airflow_provider_kafka_eos.kafka.restore import restore_pipeline
@@ -192,14 +195,27 @@ def _prepare_all(df: Any, *, config: KafkaClientConfig, topic: str, id_for_parti
         plan=plan,
         producer=producer,
         two_phase=two_phase,
+        install_specs=requirements.install_specs(),
     )
+    shipping.ship_to_executors(df.sparkSession)  # executors need nothing of ours installed
     selected = [df[key_col].alias("k"), df[value_col].alias("v")]
     if headers_col is not None:
         selected.append(df[headers_col].alias("h"))
     if partition_col is not None:
         selected.append(df[partition_col].cast("int").alias("p"))
-    rows = df.select(*selected).mapInArrow(prepare, _COMMITTABLE_SCHEMA).collect()
+    rows = _collect_committables(df.select(*selected).mapInArrow(prepare, _COMMITTABLE_SCHEMA))
     return [Committable.from_dict(json.loads(r["committable"]), source="spark task result") for r in rows]
+
+
+def _collect_committables(frame: Any) -> list[Any]:
+    """Run the write; a task that found a job-side requirement missing fails the job with its one line."""
+    try:
+        return frame.collect()
+    except Exception as exc:
+        translated = requirements.translate_task_failure(exc, requirements.install_specs())
+        if translated is None:
+            raise
+        raise translated from None
 
 
 def refuse_speculation(spark: Any) -> None:
@@ -230,10 +246,15 @@ def _partition_preparer(
     plan: FaultPlan,
     producer: str = "librdkafka",
     two_phase: bool = False,
+    install_specs: dict[str, str] | None = None,
 ):
     """The function Spark runs once per partition (it is pickled with everything it closes over)."""
 
     def prepare_partition(batches: Iterator[Any]) -> Iterator[Any]:
+        # First, before any package of the write is imported: one clear line when one is missing.
+        requirements.check_importable(install_specs, where=requirements.executor_python(), marked=True,
+                                      producer=producer)
+
         from concurrent.futures import ThreadPoolExecutor
 
         import pyarrow as pa
@@ -241,7 +262,7 @@ def _partition_preparer(
 
         from airflow_provider_kafka_eos.kafka.producer import PartitionTransaction
         from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
-        from airflow_provider_kafka_eos.spark.faults import kill_worker
+        from airflow_provider_kafka_eos.spark.faults import stop_task
 
         context = TaskContext.get()
         partition, attempt = context.partitionId(), context.attemptNumber()
@@ -284,7 +305,7 @@ def _partition_preparer(
                 written += batch.num_rows
                 if kill_at is not None:
                     txn.flush()
-                    kill_worker()
+                    stop_task(plan, partition)
             if plan.fail_task_partition == partition:  # tests only: fail once the records reached Kafka
                 txn.flush()
             plan.check_task_failure(partition)

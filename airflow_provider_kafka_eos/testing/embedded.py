@@ -71,6 +71,15 @@ def broker_command(options: dict[str, Any], port: int = 0) -> list[str]:
     return cmd
 
 
+def log_tail(path: str | os.PathLike[str], lines: int = 40) -> str:
+    """The last ``lines`` lines of a broker's log file (what a failed start or test shows)."""
+    try:
+        with open(path, errors="replace") as fh:
+            return "".join(fh.readlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
 class BrokerHandle:
     """A broker the tests talk to: ``.bootstrap``, ``.embedded``, ``.config``, stop/start/restart.
 
@@ -186,11 +195,7 @@ class EmbeddedBroker(BrokerHandle):
         return self.process is not None and self.process.poll() is None
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            with open(self.log_path, errors="replace") as fh:
-                return "".join(fh.readlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return log_tail(self.log_path, lines)
 
     def stop(self) -> None:
         """SIGTERM and wait (the broker exits 0); SIGKILL after a deadline."""

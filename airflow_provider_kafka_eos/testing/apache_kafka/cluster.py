@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_kafka_eos.testing.embedded import BrokerHandle
+from airflow_provider_kafka_eos.testing.embedded import BrokerHandle, log_tail
 
 from .jars import fetch_jars
 from .options import KafkaOptions, node_properties, render_properties
@@ -83,11 +83,7 @@ class KafkaNode:
         return self.process is not None and self.process.poll() is None
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            with open(self.log_path, errors="replace") as fh:
-                return "".join(fh.readlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return log_tail(self.log_path, lines)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -1,0 +1,116 @@
+"""The provider's job-side code travels with the job, so executors need nothing of ours installed.
+
+``runtime_zip()`` packs the Airflow-free part of the package (its top-level modules, ``kafka/``,
+``spark/``: everything a driver or a task of the write imports) into a zip whose name carries a
+hash of its content. ``ship_to_executors(spark)`` adds it to the job with
+``SparkContext.addPyFile`` (Python workers put it on ``sys.path`` before they unpickle a task),
+once per SparkContext. The submit operator also passes it with ``--py-files``, which in cluster
+deploy mode is how the *driver* gets the code; a driver that imported the package from such a
+zip ships nothing more (Spark already distributes ``--py-files`` to the executors).
+
+The Airflow modules (hooks, operators, sensors, triggers, CLI) and the test broker stay out:
+they cannot run without Airflow and no task needs them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import airflow_provider_kafka_eos as _package
+
+__all__ = ["SHIPPED_SUBPACKAGES", "runtime_zip", "ship_to_executors"]
+
+SHIPPED_SUBPACKAGES = ("kafka", "spark")
+_ZIP_DATE = (2020, 1, 1, 0, 0, 0)  # fixed timestamps: the same sources give the same bytes
+_lock = threading.Lock()
+
+
+def package_dir() -> Path | None:
+    """The package's folder on disk, or None when it was itself imported from a zip."""
+    folder = Path(_package.__file__).resolve().parent
+    return folder if folder.is_dir() else None
+
+
+def runtime_zip(directory: str | os.PathLike[str] | None = None) -> Path:
+    """Build (or reuse) ``airflow_provider_kafka_eos-<version>-<hash>.zip`` in ``directory``.
+
+    Default directory: ``<tmp>/kafka-eos-runtime``. Built atomically (temp file + rename), so
+    concurrent builders of the same content end with one complete file.
+    """
+    root = package_dir()
+    if root is None:
+        raise FileNotFoundError(
+            f"{_package.__file__}: the provider was imported from an archive; its code is already "
+            "shipped with the job (--py-files), there is nothing to pack"
+        )
+    files = _source_files(root)
+    digest = hashlib.sha256()
+    for relative, path in files:
+        digest.update(relative.encode() + b"\0" + path.read_bytes() + b"\0")
+    target_dir = Path(directory or Path(tempfile.gettempdir(), "kafka-eos-runtime"))
+    target_dir.mkdir(parents=True, exist_ok=True)
+    target = target_dir / f"airflow_provider_kafka_eos-{_package.__version__}-{digest.hexdigest()[:16]}.zip"
+    if target.is_file():
+        return target
+    fd, temp = tempfile.mkstemp(prefix=".building-", suffix=".zip", dir=target_dir)
+    try:
+        with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as archive:
+            for relative, path in files:
+                info = zipfile.ZipInfo(f"airflow_provider_kafka_eos/{relative}", date_time=_ZIP_DATE)
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                archive.writestr(info, path.read_bytes())
+        os.chmod(temp, 0o644)
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def ship_to_executors(spark: Any) -> str | None:
+    """Add the runtime zip to ``spark``'s context once; returns its path (None: already shipped).
+
+    Nothing is added when the package runs from an archive (it came with ``--py-files``) or
+    when this context already has the zip.
+    """
+    if package_dir() is None:
+        return None
+    context = spark.sparkContext
+    with _lock:
+        path = str(runtime_zip())
+        shipped = getattr(context, "_kafka_eos_shipped", None)
+        if shipped == path:
+            return None
+        name = os.path.basename(path)
+        if shipped is None and name in _submitted_py_files(context):
+            context._kafka_eos_shipped = path  # spark-submit --py-files already carries this zip
+            return None
+        context.addPyFile(path)
+        context._kafka_eos_shipped = path
+        return path
+
+
+def _submitted_py_files(context: Any) -> set[str]:
+    try:
+        value = context.getConf().get("spark.submit.pyFiles", "") or ""
+    except Exception:
+        return set()
+    return {os.path.basename(item) for item in value.split(",") if item}
+
+
+def _source_files(root: Path) -> list[tuple[str, Path]]:
+    # The package's top-level modules (``__init__``, ``runbook``...: the core imports some) and
+    # the job-side subpackages.
+    files = [(path.name, path) for path in sorted(root.glob("*.py"))]
+    for sub in SHIPPED_SUBPACKAGES:
+        for path in sorted((root / sub).rglob("*.py")):
+            if "__pycache__" not in path.parts:
+                files.append((path.relative_to(root).as_posix(), path))
+    return files

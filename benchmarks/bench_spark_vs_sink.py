@@ -1,0 +1,217 @@
+"""The exactly-once job vs Spark's own Kafka sink vs one raw librdkafka process: same records, same Kafka.
+
+``./run bench spark_vs_sink [--records=N] [--partitions=P] [--kafka=apache|embedded]``
+
+One local Spark session (``local[P]``) holds a cached DataFrame of N records (100-byte values)
+in P partitions. Each path writes all of it once to a fresh topic of P partitions, after a
+small warm-up write of its own:
+
+* ``sink``: Spark's Kafka sink, ``df.write.format("kafka")`` (at-least-once), from
+  ``spark-sql-kafka-0-10`` of the running Spark version, fetched with Maven from
+  ``benchmarks/spark_kafka_sink/pom.xml`` into ``~/.cache/kafka-eos/spark-kafka-sink-<version>``
+  and passed with ``spark.jars``; its producer settings are the connector's defaults;
+* ``eos``: ``write_exactly_once`` (prepare, verify, manifest) and the commit of its manifest;
+* ``raw``: one Python process, one confluent-kafka producer (librdkafka defaults) producing the
+  same N records from memory (generating them is not timed).
+
+Ratios (goal >= 1.0 each): sink time / EOS time, and raw time / EOS time. Kafka is a real
+Apache Kafka 4.4 single node from the project's launcher (``--kafka=apache``, the default) or
+the embedded broker.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from typing import Any
+
+from benchmarks.options import parse_options
+
+VALUE_BYTES = 100
+VALUE_SQL = f"concat(lpad(cast(id as string), 12, '0'), repeat('x', {VALUE_BYTES - 12})) as value"
+POM = pathlib.Path(__file__).resolve().parent / "spark_kafka_sink" / "pom.xml"
+
+
+OPTION_DEFAULTS: dict[str, Any] = {"records": 2_000_000, "partitions": 2, "kafka": "apache"}
+
+
+def sink_jars(spark_version: str, scala_binary: str) -> list[str]:
+    """The Kafka connector's jars not already in PySpark's own ``jars/`` (fetched once with Maven)."""
+    import pyspark
+
+    cache = pathlib.Path.home() / ".cache" / "kafka-eos" / f"spark-kafka-sink-{spark_version}"
+    if not any(cache.glob("spark-sql-kafka-*.jar")):
+        cache.mkdir(parents=True, exist_ok=True)
+        mvn = shutil.which("mvn") or "/usr/bin/mvn"
+        subprocess.run(
+            [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", "-DincludeScope=runtime",
+             f"-DoutputDirectory={cache}", f"-Dspark.version={spark_version}",
+             f"-Dscala.binary={scala_binary}"],
+            check=True, timeout=600,
+        )  # fmt: skip
+    bundled = {_artifact(p.name) for p in (pathlib.Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return sorted(str(p) for p in cache.glob("*.jar") if _artifact(p.name) not in bundled)
+
+
+def _artifact(jar: str) -> str:
+    """``kafka-clients-3.9.2.jar`` -> ``kafka-clients``."""
+    parts = jar.removesuffix(".jar").split("-")
+    while parts and parts[-1][:1].isdigit():
+        parts.pop()
+    return "-".join(parts)
+
+
+def start_kafka(kind: str, partitions: int) -> tuple[Any, str, str]:
+    """``(handle, bootstrap, description)``: real Kafka 4.4 (single node) or the embedded broker."""
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if bootstrap:
+        return None, bootstrap, f"KAFKA_BOOTSTRAP_SERVERS={bootstrap}"
+    if kind == "apache":
+        from airflow_provider_kafka_eos.testing.apache_kafka import KAFKA_VERSION, ApacheKafkaCluster
+
+        cluster = ApacheKafkaCluster({"partitions": partitions, "heap": "1g", "log_level": "WARN"})
+        return cluster, cluster.bootstrap, f"Apache Kafka {KAFKA_VERSION}, single node"
+    from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
+
+    broker = start_embedded_broker({"partitions": partitions, "log_level": "WARNING"})
+    return broker, broker.bootstrap, "embedded broker"
+
+
+def end_offsets(bootstrap: str, topic: str) -> int:
+    """Sum of the topic's high watermarks (records + transaction markers)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}"})
+    try:
+        meta = consumer.list_topics(topic, timeout=30)
+        total = 0
+        for p in meta.topics[topic].partitions:
+            total += consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+        return total
+    finally:
+        consumer.close()
+
+
+def main(argv: list[str]) -> dict[str, Any]:
+    from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+    from airflow_provider_kafka_eos.testing.spark import commit_manifest, local_spark_session
+
+    opts = parse_options(argv, OPTION_DEFAULTS)
+    records, partitions = opts["records"], opts["partitions"]
+    import pyspark
+
+    version = pyspark.__version__
+    scala = "2.12" if version.startswith("3.") else "2.13"
+    jars = sink_jars(version, scala)
+    kafka, bootstrap, kafka_name = start_kafka(opts["kafka"], partitions)
+    config = {"bootstrap.servers": bootstrap}
+    spark = local_spark_session(
+        master=f"local[{partitions}]",
+        app_name="bench-spark-vs-sink",
+        spark__jars=",".join(jars),
+        spark__driver__memory="2g",
+    )
+    manifests = tempfile.mkdtemp(prefix="bench-sink-manifests-")
+    try:
+        df = (
+            spark.range(records, numPartitions=partitions)
+            .selectExpr("cast(id as string) as key", VALUE_SQL)
+            .cache()
+        )  # fmt: skip
+        df.count()
+        run = uuid.uuid4().hex[:8]
+
+        def sink(frame: Any, topic: str) -> float:
+            start = time.perf_counter()
+            (
+                frame.write.format("kafka")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("topic", topic)
+                .save()
+            )
+            return time.perf_counter() - start
+
+        def eos(frame: Any, prefix: str, checkpoint: int) -> tuple[float, float]:
+            start = time.perf_counter()
+            manifest = write_exactly_once(
+                frame,
+                topic=f"{prefix}-out",
+                kafka_config=config,
+                transactional_id_prefix=prefix,
+                checkpoint_id=checkpoint,
+                manifest_base_uri=manifests,
+            )
+            prepared = time.perf_counter() - start
+            commit_manifest(config, manifest)
+            return prepared, time.perf_counter() - start
+
+        # Warm-up of each path: JVM code, Python workers, connections, topic metadata.
+        small = df.limit(2000)
+        sink(small, f"bench-sink-warm-{run}")
+        eos(small, f"bench-eos-warm-{run}", 1)
+
+        sink_topic = f"bench-sink-{run}"
+        sink_s = sink(df, sink_topic)
+        assert end_offsets(bootstrap, sink_topic) >= records
+        eos_prepare_s, eos_s = eos(df, f"bench-eos-{run}", 2)
+
+        rows = [
+            (str(i).encode(), (str(i).zfill(12) + "x" * (VALUE_BYTES - 12)).encode()) for i in range(records)
+        ]
+        raw_s = raw_librdkafka(bootstrap, f"bench-raw-{run}", rows)
+        assert end_offsets(bootstrap, f"bench-raw-{run}") == records
+        return {
+            "records": records,
+            "value_bytes": VALUE_BYTES,
+            "spark": version,
+            "spark_master": f"local[{partitions}]",
+            "spark_partitions": partitions,
+            "kafka": kafka_name,
+            "sink_jars": [pathlib.Path(j).name for j in jars],
+            "sink_s": round(sink_s, 3),
+            "eos_prepare_s": round(eos_prepare_s, 3),
+            "eos_total_s": round(eos_s, 3),
+            "raw_s": round(raw_s, 3),
+            "sink_records_per_s": round(records / sink_s),
+            "eos_records_per_s": round(records / eos_s),
+            "raw_records_per_s": round(records / raw_s),
+            "ratio_eos_over_sink": round(sink_s / eos_s, 3),
+            "ratio_eos_over_raw": round(raw_s / eos_s, 3),
+            "target_ratio": 1.0,
+        }
+    finally:
+        spark.stop()
+        if kafka is not None:
+            kafka.stop()
+
+
+def raw_librdkafka(bootstrap: str, topic: str, rows: list[tuple[bytes, bytes]]) -> float:
+    """One confluent-kafka producer with librdkafka's defaults (idempotent, acks=all) writing ``rows``."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    producer.produce(f"{topic}-warm", b"warm", b"warm", on_delivery=on_delivery)  # connection + producer id
+    producer.flush(60)
+    start = time.perf_counter()
+    for key, value in rows:
+        while True:
+            try:
+                producer.produce(topic, value, key, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(300) or errors:
+        raise RuntimeError(f"raw producer failed: {errors[:3]}")
+    elapsed = time.perf_counter() - start
+    return elapsed

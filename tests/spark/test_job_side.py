@@ -1,0 +1,158 @@
+"""The job side's own rules: supported Spark range, requirement checks, the runtime zip, and an
+Airflow side that imports without PySpark. (The same rules on a real cluster: tests/spark_cluster.)"""
+
+from __future__ import annotations
+
+import configparser
+import pathlib
+import subprocess
+import sys
+import zipfile
+from types import SimpleNamespace
+
+import pytest
+
+import airflow_provider_kafka_eos
+from airflow_provider_kafka_eos.kafka.errors import ConfigError, UnsupportedCapabilityError
+from airflow_provider_kafka_eos.spark import requirements, shipping
+from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_the_spark_extra_states_the_range_the_code_enforces():
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO_ROOT / "setup.cfg")
+    extra = [line.strip() for line in cfg["options.extras_require"]["spark"].splitlines() if line.strip()]
+    assert f"pyspark{requirements.SUPPORTED_SPARK}" in extra
+    base = cfg["options"]["install_requires"]
+    assert "pyspark" not in base.replace("pyspark-client", "") and "pyarrow" not in base
+
+
+@pytest.mark.parametrize("version", ["3.4.3", "3.3.0", "5.0.0", "2.4.8", "not-a-version"])
+def test_a_spark_outside_the_range_is_refused_naming_the_range(version):
+    with pytest.raises(UnsupportedCapabilityError) as excinfo:
+        requirements.check_spark_version(version, where="the cluster")
+    message = str(excinfo.value)
+    assert (
+        version in message and ">=3.5,<5" in message and "docs/runbook/spark-job-requirements.md" in message
+    )
+
+
+@pytest.mark.parametrize("version", ["3.5.0", "3.5.9", "4.0.1", "4.2.0", "4.3.0.dev1"])
+def test_spark_35_and_4x_are_accepted(version):
+    requirements.check_spark_version(version, where="the cluster")
+
+
+def test_the_writer_refuses_an_unsupported_session_before_touching_kafka(tmp_path):
+    """A Spark 3.4 session (stubbed: no Spark 3.4 here) with an unreachable broker: refused first."""
+    df = SimpleNamespace(sparkSession=SimpleNamespace(version="3.4.1"))
+    with pytest.raises(UnsupportedCapabilityError, match=r"Spark 3\.4\.1.*>=3\.5,<5"):
+        write_exactly_once(
+            df,
+            topic="t",
+            kafka_config={"bootstrap.servers": "127.0.0.1:9"},
+            transactional_id_prefix="p",
+            checkpoint_id=1,
+            manifest_base_uri=str(tmp_path),
+        )
+
+
+def test_pyspark_and_pyspark_client_of_different_versions_are_refused():
+    with pytest.raises(ConfigError, match=r"pyspark 4\.3\.0 and pyspark-client 4\.2\.0.*pyspark==4\.2\.0"):
+        requirements.check_distribution_pair({"pyspark": "4.3.0", "pyspark-client": "4.2.0"})
+    requirements.check_distribution_pair({"pyspark": "4.2.0", "pyspark-client": "4.2.0"})
+    requirements.check_distribution_pair({"pyspark": "3.5.4", "pyspark-client": None})
+    requirements.check_distribution_pair()  # this environment is consistent
+
+
+def test_install_specs_carry_the_bounds_of_setup_cfg():
+    specs = requirements.install_specs()
+    assert set(specs) == {"pyarrow", "confluent-kafka", "kafka-python", "numpy", "crc32c"}
+    assert ">=2.16" in specs["confluent-kafka"] and "<2.17" in specs["confluent-kafka"]
+    assert ">=3.0.12" in specs["kafka-python"] and ">=17" in specs["pyarrow"] and ">=2.4" in specs["crc32c"]
+
+
+def test_each_producer_checks_what_it_imports():
+    arrow = {r.distribution for r in requirements.requirements_for("arrow")}
+    librdkafka = {r.distribution for r in requirements.requirements_for("librdkafka")}
+    assert arrow == {"pyarrow", "kafka-python", "numpy", "crc32c"}
+    assert librdkafka == {"pyarrow", "kafka-python", "confluent-kafka"}
+
+
+def test_a_task_failure_is_reduced_to_the_one_requirement_line():
+    specs = {"confluent-kafka": "confluent-kafka>=2.16,<2.17", "pyarrow": "pyarrow>=17"}
+    line = (
+        f"{requirements.MISSING_MARKER} the executor Python /x/python on n1 lacks confluent-kafka (...); "
+        "install it into that Python: pip install 'confluent-kafka>=2.16,<2.17'"
+    )
+    spark_text = (
+        "Job aborted: Lost task 0.3: PythonException: Traceback (most recent call last):\n  File ...\n"
+        f"airflow_provider_kafka_eos.kafka.errors.ConfigError: {line}. Next step: docs/runbook/x.md\n"
+        "\tat org.apache.spark..."
+    )
+    error = requirements.translate_task_failure(RuntimeError(spark_text), specs)
+    assert isinstance(error, ConfigError)
+    assert str(error).startswith("the executor Python /x/python on n1 lacks confluent-kafka")
+    assert "Traceback" not in str(error) and requirements.MISSING_MARKER not in str(error)
+    # PySpark's own worker fails on pyarrow before our task function runs
+    pyarrow = requirements.translate_task_failure(
+        RuntimeError("ModuleNotFoundError: No module named 'pyarrow'"), specs
+    )
+    assert pyarrow is not None and "pip install 'pyarrow>=17'" in str(pyarrow)
+    assert requirements.translate_task_failure(RuntimeError("division by zero"), specs) is None
+
+
+def test_the_runtime_zip_holds_the_job_side_code_and_imports_on_its_own(tmp_path):
+    path = shipping.runtime_zip(tmp_path)
+    assert path == shipping.runtime_zip(tmp_path)  # content-addressed: built once
+    names = set(zipfile.ZipFile(path).namelist())
+    assert {
+        "airflow_provider_kafka_eos/__init__.py",
+        "airflow_provider_kafka_eos/spark/writer.py",
+        "airflow_provider_kafka_eos/kafka/producer.py",
+    } <= names
+    assert not any(n.split("/")[1] in ("operators", "hooks", "sensors", "triggers", "testing") for n in names)
+    # A Python that finds the provider only in the zip (isolated mode, zip first on the path).
+    probe = subprocess.run(
+        [sys.executable, "-I", "-c",
+         f"import sys; sys.path.insert(0, {str(path)!r}); "
+         "import airflow_provider_kafka_eos.spark.writer as w; print(w.__file__)"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.strip().startswith(str(path)), probe.stdout
+
+
+def test_the_airflow_side_imports_without_pyspark_or_pyarrow():
+    """The base install has no PySpark: every Airflow-facing module must import without it."""
+    modules = [
+        "airflow_provider_kafka_eos.operators.submit",
+        "airflow_provider_kafka_eos.operators.commit",
+        "airflow_provider_kafka_eos.operators.abort",
+        "airflow_provider_kafka_eos.sensors.lingering",
+        "airflow_provider_kafka_eos.triggers.lingering",
+        "airflow_provider_kafka_eos.hooks.kafka_eos",
+        "airflow_provider_kafka_eos.cli",
+        "airflow_provider_kafka_eos.spark.writer",
+        "airflow_provider_kafka_eos.spark.job",
+    ]
+    blocker = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('pyspark', 'pyarrow', 'py4j'):\n"
+        "            raise ImportError(f'blocked: {name}')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        f"import importlib\nfor m in {modules!r}:\n    importlib.import_module(m)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'pyarrow')))\n"
+    )
+    probe = subprocess.run(
+        [sys.executable, "-c", blocker],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=pathlib.Path(airflow_provider_kafka_eos.__file__).parents[1],
+    )
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    assert probe.stdout.strip().splitlines()[-1] == "[]"
