@@ -5,10 +5,13 @@ Needs the coordinator developer's transaction coordinator; skips (naming it) whi
 
 from __future__ import annotations
 
+from contextlib import closing
+
 import pytest
 from confluent_kafka import Producer
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
+from airflow_provider_kafka_eos.testing.broker.txn_testkit import admin, describe_settled
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.broker, pytest.mark.usefixtures("needs_transactions")]
@@ -55,8 +58,8 @@ def produce_in_transaction(producer: Producer, topic: str, keys: list[bytes]) ->
 def test_open_transaction_is_invisible_to_read_committed_and_pins_the_lso(
     kafka_broker, unique_name, raw_client
 ):
-    topic = unique_name("isolation")
-    producer = transactional_producer(kafka_broker.bootstrap, unique_name("txn"))
+    topic, transactional_id = unique_name("isolation"), unique_name("txn")
+    producer = transactional_producer(kafka_broker.bootstrap, transactional_id)
     committed = [f"committed-{i}".encode() for i in range(100)]
     pending = [f"pending-{i}".encode() for i in range(30)]
     produce_in_transaction(producer, topic, committed)
@@ -74,6 +77,8 @@ def test_open_transaction_is_invisible_to_read_committed_and_pins_the_lso(
     )
 
     producer.commit_transaction(30)
+    with closing(admin(kafka_broker.bootstrap)) as kafka_admin:  # Kafka writes markers after EndTxn
+        describe_settled(kafka_admin, transactional_id)
     assert list_offset(raw_client, topic, LATEST, isolation=1) == 132  # past the second marker
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic, timeout_s=20), committed + pending)
 
@@ -98,10 +103,12 @@ def test_aborted_records_are_dropped_for_read_committed_only(kafka_broker, uniqu
 def test_fetch_lists_aborted_transactions_for_read_committed_only(kafka_broker, unique_name, raw_client):
     from kafka.protocol.consumer import FetchRequest, FetchResponse
 
-    topic = unique_name("aborted-index")
-    producer = transactional_producer(kafka_broker.bootstrap, unique_name("txn"))
+    topic, transactional_id = unique_name("aborted-index"), unique_name("txn")
+    producer = transactional_producer(kafka_broker.bootstrap, transactional_id)
     produce_in_transaction(producer, topic, [b"x1", b"x2", b"x3"])
     producer.abort_transaction(30)  # offsets 0-2 data, 3 abort marker
+    with closing(admin(kafka_broker.bootstrap)) as kafka_admin:  # Kafka writes markers after EndTxn
+        describe_settled(kafka_admin, transactional_id)
 
     def fetch(isolation: int):
         fetch_topic = FetchRequest.FetchTopic
