@@ -23,6 +23,7 @@ from airflow_provider_kafka_eos.testing.broker.txn_testkit import (
     describe_settled,
     keys,
     leave_open,
+    retry_concurrent,
     wait_for,
 )
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
@@ -122,7 +123,7 @@ def test_two_phase_commit_on(kafka_broker_factory, unique_name):
         leave_open(broker.bootstrap, other, topic, records)
         epoch = describe(client, other).producer_epoch
         assert init_v6(broker.bootstrap, other, enable_2pc=True).error_code == Err.CONCURRENT_TRANSACTIONS
-        retry = init_v6(broker.bootstrap, other, enable_2pc=True)
+        retry = retry_concurrent(lambda: init_v6(broker.bootstrap, other, enable_2pc=True))
         assert (retry.error_code, retry.producer_epoch) == (0, epoch + 2)
         assert describe(client, other).transaction_timeout_ms == INT32_MAX
     finally:

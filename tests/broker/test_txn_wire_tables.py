@@ -2,12 +2,14 @@
 
 Transactions are driven with raw kafka-python protocol requests (InitProducerId,
 AddPartitionsToTxn v3, EndTxn v3 = TV1 path, v5 = TV2 path) through a real socket to the
-embedded broker. The PrepareCommit/PrepareAbort rows cannot be reached over the wire here
-(the embedded coordinator writes markers synchronously, so EndTxn returns only once the
-transaction is Complete); they are covered in test_txn_state_machine.py.
+embedded broker. The PrepareCommit/PrepareAbort rows are not driven over the wire here (each Complete* row
+first waits for the markers, which Kafka writes after answering EndTxn); they are covered in
+test_txn_state_machine.py and the marker window in test_marker_window.py.
 """
 
 from __future__ import annotations
+
+from contextlib import closing
 
 import pytest
 from kafka.protocol.producer.transaction import (
@@ -17,7 +19,13 @@ from kafka.protocol.producer.transaction import (
 )
 
 from airflow_provider_kafka_eos.testing.broker.txn_state import Err
-from airflow_provider_kafka_eos.testing.broker.txn_testkit import WireProbe, create_topic, wait_for
+from airflow_provider_kafka_eos.testing.broker.txn_testkit import (
+    WireProbe,
+    admin,
+    create_topic,
+    describe_settled,
+    wait_for,
+)
 
 pytestmark = pytest.mark.broker
 
@@ -93,7 +101,14 @@ def in_state(probe, unique_name, topic, state: str, end_version: int) -> Txn:
         return txn
     result = txn.end(state == "CompleteCommit", version=end_version)
     assert result.error_code == 0
+    settle(txn)
     return txn
+
+
+def settle(txn: Txn) -> None:
+    """Wait until the markers are written: Kafka answers EndTxn first (fidelity row 1)."""
+    with closing(admin(txn.probe.bootstrap)) as kafka_admin:
+        describe_settled(kafka_admin, txn.tid)
 
 
 @pytest.mark.parametrize(
@@ -147,6 +162,7 @@ def test_end_txn_tv2_ongoing_commit_bumps_and_next_transaction_uses_new_epoch(pr
     txn = in_state(probe, unique_name, topic, "Ongoing", TV2)
     result = txn.end(True, version=TV2)
     assert (result.error_code, result.producer_epoch) == (0, txn.epoch + 1)
+    settle(txn)
     assert txn.add(epoch=txn.epoch) == Err.PRODUCER_FENCED  # the old epoch is gone
     assert txn.add(epoch=txn.epoch, version=1) == Err.INVALID_PRODUCER_EPOCH  # rewritten below v2
     assert txn.add(epoch=txn.epoch + 1) == 0

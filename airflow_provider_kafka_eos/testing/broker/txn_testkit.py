@@ -37,6 +37,7 @@ class WireProbe:
         client_id: str = "txn-wire-probe",
         sasl_plain: tuple[str, str] | None = None,
     ) -> None:
+        self.bootstrap = bootstrap
         host, port = bootstrap.split(",")[0].rsplit(":", 1)
         self._sock = socket.create_connection((host, int(port)), timeout=timeout_s)
         self._client_id = client_id
