@@ -24,7 +24,6 @@ from airflow_provider_kafka_eos.testing.broker.txn_testkit import (
     admin,
     create_topic,
     describe_settled,
-    wait_for,
 )
 
 pytestmark = pytest.mark.broker
@@ -201,58 +200,16 @@ def test_add_partitions_to_unknown_topic_names_it_and_attempts_nothing(probe, un
     assert txn.end(True, version=TV1).error_code == Err.INVALID_TXN_STATE
 
 
-def test_end_txn_v5_on_a_tv1_broker_takes_the_tv1_path(kafka_broker_factory, unique_name):
+def test_end_txn_v5_on_a_tv1_broker_takes_the_tv2_path(kafka_broker_factory, unique_name):
+    """Kafka chooses the EndTxn table by request version alone: v5 bumps the epoch (TV2) even on
+    a broker whose finalized transaction.version is 1, which only stops advertising v5."""
     broker = kafka_broker_factory(transaction_version=1)
     topic = unique_name("tv1")
     create_topic(broker.bootstrap, topic, 1)
     with WireProbe(broker.bootstrap) as probe:
         txn = in_state(probe, unique_name, topic, "Ongoing", TV1)
         result = txn.end(True, version=TV2)
-        assert result.error_code == 0
-        # same epoch: no TV2 bump happened (CONCURRENT_TRANSACTIONS while Kafka writes the markers)
-        assert wait_for(lambda: (code := txn.add()) != Err.CONCURRENT_TRANSACTIONS and (code,), "add")[0] == 0
-        assert txn.end(True, version=TV2).error_code == 0
-
-
-def test_add_partitions_v4_batch_verifies_and_adds(probe, unique_name, topic):
-    """The inter-broker form (KIP-890): verify-only answers per partition; an add opens the transaction."""
-    txn = in_state(probe, unique_name, topic, "Ongoing", TV1)  # partition 0 is in the transaction
-    other = Txn(probe, unique_name("tid"), topic)
-    assert other.init() == 0
-    txn_cls = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
-    topic_cls = txn_cls.AddPartitionsToTxnTopic
-
-    def batch(verify_only: bool):
-        return probe.send(
-            AddPartitionsToTxnRequest(
-                transactions=[
-                    txn_cls(
-                        transactional_id=t.tid,
-                        producer_id=t.pid,
-                        producer_epoch=t.epoch,
-                        verify_only=verify_only,
-                        topics=[topic_cls(name=topic, partitions=[0, 1])],
-                    )
-                    for t in (txn, other)
-                ]
-            ),
-            version=4,
-        )
-
-    def codes(response):
-        return {
-            r.transactional_id: [
-                p.partition_error_code for t in r.topic_results for p in t.results_by_partition
-            ]
-            for r in response.results_by_transaction
-        }
-
-    verified = batch(verify_only=True)
-    assert verified.error_code == 0
-    assert codes(verified) == {  # not in the transaction: TRANSACTION_ABORTABLE (Kafka 4.4)
-        txn.tid: [Err.NONE, Err.TRANSACTION_ABORTABLE],
-        other.tid: [Err.TRANSACTION_ABORTABLE, Err.TRANSACTION_ABORTABLE],
-    }
-    assert codes(batch(verify_only=False)) == {txn.tid: [0, 0], other.tid: [0, 0]}
-    assert codes(batch(verify_only=True)) == {txn.tid: [0, 0], other.tid: [0, 0]}
-    assert other.end(True, version=TV1).error_code == 0
+        assert (result.error_code, result.producer_epoch) == (0, txn.epoch + 1)
+        settle(txn)
+        assert txn.add() == Err.PRODUCER_FENCED  # the old epoch is gone
+        assert txn.add(epoch=txn.epoch + 1) == 0

@@ -702,7 +702,10 @@ def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
         result = PidEpoch(Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     else:
         coordinator = coordinator_for(ctx.broker)
-        tv2 = version >= 5 and coordinator.transaction_version >= 2
+        # Kafka picks the table by the request version alone (TransactionVersion
+        # .transactionVersionForEndTxn): v5 takes the TV2 path even where the finalized
+        # transaction.version is 1 (ApiVersions only stops advertising v5 there)
+        tv2 = version >= 5
         result = coordinator.end_txn(
             req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed), tv2=tv2
         )
