@@ -11,8 +11,9 @@ What it does, all under ``demo-output/`` (recreated on every run):
 3. writes three batches of JSON user-activity events (``demo-output/input/<batch>``);
 4. runs ``dags/eos_pipeline.py`` with ``dag.test()`` once per batch (one checkpoint each).
    The second run has a fault injected: a Spark task dies after writing part of its records;
-   Spark retries it, the retry fences the dead attempt's transaction. Then the second run is
-   cleared and run again, which must change nothing;
+   Spark retries it, the retry fences the dead attempt's transaction. Then the second batch
+   is run again as a new run for the same logical date: its checkpoint is already COMMITTED,
+   so submit and commit skip as a duplicate and nothing is written twice;
 5. reads the output topic with a ``read_committed`` consumer and prints the exactly-once
    report: records expected, seen, duplicates, missing. Exit status 1 if it is not exactly once.
 """
@@ -57,6 +58,8 @@ def prepare_environment(bootstrap: str) -> None:
             "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[2,3]"}),
             "KAFKA_EOS_PIPELINE_ID": PIPELINE_ID,
             "KAFKA_EOS_PIPELINE_TOPIC": TOPIC,
+            # names the downstream DAG's Asset, so the commit's Asset events have a DAG waiting on them
+            "KAFKA_EOS_PIPELINE_BOOTSTRAP_SERVERS": bootstrap,
             "KAFKA_EOS_PIPELINE_INPUT_DIR": str(OUT / "input"),
             "KAFKA_EOS_MANIFEST_BASE_URI": (OUT / "manifests").as_uri(),
             "PYSPARK_PYTHON": sys.executable,
@@ -66,6 +69,9 @@ def prepare_environment(bootstrap: str) -> None:
     )
     os.environ.pop("KAFKA_EOS_FAULT", None)
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True)
+    # Parse the dags folder once, as a scheduler would: the downstream DAG's Asset becomes known and
+    # active, so each commit's Asset event is recorded instead of warned about.
+    subprocess.run([sys.executable, "-m", "airflow", "dags", "reserialize"], check=True, capture_output=True)
 
 
 def run_pipeline(dag, batch: str, *, fault: str | None = None) -> dict[str, str]:
@@ -146,9 +152,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"    injecting a fault into {batch}: {fault} (a Spark task dies mid-write)")
             states = run_pipeline(dag, batch, fault=fault)
             failed += [f"{batch}:{t}" for t, s in states.items() if s != "success"]
-        say(f"clearing and rerunning {FAULTY_BATCH} (must not write anything again)")
+        say(f"running {FAULTY_BATCH} again (a duplicate of a committed checkpoint: must write nothing)")
         states = run_pipeline(dag, FAULTY_BATCH)
-        failed += [f"{FAULTY_BATCH} rerun:{t}" for t, s in states.items() if s != "success"]
+        # The checkpoint is already COMMITTED: submit and commit skip, saying "duplicate ... nothing written".
+        expected_states = {"preflight": "success", "submit": "skipped", "commit": "skipped"}
+        failed += [f"{FAULTY_BATCH} rerun:{t}={s}" for t, s in states.items() if s != expected_states.get(t)]
 
         return report(broker.bootstrap, expected, failed)
     finally:
@@ -176,7 +184,7 @@ def report(bootstrap: str, expected: list[str], failed: list[str]) -> int:
     print(f"    unexpected       : {len(result.unexpected)}")
     print(f"    (records in the log incl. aborted attempts, read_uncommitted: {in_log})")
     if failed:
-        print(f"    tasks that did not succeed: {', '.join(failed)}")
+        print(f"    tasks that did not end as expected: {', '.join(failed)}")
     print()
     print(result.render())
     return 0 if result.ok and not failed else 1

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_kafka_eos.kafka.errors import ConfigError, DataLossError, ManifestError
+from airflow_provider_kafka_eos.kafka.errors import ConfigError, DataLossError, ManifestError, UsageError
 from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, write_manifest
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
 from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator, checkpoint_id_for_run
@@ -90,7 +90,7 @@ def test_checkpoint_id_is_stable_per_run_and_increases_across_runs():
 
 
 def test_bad_naming_strategy_is_refused_at_parse_time():
-    with pytest.raises(Exception, match="INCREMENTING, POOLING"):
+    with pytest.raises(UsageError, match="naming strategy must be INCREMENTING or POOLING"):
         _submit(naming_strategy="RANDOM")
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from airflow_provider_kafka_eos.kafka.errors import UsageError
 from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
+from airflow_provider_kafka_eos.operators.fail_now import fail_now_exception
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
 
 
@@ -19,8 +20,9 @@ from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransacti
 )
 def test_abort_operator_refuses_ids_kafka_cannot_carry(kwargs, needle):
     operator = KafkaAbortTransactionsOperator(task_id="abort", kafka_eos_conn_id="no_such_conn", **kwargs)
-    with pytest.raises(UsageError, match=needle):
+    with pytest.raises(fail_now_exception(), match=needle) as failed:  # fails at once, no retries
         operator.execute({})  # the missing connection is never reached
+    assert isinstance(failed.value.__cause__, UsageError)
 
 
 def test_sensor_refuses_a_prefix_kafka_cannot_carry():
