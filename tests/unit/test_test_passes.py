@@ -45,3 +45,19 @@ def test_unknown_pass_names_are_refused(passes, monkeypatch):
     monkeypatch.setenv(passes.PASSES_ENV, "embedded,nope")
     with pytest.raises(SystemExit, match="unknown pass"):
         passes.selected_passes()
+
+
+def test_a_failing_non_blocking_pass_neither_counts_nor_fails_the_run(passes):
+    blocking = passes.Outcome("embedded", passed=3, skipped=1)
+    still_red = passes.Outcome("apache", passed=5, failed=2, ok=False, blocking=False)
+    line, code = passes.closing_line([blocking, still_red], ruff_failed=False)
+    assert (line, code) == ("3 passed, 0 failed, 1 skipped", 0)
+
+
+def test_a_failing_blocking_pass_or_ruff_fails_the_run(passes):
+    red = passes.Outcome("cluster", passed=3, failed=1, ok=False)
+    assert passes.closing_line([red], ruff_failed=False) == ("3 passed, 1 failed, 0 skipped", 1)
+    green = passes.Outcome("embedded", passed=3)
+    assert passes.closing_line([green], ruff_failed=True) == ("3 passed, 1 failed, 0 skipped", 1)
+    stopped = passes.Outcome("spark35", passed=2, ok=False)  # stopped at its limit: no test failed
+    assert passes.closing_line([stopped], ruff_failed=False)[1] == 1
