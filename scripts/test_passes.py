@@ -61,8 +61,8 @@ PASSES: list[Pass] = [
         {"KAFKA_EOS_TEST_KAFKA": "apache"},
         ("--kafka-facing",),
         blocking=False,
-        # keeps the whole of .ci/run inside its 45 min budget while this pass is non-blocking
-        time_limit_s=float(os.environ.get("KAFKA_EOS_APACHE_PASS_LIMIT_S", 20 * 60)),
+        # bounds .ci/run while this pass is non-blocking (a quiet run reached its last file at 20 min)
+        time_limit_s=float(os.environ.get("KAFKA_EOS_APACHE_PASS_LIMIT_S", 25 * 60)),
     ),
     Pass(
         "cluster",
