@@ -11,8 +11,8 @@ foreign noise that must not be listed). Reported:
 - ``scan_with_lso_watch``: the same plus an LSO watch of the topic's partitions.
 
 The 10,000 transactions are seeded with the producer's own requests (InitProducerId,
-AddPartitionsToTxn, pipelined) by ``benchmarks/bench_txn_ops.py``'s seeding helper: creating
-them with confluent-kafka producers would take minutes.
+AddPartitionsToTxn, pipelined, over 8 connection pools at once) by ``benchmarks/bench_txn_ops.py``'s
+seeding helper: creating them with confluent-kafka producers would take minutes.
 
     .venv/bin/python -m benchmarks sensor_poke [--count=N] [--bootstrap=HOST:PORT]
 """
@@ -53,7 +53,7 @@ def run(bootstrap: str, count: int, *, cleanup: bool = True) -> dict[str, Any]:
     from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
     from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
     from airflow_provider_kafka_eos.testing.transactions import write_prepared_manifest
-    from benchmarks.bench_txn_ops import seed_open_transactions
+    from benchmarks.bench_txn_ops import seed_in_parallel
 
     run_id = uuid.uuid4().hex[:8]
     topic = f"bench-poke-{run_id}"
@@ -69,8 +69,8 @@ def run(bootstrap: str, count: int, *, cleanup: bool = True) -> dict[str, Any]:
 
     _create_topic(bootstrap, topic)
     started = time.perf_counter()
+    seed_in_parallel(config, ids + foreign, topic, with_records=False)
     with TransactionAdmin(config) as seeder:
-        seed_open_transactions(seeder.wire, ids + foreign, topic, with_records=False)
         write_prepared_manifest(seeder, base_uri, "bench", topic, pending)
         # min_age below is 1 s: wait (bounded) until the newest transaction is that old
         deadline = time.monotonic() + 30

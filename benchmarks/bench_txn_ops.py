@@ -98,6 +98,29 @@ def seed_open_transactions(
     return seeded
 
 
+def seed_in_parallel(
+    config: KafkaClientConfig, ids: list[str], topic: str, *, with_records: bool, pools: int = 8
+) -> list[tuple[str, int, int, int]]:
+    """:func:`seed_open_transactions` over ``pools`` connection pools at once (Kafka serves one
+    request per connection at a time, and each of these waits for a replicated write)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from airflow_provider_kafka_eos.kafka.lanes import split
+
+    shares = [share for share in split(ids, pools) if share]
+    seeders = [TransactionAdmin(config, request_timeout_ms=60_000) for _ in shares]
+    try:
+        with ThreadPoolExecutor(max_workers=len(shares)) as pool:
+            parts = pool.map(
+                lambda pair: seed_open_transactions(pair[0].wire, pair[1], topic, with_records=with_records),
+                zip(seeders, shares, strict=True),
+            )
+            return [row for part in parts for row in part]
+    finally:
+        for seeder in seeders:
+            seeder.close()
+
+
 def _seed_chunk(
     wire: Wire, ids: list[str], topic: str, *, with_records: bool
 ) -> list[tuple[str, int, int, int]]:

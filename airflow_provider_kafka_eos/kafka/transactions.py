@@ -19,12 +19,12 @@ No Airflow imports: Spark executors and the CLI use this module directly.
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 from kafka.protocol.admin.transactions import DescribeTransactionsRequest, ListTransactionsRequest
 from kafka.protocol.producer.transaction import EndTxnRequest, InitProducerIdRequest
@@ -41,6 +41,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
     UnknownTransactionError,
     UnsupportedCapabilityError,
 )
+from airflow_provider_kafka_eos.kafka.lanes import DEFAULT_LANES, Lanes, check_lanes, lane_counts, split
 from airflow_provider_kafka_eos.kafka.wire import Wire, error_name
 
 __all__ = [
@@ -77,6 +78,7 @@ RETRIABLE = frozenset(
     }
 )
 _DESCRIBE_BATCH = 1000
+_T = TypeVar("_T")
 
 
 class TxnState(str, Enum):
@@ -210,7 +212,10 @@ class TransactionAdmin:
     ``safety_margin_ms`` is how close to its timeout a prepared transaction may be and still be
     committed (the commit must land before the coordinator's abort scan). ``deadline`` (a
     ``time.monotonic()`` value) bounds every call of this admin, retries included: the CLI's
-    ``--timeout``.
+    ``--timeout``. ``lanes`` is how many connections per transaction coordinator a large
+    commit or abort may spread over (:mod:`~airflow_provider_kafka_eos.kafka.lanes`: Kafka
+    handles one request per connection at a time); the extra ones are opened on demand, share
+    the deadline, and are closed with the admin.
     """
 
     def __init__(
@@ -223,18 +228,25 @@ class TransactionAdmin:
         safety_margin_ms: int = 5000,
         clock_ms: Callable[[], int] | None = None,
         deadline: float | None = None,
+        lanes: int = DEFAULT_LANES,
     ):
         self.config = config
         self.deadline = deadline
         self.retry_timeout_ms = retry_timeout_ms
         self.safety_margin_ms = safety_margin_ms
+        self.lanes = check_lanes(lanes)
         self._clock_ms = clock_ms or _now_ms
-        self.wire = Wire(
-            config,
-            connect_timeout_ms=connect_timeout_ms,
-            request_timeout_ms=request_timeout_ms,
-            deadline=deadline,
-        )
+
+        def open_wire() -> Wire:
+            return Wire(
+                config,
+                connect_timeout_ms=connect_timeout_ms,
+                request_timeout_ms=request_timeout_ms,
+                deadline=deadline,
+            )
+
+        self.wire = open_wire()
+        self._lanes = Lanes(self.wire, open_wire)
 
     def __enter__(self) -> TransactionAdmin:
         return self
@@ -243,12 +255,18 @@ class TransactionAdmin:
         self.close()
 
     def close(self) -> None:
+        self._lanes.close()
         self.wire.close()
 
     @property
     def requests_sent(self) -> dict[str, int]:
-        """Requests sent so far, per API (for benchmarks and request-budget tests)."""
-        return dict(self.wire.requests)
+        """Requests sent so far on every lane, per API (for benchmarks and request-budget tests)."""
+        return dict(self._lanes.requests())
+
+    @property
+    def lanes_opened(self) -> int:
+        """Connection pools open now (1 + the extra lanes a large commit or abort opened)."""
+        return self._lanes.opened
 
     def transaction_version(self) -> int:
         """The cluster's finalized ``transaction.version`` (0/1 = TV1 semantics, 2 = TV2)."""
@@ -294,7 +312,11 @@ class TransactionAdmin:
                 for node, tids in by_node.items()
                 for chunk in _chunks(tids, _DESCRIBE_BATCH)
             ]
-            answers = self.wire.send_all(batch, raise_errors=False)
+            # A DescribeTransactions of 1,000 ids is heavy: a node's chunks go over several lanes.
+            chunks = lane_counts(
+                list(Counter(node for _, node in batch).values()), lanes=self.lanes, min_per_lane=1
+            )
+            answers = self._lanes.send_all(batch, max(chunks, default=1))
             for (request, node), response in zip(batch, answers, strict=True):
                 if isinstance(response, BrokerUnreachableError):
                     # The coordinator died or restarts: look it up again (its partition moves).
@@ -413,14 +435,18 @@ class TransactionAdmin:
             safety_margin_ms=self.safety_margin_ms,
         )
 
-    def commit(self, committables: Sequence[Committable], *, max_workers: int = 16) -> list[TxnOutcome]:
+    def commit(
+        self, committables: Sequence[Committable], *, max_workers: int = 16, lanes: int | None = None
+    ) -> list[TxnOutcome]:
         """Commit every committable, or none if any fails verification.
 
         Phase 1 describes all of them and verifies each (Ongoing with the same producer id / epoch
         covering its partitions, or already CompleteCommit by that producer; deadline not within
         the safety margin). Any failure raises before a single EndTxn is sent. Phase 2 sends
         EndTxn(commit) with each committable's producer id, epoch and EndTxn version, in parallel
-        per coordinator, retrying retriable answers until ``retry_timeout_ms``. A failure in
+        per coordinator (``max_workers`` coordinators at a time) and, for a large group, over up
+        to ``lanes`` connections to it (the admin's ``lanes`` by default, ``kafka/lanes.py``),
+        retrying retriable answers until ``retry_timeout_ms``. A failure in
         phase 2 (e.g. the broker timed one out in between) raises DataLossError carrying the
         outcomes that did commit.
         """
@@ -459,7 +485,9 @@ class TransactionAdmin:
             for c in committables
             if plan[c.transactional_id] == "already_committed"
         }
-        errors = self._end_txns(to_commit, commit=True, outcomes=outcomes, max_workers=max_workers)
+        errors = self._end_txns(
+            to_commit, commit=True, outcomes=outcomes, max_workers=max_workers, lanes=lanes
+        )
         ordered = [outcomes[t] for t in ids if t in outcomes]
         if errors:
             first = errors[0]
@@ -494,8 +522,10 @@ class TransactionAdmin:
         commit: bool,
         outcomes: dict[str, TxnOutcome],
         max_workers: int,
+        lanes: int | None = None,
     ) -> list[KafkaEosError]:
-        """EndTxn for each committable, grouped per coordinator, pipelined, retried; returns errors."""
+        """EndTxn for each committable, grouped per coordinator, spread over lanes, pipelined,
+        retried; returns errors."""
         if not committables:
             return []
         coordinators = self.wire.coordinators(c.transactional_id for c in committables)
@@ -503,18 +533,42 @@ class TransactionAdmin:
         for c in committables:
             node = coordinators[c.transactional_id]
             groups[node if isinstance(node, int) else None].append(c)
+        units, threads = self._spread(list(groups.values()), lanes, max_workers)
         errors: list[KafkaEosError] = []
-        with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(groups)))) as pool:
-            futures = [pool.submit(self._end_txn_group, group, commit) for group in groups.values()]
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            futures = [pool.submit(self._end_txn_group, share, commit, wire) for wire, share in units]
             for future in futures:
                 done, failed = future.result()
                 outcomes.update({o.transactional_id: o for o in done})
                 errors.extend(failed)
         return errors
 
+    def _spread(
+        self, groups: Sequence[Sequence[_T]], lanes: int | None, max_workers: int
+    ) -> tuple[list[tuple[Wire, list[_T]]], int]:
+        """Each coordinator's group split over its lanes: one (wire, share) per thread, and the
+        thread count (``max_workers`` coordinators at a time, each with all its lanes).
+
+        The counts are :func:`~airflow_provider_kafka_eos.kafka.lanes.lane_counts`'; when fewer
+        extra lanes could be opened than wanted, the groups spread over those that were.
+        """
+        lanes = self.lanes if lanes is None else check_lanes(lanes)
+        counts = lane_counts([len(g) for g in groups], lanes=lanes)
+        wires = self._lanes.wires(max(counts, default=1))
+        units = [
+            (wires[i], share)
+            for group, count in zip(groups, counts, strict=True)
+            for i, share in enumerate(split(group, min(count, len(wires))))
+        ]
+        threads = max(1, min(max_workers, len(groups))) * min(max(counts, default=1), len(wires))
+        return units, max(1, min(threads, len(units)))
+
     def _end_txn_group(
-        self, group: Sequence[Committable], commit: bool
+        self, group: Sequence[Committable], commit: bool, wire: Wire | None = None
     ) -> tuple[list[TxnOutcome], list[KafkaEosError]]:
+        """EndTxn for one share of a coordinator's group, on one lane (``wire``), until each
+        answers or the retry deadline passes ("outcome unknown: run again")."""
+        wire = wire or self.wire
         pending = list(group)
         done: list[TxnOutcome] = []
         failed: list[KafkaEosError] = []
@@ -522,7 +576,13 @@ class TransactionAdmin:
         verb = "commit" if commit else "abort"
         last: dict[str, str] = {}  # the last answer per id, for the "outcome unknown" message
         while pending:
-            coordinators = self.wire.coordinators(c.transactional_id for c in pending)
+            try:
+                coordinators = wire.coordinators(c.transactional_id for c in pending)
+            except BrokerUnreachableError:
+                # No lookup answered (the cluster, or this lane's connection, is down). Send anyway,
+                # to any broker: an EndTxn without an answer is retried until the deadline and then
+                # reported as "outcome unknown"; a broker that is not the coordinator says so.
+                coordinators = {}
             batch = []
             for c in pending:
                 request = EndTxnRequest(
@@ -532,12 +592,12 @@ class TransactionAdmin:
                     committed=commit,
                     version=c.end_txn_version,
                 )
-                node = coordinators[c.transactional_id]
+                node = coordinators.get(c.transactional_id)
                 batch.append((request, node if isinstance(node, int) else None))
             again: list[Committable] = []
-            for c, response in zip(pending, self.wire.send_all(batch, raise_errors=False), strict=True):
+            for c, response in zip(pending, wire.send_all(batch, raise_errors=False), strict=True):
                 if isinstance(response, BrokerUnreachableError):
-                    self.wire.forget_coordinator(c.transactional_id)  # it may have moved: ask again
+                    wire.forget_coordinator(c.transactional_id)  # it may have moved: ask again
                     last[c.transactional_id] = f"no answer ({response.cause})"
                     again.append(c)
                     continue
@@ -554,7 +614,7 @@ class TransactionAdmin:
                     )
                 elif code in RETRIABLE:
                     if code == NOT_COORDINATOR:
-                        self.wire.forget_coordinator(c.transactional_id)
+                        wire.forget_coordinator(c.transactional_id)
                     again.append(c)
                 else:
                     failed.append(self._end_txn_error(c, code, verb))
@@ -611,13 +671,16 @@ class TransactionAdmin:
 
     # -- abort ---------------------------------------------------------------------------------
 
-    def abort(self, ids: Iterable[str], *, max_workers: int = 16) -> list[TxnOutcome]:
+    def abort(
+        self, ids: Iterable[str], *, max_workers: int = 16, lanes: int | None = None
+    ) -> list[TxnOutcome]:
         """Abort the open transaction of each id by fencing (InitProducerId).
 
         Every id is described first: an unknown id raises UnknownTransactionError before
         anything is sent (InitProducerId would create it). Completed transactions are left
         alone (``already_committed`` / ``already_aborted``); only Ongoing ones are fenced, which
-        bumps the epoch and aborts them. Other ids are still aborted when one fails; the first
+        bumps the epoch and aborts them (in parallel per coordinator, a large group over up to
+        ``lanes`` connections, as :meth:`commit`). Other ids are still aborted when one fails; the first
         failure is raised afterwards.
         """
         ids = list(dict.fromkeys(ids))
@@ -653,10 +716,13 @@ class TransactionAdmin:
             groups: dict[Any, list[TransactionDescription]] = defaultdict(list)
             for d in fence:
                 groups[d.coordinator_id].append(d)
-            with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(groups)))) as pool:
+            units, threads = self._spread(list(groups.values()), lanes, max_workers)
+            with ThreadPoolExecutor(max_workers=threads) as pool:
                 futures = [
-                    pool.submit(self._fence_many, [(d.transactional_id, d.timeout_ms) for d in group])
-                    for group in groups.values()
+                    pool.submit(
+                        self._fence_many, [(d.transactional_id, d.timeout_ms) for d in share], wire=wire
+                    )
+                    for wire, share in units
                 ]
                 by_id = {d.transactional_id: d for d in fence}
                 for future in futures:
@@ -729,14 +795,16 @@ class TransactionAdmin:
         return done[tid]
 
     def _fence_many(
-        self, targets: Sequence[tuple[str, int]], *, enable_2pc: bool = False
+        self, targets: Sequence[tuple[str, int]], *, enable_2pc: bool = False, wire: Wire | None = None
     ) -> tuple[dict[str, tuple[int, int, bool]], dict[str, KafkaEosError]]:
         """InitProducerId for many ids, pipelined in waves until each answers NONE.
 
         Returns ``{id: (producer id, epoch, aborted_open_transaction)}`` and ``{id: error}``.
         CONCURRENT_TRANSACTIONS on the first answer means the coordinator found an open
         transaction and is aborting it (the epoch fence); the wave is re-sent after a backoff.
+        ``wire`` is the lane to send on (the admin's own by default).
         """
+        wire = wire or self.wire
         timeouts = {t: (ms if ms and ms > 0 else 60000) for t, ms in targets}
         two_pc: dict[str, Any] = {}
         if enable_2pc:
@@ -748,7 +816,7 @@ class TransactionAdmin:
         failed: dict[str, KafkaEosError] = {}
         retry = self._retry()
         while pending:
-            coordinators = self.wire.coordinators(pending)
+            coordinators = wire.coordinators(pending)
             batch, sent = [], []
             again: list[str] = []
             for tid in pending:
@@ -756,7 +824,7 @@ class TransactionAdmin:
                 if isinstance(node, Exception):
                     code = getattr(node, "errno", -1)
                     if code in RETRIABLE:
-                        self.wire.forget_coordinator(tid)
+                        wire.forget_coordinator(tid)
                         again.append(tid)
                     else:
                         failed[tid] = self._error_for_code(tid, code, "FindCoordinator")
@@ -770,9 +838,9 @@ class TransactionAdmin:
                 )
                 batch.append((request, node))
                 sent.append(tid)
-            for tid, response in zip(sent, self.wire.send_all(batch, raise_errors=False), strict=True):
+            for tid, response in zip(sent, wire.send_all(batch, raise_errors=False), strict=True):
                 if isinstance(response, BrokerUnreachableError):
-                    self.wire.forget_coordinator(tid)  # it may have moved: ask again
+                    wire.forget_coordinator(tid)  # it may have moved: ask again
                     again.append(tid)
                     continue
                 code = last_code[tid] = response.error_code
@@ -783,7 +851,7 @@ class TransactionAdmin:
                     again.append(tid)
                 elif code in RETRIABLE:
                     if code == NOT_COORDINATOR:
-                        self.wire.forget_coordinator(tid)
+                        wire.forget_coordinator(tid)
                     again.append(tid)
                 elif code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED and enable_2pc:
                     failed[tid] = AuthorizationError(

@@ -1,0 +1,135 @@
+"""Lanes: extra connections to the same brokers, for request streams Kafka serialises per connection.
+
+Kafka's network layer handles one request per connection at a time: after reading a request
+it mutes the channel until the response has been sent. An EndTxn (or a fencing InitProducerId)
+is answered only once its record in ``__transaction_state`` is replicated (``acks=all``,
+``min.insync.replicas``), so thousands of them pipelined on one connection commit one
+transaction per replicated write round trip, however many are in flight. A *lane* is one more
+:class:`~airflow_provider_kafka_eos.kafka.wire.Wire` (its own kafka-python connection pool and
+IO thread, so its own connection to every node); a large per-coordinator group is split over
+several lanes, each sent by its own thread, and the coordinator works on that many requests at
+once (its appends are replicated together). The embedded broker handles pipelined requests
+concurrently, so there lanes buy little; they are opened only for groups big enough to gain.
+
+This module owns the *how many* and *which share* (:func:`lane_counts`, :func:`split`) and the
+extra connections' lifetime (:class:`Lanes`); what is sent on a lane, and how its answers are
+retried, stays with the caller (``TransactionAdmin``), unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
+from airflow_provider_kafka_eos.kafka.wire import Wire
+
+__all__ = ["DEFAULT_LANES", "MAX_LANES", "MIN_PER_LANE", "Lanes", "check_lanes", "lane_counts", "split"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Connections per coordinator for a large commit/abort (chosen by measurement on a 3-node
+# Kafka 4.4 cluster: docs/benchmarks.md, "Real Kafka, 3 nodes").
+DEFAULT_LANES = 8
+MAX_LANES = 64
+# A lane costs a bootstrap (ApiVersions + Metadata) and a connection per node it talks to: only
+# worth it when it carries at least this many requests.
+MIN_PER_LANE = 64
+
+
+def check_lanes(lanes: object) -> int:
+    """``lanes`` as a validated int (1..MAX_LANES), or UsageError naming the bad value."""
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or not 1 <= lanes <= MAX_LANES:
+        raise UsageError(
+            f"lanes must be a whole number from 1 to {MAX_LANES} (connections per transaction "
+            f"coordinator), got {lanes!r}"
+        )
+    return lanes
+
+
+def lane_counts(sizes: Sequence[int], *, lanes: int, min_per_lane: int | None = None) -> list[int]:
+    """How many lanes each group (of ``sizes[i]`` requests, one group per coordinator) gets:
+    one per ``min_per_lane`` requests (:data:`MIN_PER_LANE`: EndTxn-sized ones), at least one,
+    at most ``lanes``."""
+    per_lane = MIN_PER_LANE if min_per_lane is None else max(1, min_per_lane)
+    return [max(1, min(lanes, size // per_lane)) for size in sizes]
+
+
+def split(items: Sequence[T], count: int) -> list[list[T]]:
+    """``items`` dealt round-robin into ``count`` non-empty shares (fewer when there are fewer items)."""
+    count = max(1, min(count, len(items)))
+    return [list(items[i::count]) for i in range(count)]
+
+
+class Lanes:
+    """The primary Wire plus extra ones opened on demand; closes the extra ones.
+
+    ``open_wire`` builds one more Wire like the primary (same config, timeouts and deadline).
+    A lane that cannot be opened is left out (logged): the caller then spreads over fewer
+    lanes, which is always safe because nothing was sent on it.
+    """
+
+    def __init__(self, primary: Wire, open_wire: Callable[[], Wire]):
+        self.primary = primary
+        self._open_wire = open_wire
+        self._extra: list[Wire] = []
+        self._lock = threading.Lock()
+
+    def wires(self, count: int) -> list[Wire]:
+        """Up to ``count`` Wires (the primary first), opening the missing ones in parallel."""
+        with self._lock:
+            missing = max(0, count - 1 - len(self._extra))
+            if missing:
+                with ThreadPoolExecutor(max_workers=missing, thread_name_prefix="kafka-eos-lane") as pool:
+                    futures = [pool.submit(self._open_wire) for _ in range(missing)]
+                    for future in futures:
+                        try:
+                            self._extra.append(future.result())
+                        except KafkaEosError as err:
+                            log.warning("could not open an extra connection lane (%s); using fewer", err)
+            return [self.primary, *self._extra][: max(1, count)]
+
+    def send_all(self, batch: Sequence[tuple[Any, int | None]], count: int) -> list[Any]:
+        """``Wire.send_all(batch, raise_errors=False)`` dealt over ``count`` lanes, in parallel;
+        answers in the batch's order (a BrokerUnreachableError in place of each one that failed)."""
+        wires = self.wires(count)
+        if len(wires) == 1 or len(batch) <= 1:
+            return self.primary.send_all(batch, raise_errors=False)
+        shares = split(range(len(batch)), len(wires))
+        answers: list[Any] = [None] * len(batch)
+        with ThreadPoolExecutor(max_workers=len(shares), thread_name_prefix="kafka-eos-lane") as pool:
+            parts = pool.map(
+                lambda pair: pair[0].send_all([batch[i] for i in pair[1]], raise_errors=False),
+                zip(wires, shares, strict=False),
+            )
+            for share, part in zip(shares, parts, strict=True):
+                for index, answer in zip(share, part, strict=True):
+                    answers[index] = answer
+        return answers
+
+    @property
+    def opened(self) -> int:
+        """Lanes open now, the primary included."""
+        return 1 + len(self._extra)
+
+    def requests(self) -> Counter[str]:
+        """Requests sent on every lane, per API."""
+        total: Counter[str] = Counter(self.primary.requests)
+        for wire in self._extra:
+            total.update(wire.requests)
+        return total
+
+    def close(self) -> None:
+        """Close the extra lanes (the primary belongs to the caller)."""
+        with self._lock:
+            extra, self._extra = self._extra, []
+        for wire in extra:
+            try:
+                wire.close()
+            except Exception as exc:  # best effort: closing must not hide the caller's result
+                log.debug("closing a lane failed: %s", exc)

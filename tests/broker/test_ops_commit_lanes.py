@@ -1,0 +1,165 @@
+"""A commit spread over several connections per coordinator ("lanes", ``kafka/lanes.py``).
+
+Kafka serves one request per connection at a time, so a large commit opens extra connection
+pools and splits each coordinator's EndTxn over them. These tests force lanes on a handful of
+transactions (``MIN_PER_LANE`` lowered to 1: the real threshold only pays off at scale, which
+``benchmarks/bench_cluster_txn.py`` measures) and check the two things lanes must not change:
+each transaction is committed exactly once, and a lane that dies mid-commit ends in the
+truthful "outcome is unknown: run the commit again", after which a re-run completes the batch.
+Each test ends with a ``read_committed`` key count.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter
+
+import kafka.errors as kerr
+import pytest
+from test_ops_support import client_config, create_topic, keys_for, open_transaction, unique
+
+import airflow_provider_kafka_eos.kafka.lanes as lanes_module
+import airflow_provider_kafka_eos.kafka.transactions as transactions_module
+from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
+from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+
+pytestmark = pytest.mark.broker
+
+TRANSACTIONS = 6
+LANES = 3
+
+
+@pytest.fixture
+def topic(kafka_broker):
+    return create_topic(kafka_broker.bootstrap, unique("lanes-topic"), partitions=2)
+
+
+@pytest.fixture
+def small_lanes(monkeypatch):
+    """Lanes for any group size (the shipped thresholds are tuned for thousands of transactions):
+    one per EndTxn, and DescribeTransactions in chunks of 2 ids instead of 1,000."""
+    monkeypatch.setattr(lanes_module, "MIN_PER_LANE", 1)
+    monkeypatch.setattr(transactions_module, "_DESCRIBE_BATCH", 2)
+
+
+def _prepare(bootstrap: str, admin: TransactionAdmin, base: str, topic: str) -> list:
+    return [
+        open_transaction(
+            bootstrap, admin, f"{base}-{i}-1", topic, keys_for(f"{base}-{i}", 3), partitions=(i % 2,)
+        )
+        for i in range(TRANSACTIONS)
+    ]
+
+
+def _per_coordinator(admin: TransactionAdmin, ids: list[str]) -> list[int]:
+    """How many of ``ids`` each transaction coordinator holds (one node: all of them)."""
+    return list(Counter(admin.wire.coordinators(ids).values()).values())
+
+
+def _all_keys(base: str) -> list[bytes]:
+    return [key for i in range(TRANSACTIONS) for key in keys_for(f"{base}-{i}", 3)]
+
+
+def test_commit_over_several_lanes_commits_each_transaction_exactly_once(kafka_broker, topic, small_lanes):
+    base = unique("lanes-commit")
+    with TransactionAdmin(client_config(kafka_broker.bootstrap), lanes=LANES) as admin:
+        batch = _prepare(kafka_broker.bootstrap, admin, base, topic)
+        groups = _per_coordinator(admin, [c.transactional_id for c in batch])
+        before = admin.requests_sent.get("EndTxn", 0)
+
+        outcomes = admin.commit(batch)
+
+        sent = admin.requests_sent.get("EndTxn", 0) - before
+        opened = admin.lanes_opened
+        on_primary = admin.wire.requests.get("EndTxn", 0)
+    assert sorted((o.transactional_id, o.outcome) for o in outcomes) == sorted(
+        (c.transactional_id, "committed") for c in batch
+    )
+    assert sent == TRANSACTIONS  # one EndTxn per transaction, whichever lane carried it
+    assert opened == min(LANES, max(groups))  # one lane per transaction here (MIN_PER_LANE = 1)
+    # every coordinator's group was dealt round-robin over its lanes, the primary first
+    assert on_primary == sum(math.ceil(size / min(LANES, size)) for size in groups)
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), _all_keys(base))
+
+
+def test_lane_lost_mid_commit_says_outcome_unknown_and_a_rerun_commits_exactly_once(
+    kafka_broker, topic, small_lanes
+):
+    """One extra lane loses its connections just before it sends its EndTxns, while the other
+    lanes (and the broker) carry on. The fake is the one boundary we cannot cut for a single
+    connection pool here, the network: that lane's bounded IO wait (``Wire._run``) raises
+    kafka-python's KafkaConnectionError, as it does for a refused or reset connection; the
+    Wire's resend logic, the admin's retries and every other lane's EndTxn are real."""
+    base = unique("lanes-lost")
+    config = client_config(kafka_broker.bootstrap)
+    with TransactionAdmin(config, lanes=LANES, retry_timeout_ms=1500, connect_timeout_ms=500) as admin:
+        batch = _prepare(kafka_broker.bootstrap, admin, base, topic)
+        original = admin._end_txn_group
+        cut = threading.Event()
+
+        def refused(*_args):
+            raise kerr.KafkaConnectionError("connection refused (the test cut this lane)")
+
+        def cut_one_lane(group, commit, wire=None):
+            if wire is not None and wire is not admin.wire and not cut.is_set():
+                cut.set()
+                wire._run = refused  # this lane's connections die before its first request
+            return original(group, commit, wire)
+
+        admin._end_txn_group = cut_one_lane
+        with pytest.raises(KafkaEosError) as info:
+            admin.commit(batch)
+    assert cut.is_set()
+    text = str(info.value)
+    assert "outcome is unknown: run the commit again" in text, text
+    assert info.value.transactional_id in {c.transactional_id for c in batch}
+    committed_before = {o.transactional_id for o in getattr(info.value, "outcomes", None) or []}
+    assert len(committed_before) < TRANSACTIONS
+
+    with TransactionAdmin(config) as admin:  # the operator's "run it again"
+        rerun = admin.commit(batch)
+    outcomes = {o.transactional_id: o.outcome for o in rerun}
+    assert set(outcomes) == {c.transactional_id for c in batch}
+    assert set(outcomes.values()) <= {"committed", "already_committed"}
+    assert {t for t, o in outcomes.items() if o == "already_committed"} >= committed_before
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), _all_keys(base))
+
+
+def test_abort_over_several_lanes_fences_each_transaction_once(kafka_broker, topic, small_lanes):
+    base = unique("lanes-abort")
+    with TransactionAdmin(client_config(kafka_broker.bootstrap), lanes=LANES) as admin:
+        batch = _prepare(kafka_broker.bootstrap, admin, base, topic)
+        ids = [c.transactional_id for c in batch]
+
+        groups = _per_coordinator(admin, ids)
+
+        outcomes = admin.abort(ids)
+
+        opened = admin.lanes_opened
+        after = admin.describe(ids)
+    assert [(o.transactional_id, o.outcome) for o in outcomes] == [(t, "aborted") for t in ids]
+    assert opened == min(LANES, max(groups))
+    for c in batch:  # fenced: a higher epoch, no open transaction left
+        d = after[c.transactional_id]
+        assert d.state in ("Empty", "CompleteAbort") and d.producer_epoch > c.producer_epoch, d
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [])
+
+
+def test_describe_in_chunks_over_several_lanes_answers_every_id(kafka_broker, topic, small_lanes):
+    base = unique("lanes-describe")
+    config = client_config(kafka_broker.bootstrap)
+    with TransactionAdmin(config, lanes=1) as one, TransactionAdmin(config, lanes=LANES) as spread:
+        batch = _prepare(kafka_broker.bootstrap, one, base, topic)
+        ids = [c.transactional_id for c in batch] + [f"{base}-never-used-1"]
+
+        chunks = [math.ceil(size / 2) for size in _per_coordinator(one, ids)]
+        expected = one.describe(ids, missing_ok=True)
+        described = spread.describe(ids, missing_ok=True)
+
+        assert spread.lanes_opened == min(LANES, max(chunks))
+        assert spread.requests_sent["DescribeTransactions"] == sum(chunks)
+        spread.abort([c.transactional_id for c in batch])
+    assert described == expected and sorted(described) == sorted(c.transactional_id for c in batch)
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [])
