@@ -24,9 +24,12 @@ The commit uses ``TransactionAdmin``'s default lanes (connections per coordinato
 of the seeded set with each lane count in turn (the measurement behind the default; every key
 is still counted once at the end), and times DescribeTransactions of the whole set on one
 connection pool vs. split over the largest lane count (the sensor poke's scan).
+``--baseline-lanes 1`` seeds as many again and commits them on one lane after the measured
+commit: the before/after ratio within one run (the poke step always times its scan on one lane
+too, ``scan_one_lane``).
 
     .venv/bin/python -m benchmarks cluster_txn [--kafka apache3|embedded|both] [--commit-count N]
-        [--poke-count N] [--budget-s S] [--lanes N] [--sweep-lanes N,N,...]
+        [--poke-count N] [--budget-s S] [--lanes N] [--sweep-lanes N,N,...] [--baseline-lanes N]
 """
 
 from __future__ import annotations
@@ -135,7 +138,12 @@ def _describe_lanes(config: Any, ids: list[str], lanes: int) -> dict[str, Any]:
 
 
 def bench_commit(
-    bootstrap: str, count: int, replication: int, lanes: int | None = None, sweep: tuple[int, ...] = ()
+    bootstrap: str,
+    count: int,
+    replication: int,
+    lanes: int | None = None,
+    sweep: tuple[int, ...] = (),
+    baseline: int = 0,
 ) -> dict[str, Any]:
     """Seed ``count`` prepared transactions with one record each, commit them, count every key."""
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
@@ -160,8 +168,16 @@ def bench_commit(
         _progress(f"describe: {result['describe']}")
     else:
         result = _timed_commit(config, committables, lanes)
-        _progress(f"committed {count} in {result['wall_s']:.2f} s; counting keys")
+        _progress(f"committed {count} in {result['wall_s']:.2f} s")
         result.update(target_s=TARGETS_S["commit"], met=result["wall_s"] < TARGETS_S["commit"])
+        if baseline:
+            # The same commit of another `count` on `baseline` lanes, after the measured one (so
+            # on JVMs no colder): the before/after ratio within one run.
+            more, again = _seed(config, [f"bench-{run_id}-b-{i}-1" for i in range(count)], topic)
+            seeded += more
+            result["baseline"] = _timed_commit(config, again, baseline)
+            result["speedup_vs_baseline"] = round(result["baseline"]["wall_s"] / result["wall_s"], 2)
+            _progress(f"baseline: lanes={baseline}: {count} committed in {result['baseline']['wall_s']} s")
     started = time.perf_counter()
     assert_exactly_once(count_keys(bootstrap, topic, timeout_s=300), [t.encode() for t, *_ in seeded])
     verify_s = time.perf_counter() - started
@@ -206,6 +222,7 @@ def run_on(
     steps: tuple[str, ...] = STEPS,
     lanes: int | None = None,
     sweep: tuple[int, ...] = (),
+    baseline: int = 0,
 ) -> dict[str, Any]:
     started = time.perf_counter()
     broker = _start(kind)
@@ -214,7 +231,10 @@ def run_on(
     replication = 3 if kind == "apache3" else 1
     try:
         for name, step in (
-            ("commit", lambda: bench_commit(broker.bootstrap, commit_count, replication, lanes, sweep)),
+            (
+                "commit",
+                lambda: bench_commit(broker.bootstrap, commit_count, replication, lanes, sweep, baseline),
+            ),
             ("poke", lambda: bench_poke(broker.bootstrap, poke_count)),
         ):
             if name not in steps:
@@ -247,6 +267,9 @@ def main(argv: list[str]) -> dict[str, Any]:
     parser.add_argument(
         "--sweep-lanes", default="", help="comma-separated lane counts: commit a slice with each"
     )
+    parser.add_argument(
+        "--baseline-lanes", type=int, default=0, help="also commit as many on this many lanes (e.g. 1), after"
+    )
     args = parser.parse_args(argv)
     sweep = tuple(int(x) for x in args.sweep_lanes.split(",") if x.strip())
     started = time.monotonic()
@@ -255,6 +278,8 @@ def main(argv: list[str]) -> dict[str, Any]:
     result: dict[str, Any] = {"budget_s": args.budget_s}
     for kind in kinds:
         steps = tuple(x.strip() for x in args.steps.split(",") if x.strip())
-        result[kind] = run_on(kind, args.commit_count, args.poke_count, deadline, steps, args.lanes, sweep)
+        result[kind] = run_on(
+            kind, args.commit_count, args.poke_count, deadline, steps, args.lanes, sweep, args.baseline_lanes
+        )
     result["wall_s"] = round(time.monotonic() - started, 1)
     return result

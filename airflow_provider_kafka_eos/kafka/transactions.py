@@ -451,6 +451,8 @@ class TransactionAdmin:
         outcomes that did commit.
         """
         committables = list(committables)
+        if lanes is not None:
+            check_lanes(lanes)  # bad input: refused before anything is sent
         if not committables:
             return []
         ids = [c.transactional_id for c in committables]
@@ -684,6 +686,8 @@ class TransactionAdmin:
         failure is raised afterwards.
         """
         ids = list(dict.fromkeys(ids))
+        if lanes is not None:
+            check_lanes(lanes)  # bad input: refused before anything is sent
         if not ids:
             return []
         descriptions = self.describe(ids)

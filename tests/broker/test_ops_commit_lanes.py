@@ -21,7 +21,7 @@ from test_ops_support import client_config, create_topic, keys_for, open_transac
 
 import airflow_provider_kafka_eos.kafka.lanes as lanes_module
 import airflow_provider_kafka_eos.kafka.transactions as transactions_module
-from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
+from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
 from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
@@ -68,6 +68,9 @@ def test_commit_over_several_lanes_commits_each_transaction_exactly_once(kafka_b
         batch = _prepare(kafka_broker.bootstrap, admin, base, topic)
         groups = _per_coordinator(admin, [c.transactional_id for c in batch])
         before = admin.requests_sent.get("EndTxn", 0)
+        with pytest.raises(UsageError, match="lanes must be a whole number"):
+            admin.commit(batch, lanes=0)  # refused before anything is sent
+        assert admin.requests_sent.get("EndTxn", 0) == before
 
         outcomes = admin.commit(batch)
 
