@@ -23,10 +23,10 @@ The commit uses ``TransactionAdmin``'s default lanes (connections per coordinato
 ``kafka/lanes.py``), or ``--lanes N``. ``--sweep-lanes 1,2,4,8`` instead commits equal slices
 of the seeded set with each lane count in turn (the measurement behind the default; every key
 is still counted once at the end), and times DescribeTransactions of the whole set on one
-connection pool vs. split over the largest lane count (the sensor poke's scan).
+connection pool, then split over the largest lane count (in that order: the second runs on
+warmer JVMs).
 ``--baseline-lanes 1`` seeds as many again and commits them on one lane after the measured
-commit: the before/after ratio within one run (the poke step always times its scan on one lane
-too, ``scan_one_lane``).
+commit: the before/after ratio within one run.
 
     .venv/bin/python -m benchmarks cluster_txn [--kafka apache3|embedded|both] [--commit-count N]
         [--poke-count N] [--budget-s S] [--lanes N] [--sweep-lanes N,N,...] [--baseline-lanes N]

@@ -124,17 +124,7 @@ def run(bootstrap: str, count: int, *, cleanup: bool = True) -> dict[str, Any]:
         lso_s = time.perf_counter() - started
         lso_requests = _diff(admin.requests_sent, before)
 
-        lanes = admin.lanes_opened
-
-    # The same scan on one connection per node (lanes=1: how every scan ran before kafka/lanes.py),
-    # after the one above, so the JVMs are no colder for it.
-    with TransactionAdmin(config, lanes=1) as one_lane:
-        started = time.perf_counter()
-        assert len(scan(one_lane, spec).transactions) == count
-        one_lane_s = time.perf_counter() - started
-
-    if cleanup:
-        with TransactionAdmin(config) as admin:
+        if cleanup:
             admin.abort(ids + foreign)  # leave the cluster clean when pointed at a shared one
 
     return {
@@ -147,9 +137,7 @@ def run(bootstrap: str, count: int, *, cleanup: bool = True) -> dict[str, Any]:
             "wall_s": round(scan_s, 3),
             "requests": scan_requests,
             "requests_total": sum(scan_requests.values()),
-            "lanes_opened": lanes,
         },
-        "scan_one_lane": {"wall_s": round(one_lane_s, 3)},
         "scan_with_lso_watch": {
             "wall_s": round(lso_s, 3),
             "partitions": PARTITIONS,

@@ -23,7 +23,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
 from airflow_provider_kafka_eos.kafka.wire import Wire
@@ -52,12 +52,10 @@ def check_lanes(lanes: object) -> int:
     return lanes
 
 
-def lane_counts(sizes: Sequence[int], *, lanes: int, min_per_lane: int | None = None) -> list[int]:
+def lane_counts(sizes: Sequence[int], *, lanes: int) -> list[int]:
     """How many lanes each group (of ``sizes[i]`` requests, one group per coordinator) gets:
-    one per ``min_per_lane`` requests (:data:`MIN_PER_LANE`: EndTxn-sized ones), at least one,
-    at most ``lanes``."""
-    per_lane = MIN_PER_LANE if min_per_lane is None else max(1, min_per_lane)
-    return [max(1, min(lanes, size // per_lane)) for size in sizes]
+    one per :data:`MIN_PER_LANE` requests, at least one, at most ``lanes``."""
+    return [max(1, min(lanes, size // MIN_PER_LANE)) for size in sizes]
 
 
 def split(items: Sequence[T], count: int) -> list[list[T]]:
@@ -93,24 +91,6 @@ class Lanes:
                         except KafkaEosError as err:
                             log.warning("could not open an extra connection lane (%s); using fewer", err)
             return [self.primary, *self._extra][: max(1, count)]
-
-    def send_all(self, batch: Sequence[tuple[Any, int | None]], count: int) -> list[Any]:
-        """``Wire.send_all(batch, raise_errors=False)`` dealt over ``count`` lanes, in parallel;
-        answers in the batch's order (a BrokerUnreachableError in place of each one that failed)."""
-        wires = self.wires(count)
-        if len(wires) == 1 or len(batch) <= 1:
-            return self.primary.send_all(batch, raise_errors=False)
-        shares = split(range(len(batch)), len(wires))
-        answers: list[Any] = [None] * len(batch)
-        with ThreadPoolExecutor(max_workers=len(shares), thread_name_prefix="kafka-eos-lane") as pool:
-            parts = pool.map(
-                lambda pair: pair[0].send_all([batch[i] for i in pair[1]], raise_errors=False),
-                zip(wires, shares, strict=False),
-            )
-            for share, part in zip(shares, parts, strict=True):
-                for index, answer in zip(share, part, strict=True):
-                    answers[index] = answer
-        return answers
 
     @property
     def opened(self) -> int:

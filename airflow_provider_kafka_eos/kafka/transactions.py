@@ -19,7 +19,7 @@ No Airflow imports: Spark executors and the CLI use this module directly.
 from __future__ import annotations
 
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -312,11 +312,7 @@ class TransactionAdmin:
                 for node, tids in by_node.items()
                 for chunk in _chunks(tids, _DESCRIBE_BATCH)
             ]
-            # A DescribeTransactions of 1,000 ids is heavy: a node's chunks go over several lanes.
-            chunks = lane_counts(
-                list(Counter(node for _, node in batch).values()), lanes=self.lanes, min_per_lane=1
-            )
-            answers = self._lanes.send_all(batch, max(chunks, default=1))
+            answers = self.wire.send_all(batch, raise_errors=False)
             for (request, node), response in zip(batch, answers, strict=True):
                 if isinstance(response, BrokerUnreachableError):
                     # The coordinator died or restarts: look it up again (its partition moves).

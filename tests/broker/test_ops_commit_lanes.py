@@ -20,7 +20,6 @@ import pytest
 from test_ops_support import client_config, create_topic, keys_for, open_transaction, unique
 
 import airflow_provider_kafka_eos.kafka.lanes as lanes_module
-import airflow_provider_kafka_eos.kafka.transactions as transactions_module
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
 from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
@@ -38,10 +37,8 @@ def topic(kafka_broker):
 
 @pytest.fixture
 def small_lanes(monkeypatch):
-    """Lanes for any group size (the shipped thresholds are tuned for thousands of transactions):
-    one per EndTxn, and DescribeTransactions in chunks of 2 ids instead of 1,000."""
+    """Lanes for any group size (the shipped threshold is tuned for thousands of transactions)."""
     monkeypatch.setattr(lanes_module, "MIN_PER_LANE", 1)
-    monkeypatch.setattr(transactions_module, "_DESCRIBE_BATCH", 2)
 
 
 def _prepare(bootstrap: str, admin: TransactionAdmin, base: str, topic: str) -> list:
@@ -149,20 +146,3 @@ def test_abort_over_several_lanes_fences_each_transaction_once(kafka_broker, top
         assert d.state in ("Empty", "CompleteAbort") and d.producer_epoch > c.producer_epoch, d
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [])
 
-
-def test_describe_in_chunks_over_several_lanes_answers_every_id(kafka_broker, topic, small_lanes):
-    base = unique("lanes-describe")
-    config = client_config(kafka_broker.bootstrap)
-    with TransactionAdmin(config, lanes=1) as one, TransactionAdmin(config, lanes=LANES) as spread:
-        batch = _prepare(kafka_broker.bootstrap, one, base, topic)
-        ids = [c.transactional_id for c in batch] + [f"{base}-never-used-1"]
-
-        chunks = [math.ceil(size / 2) for size in _per_coordinator(one, ids)]
-        expected = one.describe(ids, missing_ok=True)
-        described = spread.describe(ids, missing_ok=True)
-
-        assert spread.lanes_opened == min(LANES, max(chunks))
-        assert spread.requests_sent["DescribeTransactions"] == sum(chunks)
-        spread.abort([c.transactional_id for c in batch])
-    assert described == expected and sorted(described) == sorted(c.transactional_id for c in batch)
-    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [])
