@@ -69,7 +69,8 @@ class Lanes:
 
     ``open_wire`` builds one more Wire like the primary (same config, timeouts and deadline).
     A lane that cannot be opened is left out (logged): the caller then spreads over fewer
-    lanes, which is always safe because nothing was sent on it.
+    lanes, which is always safe because nothing was sent on it. After such a failure no more
+    are tried (a cluster that refuses more connections would cost every batch the wait).
     """
 
     def __init__(self, primary: Wire, open_wire: Callable[[], Wire]):
@@ -77,11 +78,12 @@ class Lanes:
         self._open_wire = open_wire
         self._extra: list[Wire] = []
         self._lock = threading.Lock()
+        self._refused = False
 
     def wires(self, count: int) -> list[Wire]:
         """Up to ``count`` Wires (the primary first), opening the missing ones in parallel."""
         with self._lock:
-            missing = max(0, count - 1 - len(self._extra))
+            missing = 0 if self._refused else max(0, count - 1 - len(self._extra))
             if missing:
                 with ThreadPoolExecutor(max_workers=missing, thread_name_prefix="kafka-eos-lane") as pool:
                     futures = [pool.submit(self._open_wire) for _ in range(missing)]
@@ -89,6 +91,7 @@ class Lanes:
                         try:
                             self._extra.append(future.result())
                         except KafkaEosError as err:
+                            self._refused = True
                             log.warning("could not open an extra connection lane (%s); using fewer", err)
             return [self.primary, *self._extra][: max(1, count)]
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import pytest
 
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-from airflow_provider_kafka_eos.kafka.errors import UsageError
-from airflow_provider_kafka_eos.kafka.lanes import MIN_PER_LANE, lane_counts, split
+from airflow_provider_kafka_eos.kafka.errors import BrokerUnreachableError, UsageError
+from airflow_provider_kafka_eos.kafka.lanes import MIN_PER_LANE, Lanes, lane_counts, split
 from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
 
 
@@ -37,3 +38,45 @@ def test_bad_lane_count_is_refused_before_any_connection(bad):
         TransactionAdmin(unreachable, lanes=bad)
     assert repr(bad) in str(info.value)
     assert time.monotonic() - started < 1  # refused before trying to connect
+
+
+class _StubWire:
+    """Stands in for a Wire: Lanes only opens, counts and closes them (no network here)."""
+
+    def __init__(self) -> None:
+        self.requests = Counter({"EndTxn": 2})
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_lanes_open_on_demand_are_reused_counted_and_closed():
+    opened: list[_StubWire] = []
+
+    def open_wire():
+        opened.append(_StubWire())
+        return opened[-1]
+
+    primary = _StubWire()
+    lanes = Lanes(primary, open_wire)
+    assert lanes.wires(1) == [primary] and not opened
+    first = lanes.wires(3)
+    assert first[0] is primary and len(first) == 3 and len(opened) == 2
+    assert lanes.wires(2) == first[:2] and len(opened) == 2  # reused, none opened
+    assert lanes.opened == 3 and lanes.requests() == {"EndTxn": 6}
+    lanes.close()
+    assert all(w.closed for w in opened) and not primary.closed  # the primary is the caller's
+
+
+def test_a_lane_that_cannot_open_means_fewer_lanes_and_no_more_tries():
+    calls = []
+
+    def refused():
+        calls.append(1)
+        raise BrokerUnreachableError("the broker refused another connection")
+
+    primary = _StubWire()
+    lanes = Lanes(primary, refused)
+    assert lanes.wires(4) == [primary]
+    assert lanes.wires(4) == [primary] and len(calls) == 3  # the first batch tried; later ones do not
