@@ -60,9 +60,8 @@ PASSES: list[Pass] = [
         "every Kafka-facing test on real Apache Kafka 4.4, single node",
         {"KAFKA_EOS_TEST_KAFKA": "apache"},
         ("--kafka-facing",),
-        blocking=False,
-        # bounds .ci/run while this pass is non-blocking (a quiet run reached its last file at 20 min)
-        time_limit_s=float(os.environ.get("KAFKA_EOS_APACHE_PASS_LIMIT_S", 25 * 60)),
+        # a bound, not a goal: a quiet run takes about 21 min; past this something hangs
+        time_limit_s=float(os.environ.get("KAFKA_EOS_APACHE_PASS_LIMIT_S", 35 * 60)),
     ),
     Pass(
         "cluster",

@@ -133,6 +133,7 @@ class PartitionTransaction:
         self._init_timeout_s = init_timeout_s
         self._stats: dict[str, Any] = {}
         self._delivery_errors: list[str] = []
+        self._fatal_error: str | None = None
         self._partitions: set[int] = set()
         self._produced = 0
         self._since_poll = 0
@@ -140,6 +141,7 @@ class PartitionTransaction:
         self.producer_epoch = -1
         settings = producer_settings(confluent_config, transactional_id, transaction_timeout_ms)
         settings["stats_cb"] = self._on_stats
+        settings["error_cb"] = self._on_error
         if producer_factory is None:
             from confluent_kafka import Producer
 
@@ -153,6 +155,12 @@ class PartitionTransaction:
             self._stats = json.loads(stats_json)
         except ValueError:  # a malformed statistics blob must not kill the task
             return
+
+    def _on_error(self, err: Any) -> None:
+        # A fatal error (fenced by a newer attempt) can make confluent-kafka's flush() fail with
+        # a bare SystemError that names no cause; keep it, so the error raised names the real one.
+        if err.fatal():
+            self._fatal_error = str(err)
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
         if err is not None:
@@ -263,7 +271,13 @@ class PartitionTransaction:
             # must not keep a fenced producer alive (and dialling the brokers) with it.
             remaining = self._require_producer().flush(timeout_s)
         except Exception as exc:  # KafkaException, or SystemError wrapping one raised in a callback
-            raise _translate(exc, self.transactional_id, "flush") from None
+            error = _translate(exc, self.transactional_id, "flush")
+            known = self._fatal_error or "; ".join(self._delivery_errors)
+            if type(error) is KafkaEosError and known:
+                # The exception itself said nothing useful (a bare SystemError); the producer's
+                # fatal error or the rejected deliveries say what happened.
+                error = _translate(RuntimeError(known), self.transactional_id, "flush")
+            raise error from None
         if remaining:
             raise BrokerUnreachableError(
                 f"{remaining} record(s) were not acknowledged within {timeout_s:.0f}s of flush",
@@ -272,7 +286,7 @@ class PartitionTransaction:
             )
         if self._delivery_errors:
             cause = "; ".join(self._delivery_errors)
-            if "FENCED" in cause.upper() or "EPOCH" in cause.upper():
+            if _names_fencing(cause):
                 raise ProducerFencedError(
                     f"records were rejected because a newer attempt owns this transactional id ({cause})",
                     transactional_id=self.transactional_id,
@@ -433,6 +447,12 @@ def _field(obj: Any, name: str) -> Any:
     return obj[name] if isinstance(obj, Mapping) else getattr(obj, name)
 
 
+def _names_fencing(text: str) -> bool:
+    """librdkafka's words for "a newer producer owns this id" (_FENCED, INVALID_PRODUCER_EPOCH)."""
+    upper = text.upper()
+    return "FENCED" in upper or "EPOCH" in upper
+
+
 def _translate(exc: Exception, transactional_id: str, step: str) -> KafkaEosError:
     """confluent-kafka's KafkaException -> our error classes (cause text, runbook page)."""
     cause = exc.__context__ if isinstance(exc, SystemError) and exc.__context__ is not None else exc
@@ -443,7 +463,7 @@ def _translate(exc: Exception, transactional_id: str, step: str) -> KafkaEosErro
 
         return AuthorizationError(f"{step} was refused: WRITE on TransactionalId (and the topic) is needed "
                                   f"({text})", transactional_id=transactional_id)
-    if "FENCED" in upper:
+    if _names_fencing(text):
         return ProducerFencedError(f"{step}: a newer producer owns this transactional id ({text})",
                                    transactional_id=transactional_id, runbook="speculative-execution")
     if "TIMED OUT" in upper or "TIMEOUT" in upper or "TRANSPORT" in upper:
