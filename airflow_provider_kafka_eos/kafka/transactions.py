@@ -14,6 +14,16 @@ Every failure is a :mod:`~airflow_provider_kafka_eos.kafka.errors` class naming 
 transaction, the cause and the runbook page; every error path is detected before the
 request that would change broker state, or is the broker refusing that request.
 No Airflow imports: Spark executors and the CLI use this module directly.
+
+This module is the facade users and operators call; the rules live with their owners and
+are re-exported here so that ``from ...kafka.transactions import X`` keeps working:
+the data types in :mod:`~airflow_provider_kafka_eos.kafka.transaction_types`, the commit
+rule in :mod:`~airflow_provider_kafka_eos.kafka.commit_rules`, the coordinator's error
+codes, retry backoff and refusal errors in
+:mod:`~airflow_provider_kafka_eos.kafka.coordinator_answers`, sending EndTxn in
+:mod:`~airflow_provider_kafka_eos.kafka.end_txn`, InitProducerId (fencing) in
+:mod:`~airflow_provider_kafka_eos.kafka.fencing`. The admin keeps what spans them: the
+connections and lanes, describe/list, and grouping commits and aborts per coordinator.
 """
 
 from __future__ import annotations
@@ -22,27 +32,43 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, TypeVar
 
 from kafka.protocol.admin.transactions import DescribeTransactionsRequest, ListTransactionsRequest
-from kafka.protocol.producer.transaction import EndTxnRequest, InitProducerIdRequest
+from kafka.protocol.producer.transaction import EndTxnRequest
 
+from airflow_provider_kafka_eos.kafka.commit_rules import verify_committable
 from airflow_provider_kafka_eos.kafka.committable import Committable, TopicPartition
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+from airflow_provider_kafka_eos.kafka.coordinator_answers import (
+    NOT_COORDINATOR,
+    RETRIABLE,
+    TRANSACTIONAL_ID_NOT_FOUND,
+    Retry,
+    error_for_code,
+)
+from airflow_provider_kafka_eos.kafka.end_txn import check_end_txn_versions, end_txn_group
 from airflow_provider_kafka_eos.kafka.errors import (
-    AuthorizationError,
     BrokerUnreachableError,
     DataLossError,
     KafkaEosError,
     ProducerFencedError,
-    TransactionTimeoutRiskError,
     UnknownTransactionError,
     UnsupportedCapabilityError,
 )
+from airflow_provider_kafka_eos.kafka.fencing import fence_many, fence_outcome
 from airflow_provider_kafka_eos.kafka.lanes import DEFAULT_LANES, Lanes, check_lanes, lane_counts, split
-from airflow_provider_kafka_eos.kafka.wire import Wire, error_name
+from airflow_provider_kafka_eos.kafka.transaction_types import (
+    FenceResult,
+    TransactionDescription,
+    TransactionListing,
+    TxnOutcome,
+    TxnState,
+    _holder,
+    _now_ms,
+    _state,
+)
+from airflow_provider_kafka_eos.kafka.wire import Wire
 
 __all__ = [
     "FenceResult",
@@ -54,153 +80,8 @@ __all__ = [
     "verify_committable",
 ]
 
-# Kafka error codes we act on (names as in the protocol guide).
-NONE = 0
-NOT_COORDINATOR = 16
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-REQUEST_TIMED_OUT = 7
-INVALID_PRODUCER_EPOCH = 47
-INVALID_TXN_STATE = 48
-INVALID_PRODUCER_ID_MAPPING = 49
-INVALID_TRANSACTION_TIMEOUT = 50
-CONCURRENT_TRANSACTIONS = 51
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-PRODUCER_FENCED = 90
-TRANSACTIONAL_ID_NOT_FOUND = 105
-RETRIABLE = frozenset(
-    {
-        NOT_COORDINATOR,
-        COORDINATOR_LOAD_IN_PROGRESS,
-        COORDINATOR_NOT_AVAILABLE,
-        CONCURRENT_TRANSACTIONS,
-        REQUEST_TIMED_OUT,
-    }
-)
 _DESCRIBE_BATCH = 1000
 _T = TypeVar("_T")
-
-
-class TxnState(str, Enum):
-    """Coordinator transaction states as DescribeTransactions / ListTransactions spell them."""
-
-    EMPTY = "Empty"
-    ONGOING = "Ongoing"
-    PREPARE_COMMIT = "PrepareCommit"
-    PREPARE_ABORT = "PrepareAbort"
-    COMPLETE_COMMIT = "CompleteCommit"
-    COMPLETE_ABORT = "CompleteAbort"
-    DEAD = "Dead"
-    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
-
-    def __str__(self) -> str:
-        return self.value  # "Ongoing", as Kafka's tools print it (tables, logs, XComs)
-
-    __format__ = str.__format__
-
-    @classmethod
-    def parse(cls, value: str) -> TxnState | str:
-        try:
-            return cls(value)
-        except ValueError:
-            return value  # a state a newer broker invented: keep its name, match nothing
-
-
-@dataclass(frozen=True)
-class TransactionDescription:
-    """One transactional id as its coordinator describes it."""
-
-    transactional_id: str
-    state: TxnState | str
-    producer_id: int
-    producer_epoch: int
-    timeout_ms: int
-    start_time_ms: int  # -1 when no transaction is open
-    partitions: tuple[TopicPartition, ...]
-    coordinator_id: int | None = None
-
-    @property
-    def deadline_ms(self) -> int | None:
-        """When the coordinator times the open transaction out (its clock), None if none is open."""
-        return None if self.start_time_ms < 0 else self.start_time_ms + self.timeout_ms
-
-    def age_ms(self, now_ms: int | None = None) -> int | None:
-        if self.start_time_ms < 0:
-            return None
-        return (now_ms if now_ms is not None else _now_ms()) - self.start_time_ms
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "transactional_id": self.transactional_id,
-            "state": str(getattr(self.state, "value", self.state)),
-            "producer_id": self.producer_id,
-            "producer_epoch": self.producer_epoch,
-            "timeout_ms": self.timeout_ms,
-            "start_time_ms": self.start_time_ms,
-            "partitions": [str(p) for p in self.partitions],
-        }
-
-
-@dataclass(frozen=True)
-class TransactionListing:
-    transactional_id: str
-    producer_id: int
-    state: TxnState | str
-
-
-@dataclass(frozen=True)
-class TxnOutcome:
-    """What commit/abort did to one transaction.
-
-    ``outcome``: ``committed`` / ``already_committed`` (commit); ``aborted`` / ``already_aborted`` /
-    ``already_committed`` / ``already_completed`` (abort: the transaction ended on its own between
-    our describe and our fence, so there was nothing left to abort).
-    """
-
-    transactional_id: str
-    outcome: str
-    producer_id: int | None = None
-    producer_epoch: int | None = None
-    detail: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "transactional_id": self.transactional_id,
-            "outcome": self.outcome,
-            "producer_id": self.producer_id,
-            "producer_epoch": self.producer_epoch,
-            "detail": self.detail,
-        }
-
-
-@dataclass(frozen=True)
-class FenceResult:
-    """What InitProducerId left behind: the id's producer id / epoch, and whether it aborted an
-    open transaction (the coordinator answered CONCURRENT_TRANSACTIONS while fencing it)."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    aborted_open_transaction: bool
-
-
-@dataclass
-class _Retry:
-    """Deadline + exponential backoff for retriable coordinator answers."""
-
-    deadline: float
-    backoff_s: float = 0.02
-    max_backoff_s: float = 0.5
-    attempts: int = field(default=0)
-
-    def wait(self) -> bool:
-        """Back off before the next attempt; False when the deadline would pass."""
-        self.attempts += 1
-        delay = min(self.max_backoff_s, self.backoff_s * (2 ** min(self.attempts - 1, 10)))
-        if time.monotonic() + delay > self.deadline:
-            return False
-        time.sleep(delay)  # a backoff between protocol retries, not a synchronisation wait
-        return True
 
 
 class TransactionAdmin:
@@ -459,7 +340,7 @@ class TransactionAdmin:
                 transactional_id=sorted(duplicates)[0],
                 runbook="malformed-manifest",
             )
-        self._check_end_txn_versions(committables)
+        check_end_txn_versions(self.wire, committables)
         descriptions = self.describe(ids)
         now = self._clock_ms()
         plan: dict[str, str] = {}
@@ -499,19 +380,6 @@ class TransactionAdmin:
                 )
             raise first
         return ordered
-
-    def _check_end_txn_versions(self, committables: Sequence[Committable]) -> None:
-        supported = self.wire.broker_api_range(EndTxnRequest.API_KEY)
-        for c in committables:
-            if supported is None or not supported[0] <= c.end_txn_version <= min(
-                supported[1], EndTxnRequest.max_version
-            ):
-                raise UnsupportedCapabilityError(
-                    f"the committable needs EndTxn v{c.end_txn_version} (transaction version "
-                    f"{c.transaction_version}) but the cluster supports {supported or 'no EndTxn'}; was it "
-                    "prepared on another cluster, or was the cluster downgraded?",
-                    transactional_id=c.transactional_id,
-                )
 
     def _end_txns(
         self,
@@ -564,108 +432,9 @@ class TransactionAdmin:
     def _end_txn_group(
         self, group: Sequence[Committable], commit: bool, wire: Wire | None = None
     ) -> tuple[list[TxnOutcome], list[KafkaEosError]]:
-        """EndTxn for one share of a coordinator's group, on one lane (``wire``), until each
-        answers or the retry deadline passes ("outcome unknown: run again")."""
-        wire = wire or self.wire
-        pending = list(group)
-        done: list[TxnOutcome] = []
-        failed: list[KafkaEosError] = []
-        retry = self._retry()
-        verb = "commit" if commit else "abort"
-        last: dict[str, str] = {}  # the last answer per id, for the "outcome unknown" message
-        while pending:
-            try:
-                coordinators = wire.coordinators(c.transactional_id for c in pending)
-            except BrokerUnreachableError:
-                # No lookup answered (the cluster, or this lane's connection, is down). Send anyway,
-                # to any broker: an EndTxn without an answer is retried until the deadline and then
-                # reported as "outcome unknown"; a broker that is not the coordinator says so.
-                coordinators = {}
-            batch = []
-            for c in pending:
-                request = EndTxnRequest(
-                    transactional_id=c.transactional_id,
-                    producer_id=c.producer_id,
-                    producer_epoch=c.producer_epoch,
-                    committed=commit,
-                    version=c.end_txn_version,
-                )
-                node = coordinators.get(c.transactional_id)
-                batch.append((request, node if isinstance(node, int) else None))
-            again: list[Committable] = []
-            for c, response in zip(pending, wire.send_all(batch, raise_errors=False), strict=True):
-                if isinstance(response, BrokerUnreachableError):
-                    wire.forget_coordinator(c.transactional_id)  # it may have moved: ask again
-                    last[c.transactional_id] = f"no answer ({response.cause})"
-                    again.append(c)
-                    continue
-                code = response.error_code
-                last[c.transactional_id] = error_name(code)
-                if code == NONE:
-                    done.append(
-                        TxnOutcome(
-                            c.transactional_id,
-                            "committed" if commit else "aborted",
-                            getattr(response, "producer_id", c.producer_id),
-                            _response_epoch(response, c),
-                        )
-                    )
-                elif code in RETRIABLE:
-                    if code == NOT_COORDINATOR:
-                        wire.forget_coordinator(c.transactional_id)
-                    again.append(c)
-                else:
-                    failed.append(self._end_txn_error(c, code, verb))
-            pending = again
-            if pending and not retry.wait():
-                for c in pending:
-                    failed.append(
-                        BrokerUnreachableError(
-                            f"EndTxn({verb}) did not complete within {self.retry_timeout_ms} ms (the "
-                            "coordinator kept answering retriable errors or did not answer; the last answer "
-                            f"was {last.get(c.transactional_id, 'none')}); its outcome is "
-                            f"unknown: run the {verb} again (it is idempotent) before the transaction "
-                            "times out",
-                            transactional_id=c.transactional_id,
-                        )
-                    )
-                break
-        return done, failed
-
-    def _end_txn_error(self, c: Committable, code: int, verb: str) -> KafkaEosError:
-        """Explain a non-retriable EndTxn answer, describing the transaction to tell loss from fencing."""
-        tid = c.transactional_id
-        if code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-            return _authorization(tid, "WRITE", f"EndTxn({verb})")
-        try:
-            described = self.describe([tid], missing_ok=True).get(tid)
-        except KafkaEosError:
-            described = None
-        if described is not None and verb == "commit":
-            try:
-                self.verify_committable(c, described)
-            except (DataLossError, ProducerFencedError) as err:
-                return err
-            except TransactionTimeoutRiskError:
-                pass
-        if code == INVALID_TXN_STATE and verb == "commit":
-            return DataLossError(
-                f"EndTxn(commit) was refused with {error_name(code)}: the transaction is no longer open "
-                f"(coordinator state {_state(described.state) if described else 'unknown'}); its records "
-                "can no "
-                "longer be committed",
-                transactional_id=tid,
-            )
-        if code in (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING):
-            return ProducerFencedError(
-                f"EndTxn({verb}) with producer id {c.producer_id}, epoch {c.producer_epoch} was refused with "
-                f"{error_name(code)}: the coordinator holds "
-                f"{_holder(described)}",
-                transactional_id=tid,
-            )
-        return KafkaEosError(
-            f"EndTxn({verb}) failed with {error_name(code)}", transactional_id=tid, runbook="troubleshooting"
-        )
+        """:func:`~airflow_provider_kafka_eos.kafka.end_txn.end_txn_group` on ``wire`` (a lane)
+        with this admin's retry deadline."""
+        return end_txn_group(self, group, commit, new_retry=self._retry, wire=wire)
 
     # -- abort ---------------------------------------------------------------------------------
 
@@ -720,7 +489,11 @@ class TransactionAdmin:
             with ThreadPoolExecutor(max_workers=threads) as pool:
                 futures = [
                     pool.submit(
-                        self._fence_many, [(d.transactional_id, d.timeout_ms) for d in share], wire=wire
+                        fence_many,
+                        self,
+                        [(d.transactional_id, d.timeout_ms) for d in share],
+                        new_retry=self._retry,
+                        wire=wire,
                     )
                     for wire, share in units
                 ]
@@ -729,7 +502,7 @@ class TransactionAdmin:
                     done, failed = future.result()
                     errors.extend(failed.values())
                     for tid, (pid, epoch, fenced) in done.items():
-                        outcomes[tid] = _fence_outcome(by_id[tid], pid, epoch, fenced)
+                        outcomes[tid] = fence_outcome(by_id[tid], pid, epoch, fenced)
         if errors:
             raise errors[0]
         return [outcomes[t] for t in ids]
@@ -752,7 +525,7 @@ class TransactionAdmin:
                 "a commit was already under way",
             )
         pid, epoch, fenced = self._init_producer_id(tid, d.timeout_ms)
-        return _fence_outcome(d, pid, epoch, fenced)
+        return fence_outcome(d, pid, epoch, fenced)
 
     def _wait_until_complete(self, tid: str) -> TransactionDescription:
         retry = self._retry()
@@ -789,112 +562,10 @@ class TransactionAdmin:
         return lso_probe(self, topic_partitions)
 
     def _init_producer_id(self, tid: str, timeout_ms: int, enable_2pc: bool = False) -> tuple[int, int, bool]:
-        done, failed = self._fence_many([(tid, timeout_ms)], enable_2pc=enable_2pc)
+        done, failed = fence_many(self, [(tid, timeout_ms)], new_retry=self._retry, enable_2pc=enable_2pc)
         if tid in failed:
             raise failed[tid]
         return done[tid]
-
-    def _fence_many(
-        self, targets: Sequence[tuple[str, int]], *, enable_2pc: bool = False, wire: Wire | None = None
-    ) -> tuple[dict[str, tuple[int, int, bool]], dict[str, KafkaEosError]]:
-        """InitProducerId for many ids, pipelined in waves until each answers NONE.
-
-        Returns ``{id: (producer id, epoch, aborted_open_transaction)}`` and ``{id: error}``.
-        CONCURRENT_TRANSACTIONS on the first answer means the coordinator found an open
-        transaction and is aborting it (the epoch fence); the wave is re-sent after a backoff.
-        ``wire`` is the lane to send on (the admin's own by default).
-        """
-        wire = wire or self.wire
-        timeouts = {t: (ms if ms and ms > 0 else 60000) for t, ms in targets}
-        two_pc: dict[str, Any] = {}
-        if enable_2pc:
-            two_pc = {"enable2_pc": True, "keep_prepared_txn": False, "version": self._init_v6(targets)}
-        pending = list(timeouts)
-        fenced: set[str] = set()
-        last_code: dict[str, int] = {}
-        done: dict[str, tuple[int, int, bool]] = {}
-        failed: dict[str, KafkaEosError] = {}
-        retry = self._retry()
-        while pending:
-            coordinators = wire.coordinators(pending)
-            batch, sent = [], []
-            again: list[str] = []
-            for tid in pending:
-                node = coordinators[tid]
-                if isinstance(node, Exception):
-                    code = getattr(node, "errno", -1)
-                    if code in RETRIABLE:
-                        wire.forget_coordinator(tid)
-                        again.append(tid)
-                    else:
-                        failed[tid] = self._error_for_code(tid, code, "FindCoordinator")
-                    continue
-                request = InitProducerIdRequest(
-                    transactional_id=tid,
-                    transaction_timeout_ms=timeouts[tid],
-                    producer_id=-1,
-                    producer_epoch=-1,
-                    **two_pc,
-                )
-                batch.append((request, node))
-                sent.append(tid)
-            for tid, response in zip(sent, wire.send_all(batch, raise_errors=False), strict=True):
-                if isinstance(response, BrokerUnreachableError):
-                    wire.forget_coordinator(tid)  # it may have moved: ask again
-                    again.append(tid)
-                    continue
-                code = last_code[tid] = response.error_code
-                if code == NONE:
-                    done[tid] = (response.producer_id, response.producer_epoch, tid in fenced)
-                elif code == CONCURRENT_TRANSACTIONS:
-                    fenced.add(tid)  # the coordinator is aborting the open transaction for us
-                    again.append(tid)
-                elif code in RETRIABLE:
-                    if code == NOT_COORDINATOR:
-                        wire.forget_coordinator(tid)
-                    again.append(tid)
-                elif code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED and enable_2pc:
-                    failed[tid] = AuthorizationError(
-                        "InitProducerId with Enable2Pc was refused with "
-                        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the broker needs "
-                        "transaction.two.phase.commit.enable=true and the principal "
-                        "TWO_PHASE_COMMIT (besides WRITE) on the TransactionalId",
-                        transactional_id=tid,
-                        runbook="two-phase-commit",
-                    )
-                elif code == INVALID_TRANSACTION_TIMEOUT:
-                    failed[tid] = KafkaEosError(
-                        f"InitProducerId was refused with {error_name(code)} for timeout {timeouts[tid]} ms "
-                        "(above transaction.max.timeout.ms?)",
-                        transactional_id=tid,
-                        runbook="troubleshooting",
-                    )
-                else:
-                    failed[tid] = self._error_for_code(tid, code, "InitProducerId")
-            pending = again
-            if pending and not retry.wait():
-                for tid in pending:
-                    answer = error_name(last_code[tid]) if tid in last_code else "no answer"
-                    failed[tid] = BrokerUnreachableError(
-                        f"InitProducerId (fencing) did not complete within {self.retry_timeout_ms} ms; "
-                        f"the last answer was {answer}",
-                        transactional_id=tid,
-                    )
-                break
-        return done, failed
-
-    def _init_v6(self, targets: Sequence[tuple[str, int]]) -> int:
-        """InitProducerId v6 (KIP-939), or the error that says the cluster cannot do 2PC."""
-        version = self.wire.api_version(InitProducerIdRequest)
-        if version is None or version < 6:
-            raise UnsupportedCapabilityError(
-                f"two-phase commit needs InitProducerId v6 (KIP-939); the cluster offers "
-                f"{'none' if version is None else f'v{version}'} (Kafka 4.1+ with "
-                "transaction.two.phase.commit.enable=true and unstable.api.versions.enable=true)",
-                transactional_id=targets[0][0] if targets else None,
-                runbook="two-phase-commit",
-            )
-        return 6
 
     def abort_in_place(self, committable: Committable) -> TxnOutcome:
         """EndTxn(abort) with the committable's producer id / epoch (no epoch bump beyond Kafka's own)."""
@@ -911,7 +582,7 @@ class TransactionAdmin:
                 f"{committable.producer_id}, epoch {committable.producer_epoch}",
                 transactional_id=tid,
             )
-        self._check_end_txn_versions([committable])
+        check_end_txn_versions(self.wire, [committable])
         outcomes: dict[str, TxnOutcome] = {}
         errors = self._end_txns([committable], commit=False, outcomes=outcomes, max_workers=1)
         if errors:
@@ -924,118 +595,18 @@ class TransactionAdmin:
         for tid in transactional_ids:
             self.wire.forget_coordinator(tid)
 
-    def _retry(self) -> _Retry:
+    def _retry(self) -> Retry:
         deadline = time.monotonic() + self.retry_timeout_ms / 1000
         if self.deadline is not None:
             deadline = min(deadline, self.deadline)
-        return _Retry(deadline=deadline)
+        return Retry(deadline=deadline)
 
     @classmethod
     def _raise_for_code(cls, tid: str | None, code: int, api: str) -> None:
-        raise cls._error_for_code(tid, code, api)
-
-    @staticmethod
-    def _error_for_code(tid: str | None, code: int, api: str) -> KafkaEosError:
-        if code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-            describe_only = api in ("DescribeTransactions", "FindCoordinator", "ListTransactions")
-            return _authorization(tid, "DESCRIBE" if describe_only else "WRITE", api)
-        if code == 31:  # CLUSTER_AUTHORIZATION_FAILED
-            return AuthorizationError(f"{api} was refused with {error_name(code)}", transactional_id=tid)
-        if code == 35:
-            return UnsupportedCapabilityError(
-                f"{api} is not supported by the cluster ({error_name(code)})", transactional_id=tid
-            )
-        return KafkaEosError(
-            f"{api} failed with {error_name(code)}", transactional_id=tid, runbook="troubleshooting"
-        )
-
-
-def verify_committable(
-    committable: Committable, description: TransactionDescription, *, now_ms: int, safety_margin_ms: int
-) -> str:
-    """Decide whether one committable can be committed, from its coordinator's description.
-
-    Returns ``"commit"`` (send EndTxn: Ongoing with the same producer id / epoch covering the
-    committable's partitions and not within ``safety_margin_ms`` of its deadline, or a commit
-    already under way) or ``"already_committed"`` (CompleteCommit by the same producer: epoch E,
-    or E+1 under TV2 where completing bumps the epoch). Otherwise raises the error that says
-    why not: DataLossError (aborted / timed out), TransactionTimeoutRiskError (too close to
-    the deadline), ProducerFencedError (another producer id / epoch holds the id). Pure: no I/O.
-    """
-    c, d = committable, description
-    tid = c.transactional_id
-    now = now_ms
-    state = d.state
-    same_producer = d.producer_id == c.producer_id
-    completed_epochs = (
-        {c.producer_epoch, c.producer_epoch + 1} if c.transaction_version >= 2 else {c.producer_epoch}
-    )
-    if state == TxnState.COMPLETE_COMMIT and same_producer and d.producer_epoch in completed_epochs:
-        return "already_committed"
-    if state == TxnState.PREPARE_COMMIT and same_producer and d.producer_epoch in completed_epochs:
-        return "commit"  # a commit is under way; EndTxn retries until it completes
-    if (
-        state
-        in (TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE, TxnState.EMPTY)
-        and same_producer
-        and d.producer_epoch <= c.producer_epoch + 2
-    ):
-        how = (
-            "is no longer open: it was aborted by fencing, or the id was re-initialised"
-            if state == TxnState.EMPTY
-            else "was aborted by the coordinator"
-        )
-        raise DataLossError(
-            f"the prepared transaction (producer id {c.producer_id}, epoch {c.producer_epoch}, "
-            f"{c.records_text}) {how} (state {_state(state)}, epoch "
-            f"{d.producer_epoch}){_timeout_hint(c, now)}; its records can no longer be committed",
-            transactional_id=tid,
-        )
-    if state == TxnState.ONGOING and same_producer and d.producer_epoch == c.producer_epoch:
-        missing = sorted(set(c.partitions) - set(d.partitions))
-        if missing:
-            raise ProducerFencedError(
-                f"the open transaction (producer id {c.producer_id}, epoch {c.producer_epoch}) does not "
-                f"cover partition(s) {', '.join(map(str, missing))} listed in the committable; it is not "
-                "the transaction that was prepared",
-                transactional_id=tid,
-            )
-        deadline = d.deadline_ms if d.deadline_ms is not None else c.deadline_ms
-        if now >= deadline:
-            raise DataLossError(
-                f"the prepared transaction timed out at {_iso(deadline)} (started "
-                f"{_iso(d.start_time_ms)}, timeout {d.timeout_ms} ms); the coordinator aborts it, so it "
-                "can no longer be committed",
-                transactional_id=tid,
-            )
-        if now + safety_margin_ms >= deadline:
-            raise TransactionTimeoutRiskError(
-                f"the prepared transaction times out at {_iso(deadline)}, within the "
-                f"{safety_margin_ms} ms safety margin; committing now would race the coordinator's "
-                "abort, so nothing was committed",
-                transactional_id=tid,
-            )
-        return "commit"
-    if not same_producer or state == TxnState.ONGOING or d.producer_epoch > c.producer_epoch:
-        raise ProducerFencedError(
-            f"the coordinator holds producer id {d.producer_id}, epoch {d.producer_epoch} (state "
-            f"{_state(state)}), not the committable's producer id {c.producer_id}, epoch "
-            f"{c.producer_epoch}: "
-            "another producer has used this transactional id since it was prepared",
-            transactional_id=tid,
-        )
-    raise ProducerFencedError(
-        f"unexpected coordinator state {_state(state)} (producer id {d.producer_id}, epoch "
-        f"{d.producer_epoch}) for committable producer id {c.producer_id}, epoch {c.producer_epoch}",
-        transactional_id=tid,
-    )
+        raise error_for_code(tid, code, api)
 
 
 # -- module helpers ------------------------------------------------------------------------------
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _chunks(items: Sequence[str], size: int) -> Iterable[list[str]]:
@@ -1064,53 +635,3 @@ def _prefix_pattern(prefixes: Sequence[str]) -> str:
         return "".join(ch if ch.isalnum() or ch == "_" else "\\" + ch for ch in text)
 
     return "(?:" + "|".join(escape(p) for p in prefixes) + ").*"
-
-
-def _fence_outcome(d: TransactionDescription, pid: int, epoch: int, fenced: bool) -> TxnOutcome:
-    tid = d.transactional_id
-    if fenced:
-        return TxnOutcome(tid, "aborted", pid, epoch, f"fenced epoch {d.producer_epoch} -> {epoch}")
-    return TxnOutcome(
-        tid,
-        "already_completed",
-        pid,
-        epoch,
-        "the transaction ended before the fence reached it; nothing was aborted",
-    )
-
-
-def _response_epoch(response: Any, c: Committable) -> int:
-    epoch = getattr(response, "producer_epoch", -1)
-    return epoch if isinstance(epoch, int) and epoch >= 0 else c.producer_epoch
-
-
-def _state(state: Any) -> str:
-    return str(getattr(state, "value", state))
-
-
-def _holder(d: TransactionDescription | None) -> str:
-    if d is None:
-        return "an unknown producer"
-    return f"producer id {d.producer_id}, epoch {d.producer_epoch} (state {_state(d.state)})"
-
-
-def _iso(ms: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
-
-
-def _timeout_hint(c: Committable, now: int) -> str:
-    if now >= c.deadline_ms:
-        return (
-            f", after its transaction timeout of {c.transaction_timeout_ms} ms passed at "
-            f"{_iso(c.deadline_ms)}"
-        )
-    return ""
-
-
-def _authorization(tid: str | None, operation: str, api: str) -> AuthorizationError:
-    resource = f"TransactionalId:{tid}" if tid else "the TransactionalId resource"
-    return AuthorizationError(
-        f"{api} was refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the principal needs {operation} on "
-        f"{resource} (e.g. a prefixed ACL on the pipeline's transactional-id prefix)",
-        transactional_id=tid,
-    )

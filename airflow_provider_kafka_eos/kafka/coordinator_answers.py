@@ -1,0 +1,89 @@
+"""How the provider reads a transaction coordinator's answers: the error codes it acts on,
+which of them are retried (and the backoff between tries), and the error a refusal becomes.
+
+One owner for these rules, shared by describe/list
+(:mod:`~airflow_provider_kafka_eos.kafka.transactions`), EndTxn
+(:mod:`~airflow_provider_kafka_eos.kafka.end_txn`) and fencing
+(:mod:`~airflow_provider_kafka_eos.kafka.fencing`). No I/O besides the backoff sleep.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from airflow_provider_kafka_eos.kafka.errors import (
+    AuthorizationError,
+    KafkaEosError,
+    UnsupportedCapabilityError,
+)
+from airflow_provider_kafka_eos.kafka.wire import error_name
+
+# Kafka error codes we act on (names as in the protocol guide).
+NONE = 0
+NOT_COORDINATOR = 16
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+REQUEST_TIMED_OUT = 7
+INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+PRODUCER_FENCED = 90
+TRANSACTIONAL_ID_NOT_FOUND = 105
+RETRIABLE = frozenset(
+    {
+        NOT_COORDINATOR,
+        COORDINATOR_LOAD_IN_PROGRESS,
+        COORDINATOR_NOT_AVAILABLE,
+        CONCURRENT_TRANSACTIONS,
+        REQUEST_TIMED_OUT,
+    }
+)
+
+
+@dataclass
+class Retry:
+    """Deadline + exponential backoff for retriable coordinator answers."""
+
+    deadline: float
+    backoff_s: float = 0.02
+    max_backoff_s: float = 0.5
+    attempts: int = field(default=0)
+
+    def wait(self) -> bool:
+        """Back off before the next attempt; False when the deadline would pass."""
+        self.attempts += 1
+        delay = min(self.max_backoff_s, self.backoff_s * (2 ** min(self.attempts - 1, 10)))
+        if time.monotonic() + delay > self.deadline:
+            return False
+        time.sleep(delay)  # a backoff between protocol retries, not a synchronisation wait
+        return True
+
+
+def error_for_code(tid: str | None, code: int, api: str) -> KafkaEosError:
+    """The error a non-retriable coordinator answer ``code`` to ``api`` stands for."""
+    if code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        describe_only = api in ("DescribeTransactions", "FindCoordinator", "ListTransactions")
+        return authorization_error(tid, "DESCRIBE" if describe_only else "WRITE", api)
+    if code == 31:  # CLUSTER_AUTHORIZATION_FAILED
+        return AuthorizationError(f"{api} was refused with {error_name(code)}", transactional_id=tid)
+    if code == 35:
+        return UnsupportedCapabilityError(
+            f"{api} is not supported by the cluster ({error_name(code)})", transactional_id=tid
+        )
+    return KafkaEosError(
+        f"{api} failed with {error_name(code)}", transactional_id=tid, runbook="troubleshooting"
+    )
+
+
+def authorization_error(tid: str | None, operation: str, api: str) -> AuthorizationError:
+    """TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the ACL ``operation`` the principal lacks."""
+    resource = f"TransactionalId:{tid}" if tid else "the TransactionalId resource"
+    return AuthorizationError(
+        f"{api} was refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the principal needs {operation} on "
+        f"{resource} (e.g. a prefixed ACL on the pipeline's transactional-id prefix)",
+        transactional_id=tid,
+    )

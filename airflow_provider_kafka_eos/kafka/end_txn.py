@@ -1,0 +1,186 @@
+"""Sending EndTxn: the one owner of the rule for ending a prepared transaction by its producer
+id / epoch ("commit by resume", and abort in place).
+
+A share of one coordinator's group is sent on one lane and re-sent while the coordinator
+answers retriably (NOT_COORDINATOR: look the coordinator up again; no answer: ask again);
+when the retry deadline passes the outcome is unknown and the message says to run the
+commit/abort again (EndTxn is idempotent). A non-retriable answer is explained by describing
+the transaction, to tell data loss from fencing. The admin
+(:class:`~airflow_provider_kafka_eos.kafka.transactions.TransactionAdmin`) groups the
+committables per coordinator and spreads them over lanes; the functions here take the admin
+(its wire, describe, verify_committable, retry timeout) as a parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kafka.protocol.producer.transaction import EndTxnRequest
+
+from airflow_provider_kafka_eos.kafka.committable import Committable
+from airflow_provider_kafka_eos.kafka.coordinator_answers import (
+    INVALID_PRODUCER_EPOCH,
+    INVALID_PRODUCER_ID_MAPPING,
+    INVALID_TXN_STATE,
+    NONE,
+    NOT_COORDINATOR,
+    PRODUCER_FENCED,
+    RETRIABLE,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    Retry,
+    authorization_error,
+)
+from airflow_provider_kafka_eos.kafka.errors import (
+    BrokerUnreachableError,
+    DataLossError,
+    KafkaEosError,
+    ProducerFencedError,
+    TransactionTimeoutRiskError,
+    UnsupportedCapabilityError,
+)
+from airflow_provider_kafka_eos.kafka.transaction_types import TxnOutcome, _holder, _state
+from airflow_provider_kafka_eos.kafka.wire import Wire, error_name
+
+if TYPE_CHECKING:
+    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+
+__all__ = ["check_end_txn_versions", "end_txn_error", "end_txn_group"]
+
+
+def check_end_txn_versions(wire: Wire, committables: Sequence[Committable]) -> None:
+    """Refuse, before anything is sent, a committable whose EndTxn version the cluster lacks."""
+    supported = wire.broker_api_range(EndTxnRequest.API_KEY)
+    for c in committables:
+        if supported is None or not supported[0] <= c.end_txn_version <= min(
+            supported[1], EndTxnRequest.max_version
+        ):
+            raise UnsupportedCapabilityError(
+                f"the committable needs EndTxn v{c.end_txn_version} (transaction version "
+                f"{c.transaction_version}) but the cluster supports {supported or 'no EndTxn'}; was it "
+                "prepared on another cluster, or was the cluster downgraded?",
+                transactional_id=c.transactional_id,
+            )
+
+
+def end_txn_group(
+    admin: TransactionAdmin,
+    group: Sequence[Committable],
+    commit: bool,
+    *,
+    new_retry: Callable[[], Retry],
+    wire: Wire | None = None,
+) -> tuple[list[TxnOutcome], list[KafkaEosError]]:
+    """EndTxn for one share of a coordinator's group, on one lane (``wire``, the admin's own by
+    default), until each answers or the retry deadline passes ("outcome unknown: run again").
+
+    ``new_retry`` makes the deadline/backoff for this group (the admin's retry timeout and
+    call deadline); a non-retriable answer is explained by :func:`end_txn_error`.
+    """
+    wire = wire or admin.wire
+    pending = list(group)
+    done: list[TxnOutcome] = []
+    failed: list[KafkaEosError] = []
+    retry = new_retry()
+    verb = "commit" if commit else "abort"
+    last: dict[str, str] = {}  # the last answer per id, for the "outcome unknown" message
+    while pending:
+        try:
+            coordinators = wire.coordinators(c.transactional_id for c in pending)
+        except BrokerUnreachableError:
+            # No lookup answered (the cluster, or this lane's connection, is down). Send anyway,
+            # to any broker: an EndTxn without an answer is retried until the deadline and then
+            # reported as "outcome unknown"; a broker that is not the coordinator says so.
+            coordinators = {}
+        batch = []
+        for c in pending:
+            request = EndTxnRequest(
+                transactional_id=c.transactional_id,
+                producer_id=c.producer_id,
+                producer_epoch=c.producer_epoch,
+                committed=commit,
+                version=c.end_txn_version,
+            )
+            node = coordinators.get(c.transactional_id)
+            batch.append((request, node if isinstance(node, int) else None))
+        again: list[Committable] = []
+        for c, response in zip(pending, wire.send_all(batch, raise_errors=False), strict=True):
+            if isinstance(response, BrokerUnreachableError):
+                wire.forget_coordinator(c.transactional_id)  # it may have moved: ask again
+                last[c.transactional_id] = f"no answer ({response.cause})"
+                again.append(c)
+                continue
+            code = response.error_code
+            last[c.transactional_id] = error_name(code)
+            if code == NONE:
+                done.append(
+                    TxnOutcome(
+                        c.transactional_id,
+                        "committed" if commit else "aborted",
+                        getattr(response, "producer_id", c.producer_id),
+                        _response_epoch(response, c),
+                    )
+                )
+            elif code in RETRIABLE:
+                if code == NOT_COORDINATOR:
+                    wire.forget_coordinator(c.transactional_id)
+                again.append(c)
+            else:
+                failed.append(end_txn_error(admin, c, code, verb))
+        pending = again
+        if pending and not retry.wait():
+            for c in pending:
+                failed.append(
+                    BrokerUnreachableError(
+                        f"EndTxn({verb}) did not complete within {admin.retry_timeout_ms} ms (the "
+                        "coordinator kept answering retriable errors or did not answer; the last answer "
+                        f"was {last.get(c.transactional_id, 'none')}); its outcome is "
+                        f"unknown: run the {verb} again (it is idempotent) before the transaction "
+                        "times out",
+                        transactional_id=c.transactional_id,
+                    )
+                )
+            break
+    return done, failed
+
+
+def end_txn_error(admin: TransactionAdmin, c: Committable, code: int, verb: str) -> KafkaEosError:
+    """Explain a non-retriable EndTxn answer, describing the transaction to tell loss from fencing
+    (``admin.describe``, then ``admin.verify_committable`` with its clock and safety margin)."""
+    tid = c.transactional_id
+    if code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        return authorization_error(tid, "WRITE", f"EndTxn({verb})")
+    try:
+        described = admin.describe([tid], missing_ok=True).get(tid)
+    except KafkaEosError:
+        described = None
+    if described is not None and verb == "commit":
+        try:
+            admin.verify_committable(c, described)
+        except (DataLossError, ProducerFencedError) as err:
+            return err
+        except TransactionTimeoutRiskError:
+            pass
+    if code == INVALID_TXN_STATE and verb == "commit":
+        return DataLossError(
+            f"EndTxn(commit) was refused with {error_name(code)}: the transaction is no longer open "
+            f"(coordinator state {_state(described.state) if described else 'unknown'}); its records "
+            "can no "
+            "longer be committed",
+            transactional_id=tid,
+        )
+    if code in (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING):
+        return ProducerFencedError(
+            f"EndTxn({verb}) with producer id {c.producer_id}, epoch {c.producer_epoch} was refused with "
+            f"{error_name(code)}: the coordinator holds "
+            f"{_holder(described)}",
+            transactional_id=tid,
+        )
+    return KafkaEosError(
+        f"EndTxn({verb}) failed with {error_name(code)}", transactional_id=tid, runbook="troubleshooting"
+    )
+
+
+def _response_epoch(response: Any, c: Committable) -> int:
+    epoch = getattr(response, "producer_epoch", -1)
+    return epoch if isinstance(epoch, int) and epoch >= 0 else c.producer_epoch

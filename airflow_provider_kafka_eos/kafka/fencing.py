@@ -1,0 +1,165 @@
+"""Abort by fencing: InitProducerId for a transactional id bumps its epoch, and the coordinator
+aborts the open transaction (answering CONCURRENT_TRANSACTIONS until it has).
+
+:func:`fence_many` pipelines InitProducerId for many ids on one lane, in waves, until each
+answers; with ``enable_2pc`` it sends v6 (KIP-939's Enable2Pc), which :func:`init_v6` checks
+the cluster offers. The admin
+(:class:`~airflow_provider_kafka_eos.kafka.transactions.TransactionAdmin`) describes first
+(InitProducerId on an unknown id would create it), groups per coordinator and spreads over
+lanes; the functions here take the admin (its wire and retry timeout) as a parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kafka.protocol.producer.transaction import InitProducerIdRequest
+
+from airflow_provider_kafka_eos.kafka.coordinator_answers import (
+    CONCURRENT_TRANSACTIONS,
+    INVALID_TRANSACTION_TIMEOUT,
+    NONE,
+    NOT_COORDINATOR,
+    RETRIABLE,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    Retry,
+    error_for_code,
+)
+from airflow_provider_kafka_eos.kafka.errors import (
+    AuthorizationError,
+    BrokerUnreachableError,
+    KafkaEosError,
+    UnsupportedCapabilityError,
+)
+from airflow_provider_kafka_eos.kafka.transaction_types import TransactionDescription, TxnOutcome
+from airflow_provider_kafka_eos.kafka.wire import Wire, error_name
+
+if TYPE_CHECKING:
+    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+
+__all__ = ["fence_many", "fence_outcome", "init_v6"]
+
+
+def fence_many(
+    admin: TransactionAdmin,
+    targets: Sequence[tuple[str, int]],
+    *,
+    new_retry: Callable[[], Retry],
+    enable_2pc: bool = False,
+    wire: Wire | None = None,
+) -> tuple[dict[str, tuple[int, int, bool]], dict[str, KafkaEosError]]:
+    """InitProducerId for many ids, pipelined in waves until each answers NONE.
+
+    Returns ``{id: (producer id, epoch, aborted_open_transaction)}`` and ``{id: error}``.
+    CONCURRENT_TRANSACTIONS on the first answer means the coordinator found an open
+    transaction and is aborting it (the epoch fence); the wave is re-sent after a backoff.
+    ``wire`` is the lane to send on (the admin's own by default); ``new_retry`` makes the
+    deadline/backoff of the waves (the admin's retry timeout and call deadline).
+    """
+    wire = wire or admin.wire
+    timeouts = {t: (ms if ms and ms > 0 else 60000) for t, ms in targets}
+    two_pc: dict[str, Any] = {}
+    if enable_2pc:
+        two_pc = {"enable2_pc": True, "keep_prepared_txn": False, "version": init_v6(admin.wire, targets)}
+    pending = list(timeouts)
+    fenced: set[str] = set()
+    last_code: dict[str, int] = {}
+    done: dict[str, tuple[int, int, bool]] = {}
+    failed: dict[str, KafkaEosError] = {}
+    retry = new_retry()
+    while pending:
+        coordinators = wire.coordinators(pending)
+        batch, sent = [], []
+        again: list[str] = []
+        for tid in pending:
+            node = coordinators[tid]
+            if isinstance(node, Exception):
+                code = getattr(node, "errno", -1)
+                if code in RETRIABLE:
+                    wire.forget_coordinator(tid)
+                    again.append(tid)
+                else:
+                    failed[tid] = error_for_code(tid, code, "FindCoordinator")
+                continue
+            request = InitProducerIdRequest(
+                transactional_id=tid,
+                transaction_timeout_ms=timeouts[tid],
+                producer_id=-1,
+                producer_epoch=-1,
+                **two_pc,
+            )
+            batch.append((request, node))
+            sent.append(tid)
+        for tid, response in zip(sent, wire.send_all(batch, raise_errors=False), strict=True):
+            if isinstance(response, BrokerUnreachableError):
+                wire.forget_coordinator(tid)  # it may have moved: ask again
+                again.append(tid)
+                continue
+            code = last_code[tid] = response.error_code
+            if code == NONE:
+                done[tid] = (response.producer_id, response.producer_epoch, tid in fenced)
+            elif code == CONCURRENT_TRANSACTIONS:
+                fenced.add(tid)  # the coordinator is aborting the open transaction for us
+                again.append(tid)
+            elif code in RETRIABLE:
+                if code == NOT_COORDINATOR:
+                    wire.forget_coordinator(tid)
+                again.append(tid)
+            elif code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED and enable_2pc:
+                failed[tid] = AuthorizationError(
+                    "InitProducerId with Enable2Pc was refused with "
+                    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the broker needs "
+                    "transaction.two.phase.commit.enable=true and the principal "
+                    "TWO_PHASE_COMMIT (besides WRITE) on the TransactionalId",
+                    transactional_id=tid,
+                    runbook="two-phase-commit",
+                )
+            elif code == INVALID_TRANSACTION_TIMEOUT:
+                failed[tid] = KafkaEosError(
+                    f"InitProducerId was refused with {error_name(code)} for timeout {timeouts[tid]} ms "
+                    "(above transaction.max.timeout.ms?)",
+                    transactional_id=tid,
+                    runbook="troubleshooting",
+                )
+            else:
+                failed[tid] = error_for_code(tid, code, "InitProducerId")
+        pending = again
+        if pending and not retry.wait():
+            for tid in pending:
+                answer = error_name(last_code[tid]) if tid in last_code else "no answer"
+                failed[tid] = BrokerUnreachableError(
+                    f"InitProducerId (fencing) did not complete within {admin.retry_timeout_ms} ms; "
+                    f"the last answer was {answer}",
+                    transactional_id=tid,
+                )
+            break
+    return done, failed
+
+
+def init_v6(wire: Wire, targets: Sequence[tuple[str, int]]) -> int:
+    """InitProducerId v6 (KIP-939), or the error that says the cluster cannot do 2PC."""
+    version = wire.api_version(InitProducerIdRequest)
+    if version is None or version < 6:
+        raise UnsupportedCapabilityError(
+            f"two-phase commit needs InitProducerId v6 (KIP-939); the cluster offers "
+            f"{'none' if version is None else f'v{version}'} (Kafka 4.1+ with "
+            "transaction.two.phase.commit.enable=true and unstable.api.versions.enable=true)",
+            transactional_id=targets[0][0] if targets else None,
+            runbook="two-phase-commit",
+        )
+    return 6
+
+
+def fence_outcome(d: TransactionDescription, pid: int, epoch: int, fenced: bool) -> TxnOutcome:
+    """What fencing did to the transaction ``d`` described: aborted it, or found it already ended."""
+    tid = d.transactional_id
+    if fenced:
+        return TxnOutcome(tid, "aborted", pid, epoch, f"fenced epoch {d.producer_epoch} -> {epoch}")
+    return TxnOutcome(
+        tid,
+        "already_completed",
+        pid,
+        epoch,
+        "the transaction ended before the fence reached it; nothing was aborted",
+    )
