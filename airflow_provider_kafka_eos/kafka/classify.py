@@ -407,6 +407,9 @@ class Findings:
     prefixes: tuple[str, ...] | None
     transactions: list[TransactionFinding] = field(default_factory=list)
     lso_stalls: list[LsoStall] = field(default_factory=list)
+    # The manifest store the scan read (the sensor's or its connection's): where the full
+    # findings go by default when the XCom is cut. Not in to_dict (XCom carries no config).
+    manifest_base_uri: str | None = field(default=None, compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.transactions or self.lso_stalls)
@@ -563,6 +566,7 @@ def scan(admin: Any, spec: ScanSpec, *, tracker: LsoStallTracker | None = None) 
         min_age_ms=spec.min_age_ms,
         prefixes=spec.prefixes,
         transactions=classify(lingering, owned_prefixes=spec.owned, prepared=prepared, at_ms=at_ms),
+        manifest_base_uri=spec.manifest_base_uri,
     )
     if spec.lso_partitions:
         polls, names = poll_partitions(admin, spec.lso_partitions)

@@ -68,7 +68,8 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
     :param min_lso_stall: how long an LSO must be pinned to count (defaults to ``min_age``).
     :param deferrable: poke once, then hand the waiting to the triggerer.
     :param findings_base_uri: where the full findings go as a JSON file when there are more
-        than ``xcom_max_findings`` (templated; defaults to ``manifest_base_uri``; the file is
+        than ``xcom_max_findings`` (templated; defaults to the manifest store the scan reads, this sensor's
+        ``manifest_base_uri`` or the connection's; the file is
         ``<base>/_lingering-findings/findings-<ms>-<hash>.json``).
     :param xcom_max_findings: at most this many findings per list in XCom (the metadata
         database); the rest are counted in ``omitted`` and are in the findings file.
@@ -150,7 +151,8 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
         return PokeReturnValue(is_done=True, xcom_value=payload)
 
     def _findings_base_uri(self) -> str | None:
-        return self.findings_base_uri or self.manifest_base_uri or None
+        # None: bounded_findings uses the store the scan read (this sensor's or the connection's)
+        return self.findings_base_uri or None
 
     @raises_fail_now
     def execute(self, context: Any) -> Any:

@@ -45,9 +45,11 @@ def scan_with_connection(conn_id: str, spec: ScanSpec, tracker: LsoStallTracker 
 def bounded_findings(findings: Findings, findings_base_uri: str | None, limit: int) -> dict[str, Any]:
     """What the sensor pushes to XCom and the trigger's event carries (both land in the metadata
     database): counts and at most ``limit`` findings per list. When more were found, all of them
-    are written to a JSON file under ``findings_base_uri`` whose URI the payload names."""
+    are written to a JSON file under ``findings_base_uri`` (default: the manifest store the scan
+    read, the sensor's or its connection's) whose URI the payload names."""
     uri = None
     full = findings.to_dict()
+    findings_base_uri = findings_base_uri or findings.manifest_base_uri
     if findings_base_uri and max(len(findings.transactions), len(findings.lso_stalls)) > limit:
         uri = write_findings(findings_base_uri, findings, full)
     return xcom_payload(findings, limit=limit, findings_uri=uri, full=full)

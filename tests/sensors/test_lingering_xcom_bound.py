@@ -70,9 +70,10 @@ def test_few_findings_stay_whole_in_xcom_and_write_no_file(kafka_broker, kafka_e
     assert not (tmp_path / FINDINGS_DIR).exists()
 
 
-def test_without_a_store_the_xcom_is_still_capped_and_the_log_has_the_table(
-    kafka_broker, kafka_eos_conn, capfd
+def test_a_store_from_the_connection_gets_the_findings_file_and_the_log_has_the_table(
+    kafka_broker, kafka_eos_conn, empty_store, capfd
 ):
+    """The sensor names no store: the scan reads the connection's, and the file goes there too."""
     prefix, topic = unique_name("nostore") + "-", unique_name("topic")
     tids = _orphans(kafka_broker, prefix, topic, 4)
     sensor = KafkaLingeringTransactionSensor(
@@ -81,7 +82,8 @@ def test_without_a_store_the_xcom_is_still_capped_and_the_log_has_the_table(
     capfd.readouterr()
     xcom = sensor.poke({}).xcom_value
     assert len(xcom["transactions"]) == 1 and xcom["omitted"]["transactions"] == 3
-    assert xcom["findings_uri"] is None
+    assert xcom["findings_uri"].startswith(f"{empty_store}/{FINDINGS_DIR}/findings-")
+    assert sorted(f["transactional_id"] for f in read_findings(xcom["findings_uri"])["transactions"]) == tids
     captured = capfd.readouterr()
     log = captured.out + captured.err
     assert all(tid in log for tid in tids), "the task log's table must list every finding"
