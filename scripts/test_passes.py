@@ -20,6 +20,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,14 +105,18 @@ def _counts(junit: Path, outcome: Outcome) -> None:
         outcome.passed += tests - failed - skipped
 
 
-def run_pass(test_pass: Pass, extra: list[str]) -> Outcome:
+def run_pass(test_pass: Pass, extra: list[str], environment: Future[str] | None = None) -> Outcome:
+    """Run one pass; ``environment``: its interpreter, being made (see :func:`prepare_environments`)."""
     outcome = Outcome(test_pass.name, blocking=test_pass.blocking)
     print(f"\n===== pass {test_pass.name}: {test_pass.description}", flush=True)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"kafka-eos-pass-{test_pass.name}-") as tmp:
         junit = Path(tmp) / "junit.xml"
         try:
-            python = test_pass.python() if test_pass.python else sys.executable
+            if environment is not None:
+                python = environment.result()
+            else:
+                python = test_pass.python() if test_pass.python else sys.executable
         except (OSError, subprocess.SubprocessError) as exc:
             print(f"===== pass {test_pass.name}: cannot make its environment: {exc}", flush=True)
             python, code = None, 1
@@ -158,15 +163,27 @@ def selected_passes() -> list[Pass]:
     return [known[n] for n in wanted]
 
 
+def prepare_environments(passes: list[Pass], pool: ThreadPoolExecutor) -> dict[str, Future[str]]:
+    """Start making every pass's own environment now, while the first passes run.
+
+    Making one (a venv with another PySpark: mostly downloading and unpacking) costs a minute
+    on a fresh machine; done beside the embedded pass it costs CI nothing.
+    """
+    return {p.name: pool.submit(p.python) for p in passes if p.python is not None}
+
+
 def main(argv: list[str]) -> int:
     passes = selected_passes()
     outcomes = []
     started = time.monotonic()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pass-environment")
+    environments = prepare_environments(passes, pool)
     ruff = subprocess.run([str(Path(sys.executable).with_name("ruff")), "check", "."], cwd=ROOT).returncode
     if ruff != 0:
         print("===== ruff: FAILED", flush=True)
     for test_pass in passes:
-        outcomes.append(run_pass(test_pass, argv))
+        outcomes.append(run_pass(test_pass, argv, environments.get(test_pass.name)))
+    pool.shutdown()
     print(f"\n===== {len(outcomes)} pass(es) in {time.monotonic() - started:.0f} s", flush=True)
     for o in outcomes:
         print(

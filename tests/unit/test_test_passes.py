@@ -61,3 +61,27 @@ def test_a_failing_blocking_pass_or_ruff_fails_the_run(passes):
     assert passes.closing_line([green], ruff_failed=True) == ("3 passed, 1 failed, 0 skipped", 1)
     stopped = passes.Outcome("spark35", passed=2, ok=False)  # stopped at its limit: no test failed
     assert passes.closing_line([stopped], ruff_failed=False)[1] == 1
+
+
+def test_a_pass_environment_is_made_before_the_pass_and_used_by_it(passes, tmp_path):
+    """Environments are started at once (beside earlier passes) and each pass waits for its own."""
+    made = []
+
+    def make() -> str:
+        made.append("made")
+        return sys.executable
+
+    pass_with_env = passes.Pass("own-env", "its own interpreter", python=make)
+    plain = passes.Pass("plain", "this interpreter")
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        environments = passes.prepare_environments([plain, pass_with_env], pool)
+        assert set(environments) == {"own-env"}
+        assert environments["own-env"].result(timeout=30) == sys.executable
+    assert made == ["made"]
+    sample = tmp_path / "test_sample.py"
+    sample.write_text("def test_ok(): pass\n")
+    outcome = passes.run_pass(pass_with_env, [str(sample)], environments["own-env"])
+    assert (outcome.passed, outcome.ok) == (1, True)
+    assert made == ["made"], "the pass used the environment made in advance, not a second one"

@@ -142,6 +142,10 @@ def node_properties(
         "num.recovery.threads.per.data.dir": "1",
         "log.segment.bytes": str(64 * 1024 * 1024),
         "controlled.shutdown.enable": "true",
+        # A node restarted after kill -9 waits until the controller drops its old registration:
+        # the broker session (default 9 s) is most of a crash-restart's time in the tests.
+        "broker.session.timeout.ms": "3000",
+        "broker.heartbeat.interval.ms": "500",
         "socket.request.max.bytes": str(opts.socket_request_max_bytes),
     }
     if opts.max_connections is not None:
