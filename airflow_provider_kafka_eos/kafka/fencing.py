@@ -69,11 +69,17 @@ def fence_many(
     failed: dict[str, KafkaEosError] = {}
     retry = new_retry()
     while pending:
-        coordinators = wire.coordinators(pending)
+        try:
+            coordinators = wire.coordinators(pending)
+        except BrokerUnreachableError:
+            # No lookup answered (the cluster, or this lane's connection, is down): send anyway,
+            # to any broker, as EndTxn does; no answer is retried until the deadline and then
+            # reported per id, and a broker that is not the coordinator says so.
+            coordinators = {}
         batch, sent = [], []
         again: list[str] = []
         for tid in pending:
-            node = coordinators[tid]
+            node = coordinators.get(tid)
             if isinstance(node, Exception):
                 code = getattr(node, "errno", -1)
                 if code in RETRIABLE:
@@ -130,7 +136,8 @@ def fence_many(
                 answer = error_name(last_code[tid]) if tid in last_code else "no answer"
                 failed[tid] = BrokerUnreachableError(
                     f"InitProducerId (fencing) did not complete within {admin.retry_timeout_ms} ms; "
-                    f"the last answer was {answer}",
+                    f"the last answer was {answer}; whether it was aborted is unknown: run the abort "
+                    "again (an id whose transaction already ended is left alone)",
                     transactional_id=tid,
                 )
             break

@@ -146,3 +146,42 @@ def test_abort_over_several_lanes_fences_each_transaction_once(kafka_broker, top
         assert d.state in ("Empty", "CompleteAbort") and d.producer_epoch > c.producer_epoch, d
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [])
 
+
+
+def test_lane_lost_mid_abort_names_each_unanswered_id_and_a_rerun_aborts_the_rest(
+    kafka_broker, topic, small_lanes
+):
+    """As above, for abort by fencing: one extra lane's connections die before its first
+    request (its coordinator lookup included). The fake is again only that lane's bounded IO
+    wait (``Wire._run``); the other lanes fence for real, and the lost lane's ids end in
+    "run the abort again" instead of an error that drops what the other lanes did."""
+    base = unique("lanes-abort-lost")
+    config = client_config(kafka_broker.bootstrap)
+    with TransactionAdmin(config, lanes=LANES, retry_timeout_ms=1500, connect_timeout_ms=500) as admin:
+        batch = _prepare(kafka_broker.bootstrap, admin, base, topic)
+        ids = [c.transactional_id for c in batch]
+        wires, cut = admin._lanes.wires, []
+
+        def refused(*_args):
+            raise kerr.KafkaConnectionError("connection refused (the test cut this lane)")
+
+        def cut_one_lane(count):
+            opened = wires(count)
+            if len(opened) > 1 and not cut:
+                opened[1]._run = refused
+                cut.append(opened[1])
+            return opened
+
+        admin._lanes.wires = cut_one_lane
+        with pytest.raises(KafkaEosError) as info:
+            admin.abort(ids)
+    assert cut, "the batch was spread over more than one lane"
+    text = str(info.value)
+    assert "run the abort again" in text and info.value.transactional_id in ids, text
+
+    with TransactionAdmin(config) as admin:  # the operator's "run it again"
+        rerun = {o.transactional_id: o.outcome for o in admin.abort(ids)}
+    assert set(rerun) == set(ids)
+    assert set(rerun.values()) <= {"aborted", "already_aborted"}
+    assert "aborted" in rerun.values(), "the lost lane's ids were still open and are aborted now"
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [])
