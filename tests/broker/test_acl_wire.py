@@ -29,6 +29,7 @@ from airflow_provider_kafka_eos.testing.broker.txn_state import Err
 from airflow_provider_kafka_eos.testing.broker.txn_testkit import (
     WireProbe,
     admin,
+    describe_settled,
     keys,
     produce_in_transaction,
     transactional_producer,
@@ -165,7 +166,8 @@ def test_list_and_describe_show_only_what_the_caller_may_describe(secured):
     try:
         as_alice = {t.transactional_id for rows in alice.list_transactions().values() for t in rows}
         assert as_alice == {mine}
-        assert alice.describe_transactions([mine])[mine].state.value == "CompleteCommit"
+        # describable by alice; settled first (Kafka writes the commit markers after EndTxn)
+        assert describe_settled(alice, mine).state.value == "CompleteCommit"
         from kafka.errors import TransactionalIdAuthorizationFailedError
 
         with pytest.raises(TransactionalIdAuthorizationFailedError):

@@ -190,6 +190,8 @@ def test_list_and_find_lingering_filter_by_prefix_state_and_age(kafka_broker, ad
     done = open_transaction(kafka_broker.bootstrap, admin, f"{base}-1-1", topic, keys_for(base + "d", 1))
     open_transaction(kafka_broker.bootstrap, admin, f"{other}-0-1", topic, keys_for(other, 1))
     admin.commit([done])
+    # Kafka answers EndTxn before it writes the markers: settle, as any client must
+    wait_for_state(admin, done.transactional_id, {"CompleteCommit"})
 
     listed = admin.list(prefixes=[base])
     assert {(entry.transactional_id, entry.state) for entry in listed} == {
