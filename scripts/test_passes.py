@@ -61,7 +61,7 @@ PASSES: list[Pass] = [
         "every Kafka-facing test on real Apache Kafka 4.4, single node",
         {"KAFKA_EOS_TEST_KAFKA": "apache"},
         ("--kafka-facing",),
-        # a bound, not a goal: a quiet run takes about 21 min; past this something hangs
+        # a bound, not a goal: a clean-clone run takes about 20 min; past this something hangs
         time_limit_s=float(os.environ.get("KAFKA_EOS_APACHE_PASS_LIMIT_S", 35 * 60)),
     ),
     Pass(
