@@ -271,13 +271,8 @@ class PartitionTransaction:
             # must not keep a fenced producer alive (and dialling the brokers) with it.
             remaining = self._require_producer().flush(timeout_s)
         except Exception as exc:  # KafkaException, or SystemError wrapping one raised in a callback
-            error = _translate(exc, self.transactional_id, "flush")
-            known = self._fatal_error or "; ".join(self._delivery_errors)
-            if type(error) is KafkaEosError and known:
-                # The exception itself said nothing useful (a bare SystemError); the producer's
-                # fatal error or the rejected deliveries say what happened.
-                error = _translate(RuntimeError(known), self.transactional_id, "flush")
-            raise error from None
+            known = self._fatal_error or "; ".join(self._delivery_errors) or None
+            raise _translate(exc, self.transactional_id, "flush", known_cause=known) from None
         if remaining:
             raise BrokerUnreachableError(
                 f"{remaining} record(s) were not acknowledged within {timeout_s:.0f}s of flush",
@@ -453,10 +448,20 @@ def _names_fencing(text: str) -> bool:
     return "FENCED" in upper or "EPOCH" in upper
 
 
-def _translate(exc: Exception, transactional_id: str, step: str) -> KafkaEosError:
-    """confluent-kafka's KafkaException -> our error classes (cause text, runbook page)."""
-    cause = exc.__context__ if isinstance(exc, SystemError) and exc.__context__ is not None else exc
-    text = str(cause)
+def _translate(
+    exc: Exception, transactional_id: str, step: str, known_cause: str | None = None
+) -> KafkaEosError:
+    """confluent-kafka's KafkaException -> our error classes (cause text, runbook page).
+
+    A SystemError wraps an exception raised in a callback (its ``__context__``), or is bare
+    ("returned NULL without setting an exception", seen when a fenced producer flushes): then
+    ``known_cause``, what the producer recorded itself (its fatal error, rejected deliveries),
+    names the cause.
+    """
+    if isinstance(exc, SystemError):
+        text = str(exc.__context__) if exc.__context__ is not None else (known_cause or str(exc))
+    else:
+        text = str(exc)
     upper = text.upper()
     if "AUTHORIZ" in upper:
         from airflow_provider_kafka_eos.kafka.errors import AuthorizationError

@@ -176,3 +176,21 @@ def test_unreachable_broker_is_a_clear_error(unique_name):
         txn.begin()
     assert tid in str(excinfo.value)
     assert "kafka-eos-txn --runbook broker-unreachable (" in str(excinfo.value)
+
+
+def test_a_bare_system_error_from_flush_is_named_by_what_the_producer_recorded():
+    """confluent-kafka sometimes ends a fenced producer's flush() with a SystemError that carries
+    no cause (seen on Kafka 4.4 in the zombie test above, not reproducible on demand): the
+    producer's own record of librdkafka's fatal error must then decide the error class. The
+    exception is built here because that race cannot be forced against a broker."""
+    from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
+    from airflow_provider_kafka_eos.kafka.producer import _translate
+
+    bare = SystemError(
+        "<method 'flush' of 'cimpl.Producer' objects> returned NULL without setting an exception"
+    )
+    fenced = "KafkaError{code=_FENCED,val=-144,str=\"Producer fenced by newer instance\"}"
+    named = _translate(bare, "tid-0-1", "flush", known_cause=fenced)
+    assert isinstance(named, ProducerFencedError) and "Producer fenced" in str(named)
+    unnamed = _translate(bare, "tid-0-1", "flush")
+    assert type(unnamed) is KafkaEosError and "returned NULL" in str(unnamed)
