@@ -16,7 +16,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 from cluster_jobs import KEYS_APP, submit
@@ -25,6 +24,7 @@ from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, manifest_u
 from airflow_provider_kafka_eos.spark import faults
 from airflow_provider_kafka_eos.spark import job as eos_job
 from airflow_provider_kafka_eos.testing import fault_job
+from airflow_provider_kafka_eos.testing.broker.txn_testkit import wait_for
 from airflow_provider_kafka_eos.testing.spark import (
     commit_manifest,
     job_arguments,
@@ -42,13 +42,6 @@ def _uncommitted_total(broker, topic):
     return sum(count_keys(broker.bootstrap, topic, isolation="read_uncommitted").values())
 
 
-def _wait_for(predicate, what, timeout_s=600):
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
 def _kill_mid_write(cluster, broker, tmp_path, prefix, topic, fault):
     """Run the job with partition 0 held mid-write, kill its executor or worker, wait for the end."""
     hold = tmp_path / "hold"
@@ -64,7 +57,7 @@ def _kill_mid_write(cluster, broker, tmp_path, prefix, topic, fault):
     with open(log, "w") as out, subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT) as job:
         try:
             marker = hold / "held-0"
-            _wait_for(lambda: marker.exists() or job.poll() is not None, "partition 0 to hold mid-write")
+            wait_for(lambda: marker.exists() or job.poll() is not None, "partition 0 to hold mid-write", 600)
             assert marker.exists(), log.read_text()[-4000:]
             executor = cluster.executor_of(json.loads(marker.read_text())["pid"])
             if fault == "executor_killed":
@@ -72,7 +65,7 @@ def _kill_mid_write(cluster, broker, tmp_path, prefix, topic, fault):
             else:
                 cluster.kill_worker(cluster.worker_of(executor))
                 # the worker's executor notices its worker is gone and exits
-                _wait_for(lambda: executor not in cluster.executor_pids(), "the lost worker's executor")
+                wait_for(lambda: executor not in cluster.executor_pids(), "the lost worker's executor", 600)
             returncode = job.wait(timeout=300)
         finally:
             if job.poll() is None:
