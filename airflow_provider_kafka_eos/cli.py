@@ -3,7 +3,7 @@
 The interface of the seed tool (``--action abort|commit``, ``--bootstrap-servers``,
 ``--transactional-id``, ``--producer-id``, ``--epoch``, ``--command-config``) plus list,
 describe, find-hanging, commit-from-manifest and preflight. Validation and execution live in
-:mod:`airflow_provider_kafka_eos.kafka.resolution`, shared with the manual-resolution DAG, so
+:mod:`airflow_provider_kafka_eos.kafka.operations.resolution`, shared with the manual-resolution DAG, so
 both say the same thing. This module only parses arguments, builds the client configuration
 (secrets come from the ``--command-config`` file or the environment, never from the command
 line, where ``ps`` would show them) and renders results.
@@ -77,7 +77,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from airflow_provider_kafka_eos.kafka.resolution import ACTIONS
+    from airflow_provider_kafka_eos.kafka.operations.resolution import ACTIONS
 
     parser = _Parser(
         prog=PROG,
@@ -238,7 +238,7 @@ def _manifest_base(args: argparse.Namespace, env: Any, props: dict[str, str]) ->
 
 def _request(args: argparse.Namespace, manifest_base: str | None = None) -> Any:
     from airflow_provider_kafka_eos.kafka.errors import UsageError
-    from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest
+    from airflow_provider_kafka_eos.kafka.operations.resolution import ResolutionRequest
     from airflow_provider_kafka_eos.kafka.validation import parse_duration_ms
 
     if args.manifest and args.action not in ("commit", "commit-from-manifest", "abort"):
@@ -327,9 +327,9 @@ def run(
     env: Any = None,
 ) -> int:
     """The CLI without ``sys.exit`` (tests and wrappers call this)."""
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
     from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, UsageError
-    from airflow_provider_kafka_eos.kafka.resolution import run_resolution
-    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.kafka.operations.resolution import run_resolution
 
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr

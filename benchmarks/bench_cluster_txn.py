@@ -20,7 +20,7 @@ bounded by ``--budget-s`` (checked between steps: a step that would start past i
 and reported as such).
 
 The commit uses ``TransactionAdmin``'s default lanes (connections per coordinator,
-``kafka/lanes.py``), or ``--lanes N``. ``--sweep-lanes 1,2,4,8`` instead commits equal slices
+``kafka/protocol/lanes.py``), or ``--lanes N``. ``--sweep-lanes 1,2,4,8`` instead commits equal slices
 of the seeded set with each lane count in turn (the measurement behind the default; every key
 is still counted once at the end), and times DescribeTransactions of the whole set on one
 connection pool, then split over the largest lane count (in that order: the second runs on
@@ -66,7 +66,7 @@ def _create_topic(bootstrap: str, topic: str, replication: int) -> None:
 def _seed(config: Any, ids: list[str], topic: str) -> tuple[list[Any], list[Any]]:
     """Prepared transactions (one record each) for ``ids``, seeded over SEED_LANES pools in parallel."""
     import benchmarks.bench_txn_ops as txn_ops
-    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 
     txn_ops.PARTITIONS = PARTITIONS  # the seed spreads transactions over this many partitions
     seeded = txn_ops.seed_in_parallel(config, ids, topic, with_records=True, pools=SEED_LANES)
@@ -81,7 +81,7 @@ def _timed_commit(
 
     ``max_workers`` None = ``commit()``'s default (what users get)."""
     import benchmarks.bench_txn_ops as txn_ops
-    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 
     kwargs = {} if lanes is None else {"lanes": lanes}
     with TransactionAdmin(config, **kwargs) as admin:
@@ -114,8 +114,8 @@ def _timed_commit(
 
 def _describe_lanes(config: Any, ids: list[str], lanes: int) -> dict[str, Any]:
     """DescribeTransactions of ``ids`` on one admin vs. split over ``lanes`` admins in parallel."""
-    from airflow_provider_kafka_eos.kafka.lanes import split
-    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.kafka.protocol.lanes import split
 
     result: dict[str, Any] = {"ids": len(ids)}
     for n in (1, lanes):
@@ -147,7 +147,7 @@ def bench_commit(
 ) -> dict[str, Any]:
     """Seed ``count`` prepared transactions with one record each, commit them, count every key."""
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-    from airflow_provider_kafka_eos.kafka.lanes import split
+    from airflow_provider_kafka_eos.kafka.protocol.lanes import split
     from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
     run_id = uuid.uuid4().hex[:8]

@@ -23,9 +23,12 @@ OPTION_DEFAULTS: dict[str, Any] = {"checkpoints": 100, "partitions": 4}
 
 
 def run_strategy(config: dict[str, Any], strategy: str, checkpoints: int, partitions: int) -> dict[str, Any]:
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-    from airflow_provider_kafka_eos.kafka.producer import PartitionTransaction, TransactionProtocol
-    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.kafka.producers.librdkafka import (
+        PartitionTransaction,
+        TransactionProtocol,
+    )
     from airflow_provider_kafka_eos.spark import naming_support
 
     prefix = f"bench-{strategy.lower()}-{uuid.uuid4().hex[:6]}"

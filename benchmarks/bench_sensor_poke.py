@@ -49,9 +49,9 @@ def _diff(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
 
 def run(bootstrap: str, count: int, *, cleanup: bool = True) -> dict[str, Any]:
     """Seed, poke, scan; ``cleanup=False`` leaves the transactions open (a throwaway cluster)."""
-    from airflow_provider_kafka_eos.kafka.classify import ScanSpec, scan
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.kafka.operations.classify import ScanSpec, scan
     from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
     from airflow_provider_kafka_eos.testing.transactions import write_prepared_manifest
     from benchmarks.bench_txn_ops import seed_in_parallel

@@ -81,7 +81,7 @@ class MemorySampler:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    from airflow_provider_kafka_eos.kafka.manifest import read_manifest
+    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import read_manifest
     from airflow_provider_kafka_eos.testing.spark import (
         commit_manifest,
         job_arguments,

@@ -2,7 +2,7 @@
 
 Targets (embedded broker, this machine): commit of 1,000 prepared transactions < 2 s;
 find_lingering over 10,000 open transactions < 3 s. Reports wall time and the number of
-requests ``TransactionAdmin`` sent per API (counted in ``kafka/wire.py``).
+requests ``TransactionAdmin`` sent per API (counted in ``kafka/protocol/wire.py``).
 
 Setting up 11,000 open transactions with confluent-kafka producers would take minutes, so the
 seed step speaks the producer's protocol itself, pipelined: InitProducerId, AddPartitionsToTxn
@@ -24,10 +24,10 @@ from kafka.protocol.producer import ProduceRequest
 from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest, InitProducerIdRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from airflow_provider_kafka_eos.kafka.committable import Committable, TopicPartition
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
-from airflow_provider_kafka_eos.kafka.wire import Wire
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
+from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
 
 PARTITIONS = 8
 TIMEOUT_MS = 600_000
@@ -105,7 +105,7 @@ def seed_in_parallel(
     request per connection at a time, and each of these waits for a replicated write)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from airflow_provider_kafka_eos.kafka.lanes import split
+    from airflow_provider_kafka_eos.kafka.protocol.lanes import split
 
     shares = [share for share in split(ids, pools) if share]
     seeders = [TransactionAdmin(config, request_timeout_ms=60_000) for _ in shares]

@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(bootstrap: str, expected: list[str], failed: list[str]) -> int:
-    from airflow_provider_kafka_eos.kafka.manifest import find_manifests
+    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import find_manifests
     from airflow_provider_kafka_eos.testing.verify import count_keys, exactly_once_report
 
     say("manifests")

@@ -23,10 +23,10 @@ from airflow.sdk import BaseHook
 from airflow_provider_kafka_eos import CONNECTION_TYPE
 
 if TYPE_CHECKING:
-    from airflow_provider_kafka_eos.kafka.capabilities import ClusterCapabilities
+    from airflow_provider_kafka_eos.kafka.admin.capabilities import ClusterCapabilities
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-    from airflow_provider_kafka_eos.kafka.preflight import PreflightReport, RetrySchedule
-    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.kafka.operations.preflight import PreflightReport, RetrySchedule
 
 DEFAULT_PORT = 9092
 MANIFEST_BASE_URI_KEY = "manifest_base_uri"  # our key in the extra; never passed to the Kafka client
@@ -124,13 +124,13 @@ class KafkaEosHook(BaseHook):
 
     def transaction_admin(self, **kwargs: Any) -> TransactionAdmin:
         """A ``TransactionAdmin`` (context manager) on this connection."""
-        from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+        from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 
         kwargs.setdefault("connect_timeout_ms", self.connect_timeout_ms)
         return TransactionAdmin(self.client_config(), **kwargs)
 
     def capabilities(self) -> ClusterCapabilities:
-        from airflow_provider_kafka_eos.kafka.capabilities import ClusterCapabilities
+        from airflow_provider_kafka_eos.kafka.admin.capabilities import ClusterCapabilities
 
         return ClusterCapabilities.probe(self.client_config(), timeout_ms=self.connect_timeout_ms)
 
@@ -145,8 +145,8 @@ class KafkaEosHook(BaseHook):
         two_phase_commit: bool = False,
         raise_on_failure: bool = True,
     ) -> PreflightReport:
-        """Run :func:`~airflow_provider_kafka_eos.kafka.preflight.run_preflight` with this connection."""
-        from airflow_provider_kafka_eos.kafka.preflight import run_preflight
+        """Run :func:`~.kafka.operations.preflight.run_preflight` with this connection."""
+        from airflow_provider_kafka_eos.kafka.operations.preflight import run_preflight
 
         budget = (
             job_duration_budget.total_seconds()

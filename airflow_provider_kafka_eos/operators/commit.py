@@ -34,7 +34,7 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
     :param submit_task_id: the task whose XCom names the manifest when ``manifest_uri`` is not set.
     :param kafka_eos_conn_id: the ``kafka_eos`` connection.
     :param max_workers: parallel EndTxn requests.
-    :returns: (XCom) ``CommitReport.to_dict()`` (``kafka/checkpoint.py``): status, transactions,
+    :returns: (XCom) ``CommitReport.to_dict()`` (``kafka/checkpoints/lifecycle.py``): status, transactions,
         records, outcomes, latencies, ``already_committed``.
 
     A try that turns the manifest from PREPARED into COMMITTED emits one Asset event for
@@ -64,8 +64,8 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
     @raises_fail_now
     def execute(self, context: Any) -> dict[str, Any]:
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-        from airflow_provider_kafka_eos.kafka.checkpoint import commit_checkpoint
-        from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest
+        from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint
+        from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, read_manifest
 
         uri = self._resolve_uri(context)
         was_prepared = read_manifest(uri).status is ManifestStatus.PREPARED  # also the Asset event rule

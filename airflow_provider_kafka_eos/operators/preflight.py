@@ -80,7 +80,7 @@ class KafkaEosPreflightOperator(BaseOperator):
     def commit_schedule(self) -> Any:
         """The commit task's worst-case schedule, from the DAG when ``commit_task_id`` is set."""
         from airflow_provider_kafka_eos.kafka.errors import PreflightError
-        from airflow_provider_kafka_eos.kafka.preflight import RetrySchedule
+        from airflow_provider_kafka_eos.kafka.operations.preflight import RetrySchedule
 
         if self.commit_task_id:
             dag = getattr(self, "dag", None)

@@ -1,7 +1,7 @@
 """KafkaTransactionResolutionOperator: one ``kafka-eos-txn`` action, run from Airflow.
 
 The manual resolution DAG is the UI twin of the CLI, so both go through
-``kafka/resolution.py``: the same validation (commit needs producer id *and* epoch), the same
+``kafka/operations/resolution.py``: the same validation (commit needs producer id *and* epoch), the same
 messages, the same rows. This operator only translates the DAG run's form (``params``) into a
 ``ResolutionRequest``, logs the rows as a table and pushes them to XCom.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_provider_kafka_eos.kafka.classify import format_table
+from airflow_provider_kafka_eos.kafka.operations.classify import format_table
 from airflow_provider_kafka_eos.operators.fail_now import raises_fail_now
 
 # The form fields of the manual DAG, in the order the UI shows them (see dags/eos_manual_resolution.py).
@@ -97,7 +97,7 @@ def request_from_form(
     ``manifest_base_uri`` (blank: the connection's store) is the store every abort reads first;
     ``unprotected`` is the form's explicit switch around its PREPARED protection.
     """
-    from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest
+    from airflow_provider_kafka_eos.kafka.operations.resolution import ResolutionRequest
 
     names = {**form_field_names(), **(field_names or {})}
     return ResolutionRequest(
@@ -140,7 +140,7 @@ class KafkaTransactionResolutionOperator(BaseOperator):
     @raises_fail_now
     def execute(self, context: Any) -> dict[str, Any]:
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-        from airflow_provider_kafka_eos.kafka.resolution import run_resolution
+        from airflow_provider_kafka_eos.kafka.operations.resolution import run_resolution
 
         form = dict(self.request if self.request is not None else context["params"])
         # First line of the log: the request exactly as submitted, before anything can reject it.

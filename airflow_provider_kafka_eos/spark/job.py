@@ -232,7 +232,7 @@ def check_job_side(producer: str | None = None) -> None:
 
 def run_identity(args: argparse.Namespace) -> Any:
     """The ``RunIdentity`` given on the command line, or None (the job run outside Airflow)."""
-    from airflow_provider_kafka_eos.kafka.checkpoint_identity import RunIdentity
+    from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity
     from airflow_provider_kafka_eos.kafka.errors import UsageError
 
     if not args.dag_id and not args.run_id:

@@ -21,10 +21,14 @@ import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.abort_strategies import AbortStrategy, probing_ceiling
-from airflow_provider_kafka_eos.kafka.checkpoint import DEFAULT_TRANSACTION_TIMEOUT_MS, ManifestStore
-from airflow_provider_kafka_eos.kafka.checkpoint_identity import RunIdentity
-from airflow_provider_kafka_eos.kafka.committable import Committable
+from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import AbortStrategy, probing_ceiling
+from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
+    DEFAULT_TRANSACTION_TIMEOUT_MS,
+    ManifestStore,
+)
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus, write_manifest
+from airflow_provider_kafka_eos.kafka.checkpoints.naming import NamingStrategy, pipeline_identity
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import (
     KafkaEosError,
@@ -32,9 +36,8 @@ from airflow_provider_kafka_eos.kafka.errors import (
     SpeculativeExecutionError,
     UsageError,
 )
-from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, write_manifest
-from airflow_provider_kafka_eos.kafka.naming import NamingStrategy, pipeline_identity
-from airflow_provider_kafka_eos.kafka.producer import TransactionProtocol
+from airflow_provider_kafka_eos.kafka.producers.librdkafka import TransactionProtocol
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 from airflow_provider_kafka_eos.spark import requirements, shipping
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
 
@@ -43,7 +46,7 @@ __all__ = ["DEFAULT_PRODUCER", "DEFAULT_TRANSACTION_TIMEOUT_MS", "PRODUCERS", "w
 log = logging.getLogger(__name__)
 
 _COMMITTABLE_SCHEMA = "committable string"
-# "arrow": kafka/arrow_producer.py (Arrow columns -> record batches, the only path that can set
+# "arrow": kafka/producers/arrow.py (Arrow columns -> record batches, the only path that can set
 # KIP-939 Enable2Pc); "librdkafka": confluent-kafka, one produce() per row. The default is the
 # faster one in benchmarks/bench_arrow_producer.py (docs/benchmarks.md).
 PRODUCERS = ("arrow", "librdkafka")
@@ -77,11 +80,11 @@ def write_exactly_once(
     ``manifest_base_uri`` is the manifest store (a local path, ``file://``, or any fsspec URI);
     this checkpoint's manifest is ``<base>/<pipeline_id>/checkpoint-<id>.json`` and the returned
     manifest's ``uri`` says where. ``manifest_uri`` is the deprecated name of the same keyword.
-    Before producing, earlier checkpoints are restored (see ``kafka/restore.py``); when this
+    Before producing, earlier checkpoints are restored (see ``kafka/checkpoints/restore.py``); when this
     checkpoint already has a PREPARED or COMMITTED manifest, nothing is produced and that
     manifest is returned (a retried or rerun job is idempotent); whether that existing manifest
     is this run's own or another run's is the caller's to judge (``prepared_by`` names the run
-    that wrote each manifest; see ``kafka/checkpoint_identity.py``). ``fault_plan`` is the test
+    that wrote each manifest; see ``kafka/checkpoints/identity.py``). ``fault_plan`` is the test
     hook for fault injection (``spark/faults.py``); production code never passes it.
 
     ``two_phase_commit=True`` opens every partition's transaction with KIP-939's Enable2Pc (the
@@ -99,8 +102,8 @@ def write_exactly_once(
     requirements.check_distribution_pair()
     refuse_speculation(df.sparkSession)
     plan = fault_plan if fault_plan is not None else FaultPlan()
-    from airflow_provider_kafka_eos.kafka.restore import restore_pipeline
-    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.kafka.checkpoints.restore import restore_pipeline
 
     store.create()
     existing = store.manifests(pipeline_id)
@@ -260,8 +263,8 @@ def _partition_preparer(
         import pyarrow as pa
         from pyspark import TaskContext
 
-        from airflow_provider_kafka_eos.kafka.producer import PartitionTransaction
-        from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+        from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
+        from airflow_provider_kafka_eos.kafka.producers.librdkafka import PartitionTransaction
         from airflow_provider_kafka_eos.spark.faults import stop_task
 
         context = TaskContext.get()
@@ -274,7 +277,7 @@ def _partition_preparer(
         )
 
         if producer == "arrow":
-            from airflow_provider_kafka_eos.kafka.arrow_producer import ArrowPartitionTransaction
+            from airflow_provider_kafka_eos.kafka.producers.arrow import ArrowPartitionTransaction
 
             txn: Any = ArrowPartitionTransaction(
                 admin=admin_future.result(),

@@ -56,8 +56,8 @@ def keyed_frame(spark: Any, tag: str, count: int, partitions: int) -> Any:
 
 def commit_manifest(bootstrap_or_config: Any, manifest: Any) -> list[Any]:
     """Commit a manifest's transactions the way the commit task does (without Airflow)."""
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
 
     mapping = (
         {"bootstrap.servers": bootstrap_or_config}

@@ -15,8 +15,13 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from airflow_provider_kafka_eos.kafka.committable import Committable
-from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, manifest_uri, write_manifest
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
+    Manifest,
+    ManifestStatus,
+    manifest_uri,
+    write_manifest,
+)
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 
 
 def _default_value(key: bytes) -> bytes:

@@ -141,9 +141,9 @@ def _wait_for_markers(bootstrap_or_config: str | Mapping[str, Any], deadline: fl
     Best effort: a principal that may not list transactions, or a broker without
     ListTransactions, counts at once (the count then reflects the last stable offset as is).
     """
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
     from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
-    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
 
     mapping = (
         {"bootstrap.servers": bootstrap_or_config}

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from eos_preflight_helpers import sasl_config
 
-from airflow_provider_kafka_eos.kafka.preflight import RetrySchedule, run_preflight
+from airflow_provider_kafka_eos.kafka.operations.preflight import RetrySchedule, run_preflight
 from airflow_provider_kafka_eos.testing.transactions import produce_transaction
 
 pytestmark = pytest.mark.broker

@@ -1,6 +1,6 @@
 """The Arrow-native transactional producer against a broker, read back by real clients.
 
-Batches encoded by ``kafka/record_batch.py`` are produced through ``kafka/arrow_producer.py``,
+Batches encoded by ``kafka/producers/record_batch.py`` are produced through ``kafka/producers/arrow.py``,
 committed by resume (``TransactionAdmin.commit``), then read by confluent-kafka (librdkafka
 checks the CRC32C) and kafka-python (checks it too) consumers with read_committed: byte-exact
 keys, values, headers and Java-compatible partitions. 2PC (KIP-939): a prepared transaction
@@ -16,12 +16,12 @@ import pyarrow as pa
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from airflow_provider_kafka_eos.kafka.arrow_producer import ArrowPartitionTransaction
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin, TxnState
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import DataLossError, ProducerFencedError
-from airflow_provider_kafka_eos.kafka.partitioner import partition_for_key
-from airflow_provider_kafka_eos.kafka.producer import TransactionProtocol
-from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin, TxnState
+from airflow_provider_kafka_eos.kafka.producers.arrow import ArrowPartitionTransaction
+from airflow_provider_kafka_eos.kafka.producers.librdkafka import TransactionProtocol
+from airflow_provider_kafka_eos.kafka.producers.partitioner import partition_for_key
 from airflow_provider_kafka_eos.testing.broker.txn_testkit import create_topic, wait_for
 from airflow_provider_kafka_eos.testing.transactions import wait_until_committed
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys

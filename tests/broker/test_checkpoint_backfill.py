@@ -13,17 +13,17 @@ from __future__ import annotations
 import pytest
 from test_ops_support import client_config, create_topic, keys_for, open_transaction, unique
 
-from airflow_provider_kafka_eos.kafka.abort_strategies import AbortStrategy, probing_ceiling
-from airflow_provider_kafka_eos.kafka.manifest import (
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
+from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import AbortStrategy, probing_ceiling
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     ManifestStatus,
     find_manifests,
     manifest_uri,
     read_manifest,
     write_manifest,
 )
-from airflow_provider_kafka_eos.kafka.naming import NamingStrategy
-from airflow_provider_kafka_eos.kafka.restore import restore_pipeline
-from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+from airflow_provider_kafka_eos.kafka.checkpoints.naming import NamingStrategy
+from airflow_provider_kafka_eos.kafka.checkpoints.restore import restore_pipeline
 from airflow_provider_kafka_eos.testing.transactions import produce_transaction, write_prepared_manifest
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 

@@ -12,9 +12,9 @@ import time
 
 import pytest
 
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import BrokerUnreachableError
-from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
 
 MARGIN_S = 1.5
 

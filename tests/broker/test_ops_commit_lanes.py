@@ -1,4 +1,4 @@
-"""A commit spread over several connections per coordinator ("lanes", ``kafka/lanes.py``).
+"""A commit spread over several connections per coordinator ("lanes", ``kafka/protocol/lanes.py``).
 
 Kafka serves one request per connection at a time, so a large commit opens extra connection
 pools and splits each coordinator's EndTxn over them. These tests force lanes on a handful of
@@ -19,9 +19,9 @@ import kafka.errors as kerr
 import pytest
 from test_ops_support import client_config, create_topic, keys_for, open_transaction, unique
 
-import airflow_provider_kafka_eos.kafka.lanes as lanes_module
+import airflow_provider_kafka_eos.kafka.protocol.lanes as lanes_module
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
-from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker

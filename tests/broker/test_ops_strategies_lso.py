@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from test_ops_support import client_config, create_topic, keys_for, open_transaction, unique
 
-from airflow_provider_kafka_eos.kafka.abort_strategies import abort_by_listing, abort_by_probing
-from airflow_provider_kafka_eos.kafka.checkpoint import PreparedRef
-from airflow_provider_kafka_eos.kafka.committable import TopicPartition
-from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
+from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import abort_by_listing, abort_by_probing
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import PreparedRef
+from airflow_provider_kafka_eos.kafka.protocol.committable import TopicPartition
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker

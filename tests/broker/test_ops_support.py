@@ -14,9 +14,9 @@ from collections.abc import Iterable, Sequence
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from airflow_provider_kafka_eos.kafka.committable import Committable
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin, TransactionDescription
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin, TransactionDescription
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 from airflow_provider_kafka_eos.testing.transactions import produce_transaction
 
 

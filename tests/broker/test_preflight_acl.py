@@ -17,7 +17,7 @@ from eos_preflight_helpers import sasl_config
 
 from airflow_provider_kafka_eos import runbook
 from airflow_provider_kafka_eos.kafka.errors import PreflightError
-from airflow_provider_kafka_eos.kafka.preflight import RetrySchedule, run_preflight
+from airflow_provider_kafka_eos.kafka.operations.preflight import RetrySchedule, run_preflight
 
 pytestmark = pytest.mark.broker
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_kafka_eos.kafka.capabilities import ClusterCapabilities
+from airflow_provider_kafka_eos.kafka.admin.capabilities import ClusterCapabilities
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import BrokerUnreachableError, PreflightError
-from airflow_provider_kafka_eos.kafka.preflight import RetrySchedule, run_preflight
+from airflow_provider_kafka_eos.kafka.operations.preflight import RetrySchedule, run_preflight
 
 pytestmark = pytest.mark.broker
 

@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 
 from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
 from airflow_provider_kafka_eos.kafka.errors import PreflightError
-from airflow_provider_kafka_eos.kafka.preflight import RetrySchedule
+from airflow_provider_kafka_eos.kafka.operations.preflight import RetrySchedule
 from airflow_provider_kafka_eos.operators.preflight import XCOM_KEY, KafkaEosPreflightOperator
 
 pytestmark = pytest.mark.broker

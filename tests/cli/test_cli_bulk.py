@@ -15,7 +15,7 @@ from eos_cli_helpers import (
     state_of,
 )
 
-from airflow_provider_kafka_eos.kafka.manifest import (
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     Manifest,
     ManifestStatus,
     manifest_uri,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 from eos_cli_helpers import ABORTED_STATES, describe, open_transaction, run_cli, run_cli_json, state_of
 
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, read_manifest
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest
-from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.testing.transactions import write_prepared_manifest
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 

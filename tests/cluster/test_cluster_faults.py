@@ -27,8 +27,8 @@ from cluster_helpers import (
     transaction_admin,
 )
 
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, read_manifest
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
-from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
 from airflow_provider_kafka_eos.testing.spark import keyed_frame

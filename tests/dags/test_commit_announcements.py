@@ -18,7 +18,7 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "sensors"))  # shared txn helpers
 from txn_helpers import connect_admin, produce_in_transaction, set_kafka_eos_connection, states
 
-from airflow_provider_kafka_eos.kafka.classify import ScanSpec
+from airflow_provider_kafka_eos.kafka.operations.classify import ScanSpec
 from airflow_provider_kafka_eos.operators import metrics
 from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator

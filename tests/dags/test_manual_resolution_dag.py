@@ -17,7 +17,7 @@ from txn_helpers import (
     write_prepared_manifest,
 )
 
-from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, read_manifest
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, read_manifest
 from airflow_provider_kafka_eos.testing.embedded import unique_name
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 

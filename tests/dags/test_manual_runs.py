@@ -17,8 +17,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from airflow_provider_kafka_eos.kafka.checkpoint_identity import checkpoint_id_from_datetime
-from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, find_manifests
+from airflow_provider_kafka_eos.kafka.checkpoints.identity import checkpoint_id_from_datetime
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, find_manifests
 from airflow_provider_kafka_eos.operators.submit import XCOM_CHECKPOINT_KEY
 from airflow_provider_kafka_eos.testing import fault_job
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys

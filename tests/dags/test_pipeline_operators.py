@@ -17,8 +17,8 @@ from types import SimpleNamespace
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus, write_manifest
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, DataLossError, ManifestError, UsageError
-from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, write_manifest
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
 from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator, checkpoint_id_for_run
 
@@ -114,7 +114,7 @@ def test_commit_without_a_manifest_uri_names_the_submit_task(kafka_conn):
 
 
 def test_commit_of_an_aborted_manifest_is_a_named_data_loss(tmp_path, kafka_conn):
-    from airflow_provider_kafka_eos.kafka.committable import Committable
+    from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 
     committable = Committable("orders-0-5", 7, 0, (("orders-out", 0),), 10, 1, 1, 60000, 2, 5)
     manifest = Manifest(

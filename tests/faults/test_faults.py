@@ -17,15 +17,15 @@ import time
 
 import pytest
 
-from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-from airflow_provider_kafka_eos.kafka.errors import DataLossError
-from airflow_provider_kafka_eos.kafka.manifest import (
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin, TxnState
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     ManifestStatus,
     find_manifests,
     manifest_uri,
     read_manifest,
 )
-from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin, TxnState
+from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+from airflow_provider_kafka_eos.kafka.errors import DataLossError
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
 from airflow_provider_kafka_eos.spark import faults
 from airflow_provider_kafka_eos.spark import job as eos_job

@@ -26,11 +26,11 @@ import sys
 import pyarrow as pa
 import pytest
 
-from airflow_provider_kafka_eos.kafka.arrow_producer import ArrowPartitionTransaction
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin, TxnState
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import DataLossError
-from airflow_provider_kafka_eos.kafka.producer import TransactionProtocol
-from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin, TxnState
+from airflow_provider_kafka_eos.kafka.producers.arrow import ArrowPartitionTransaction
+from airflow_provider_kafka_eos.kafka.producers.librdkafka import TransactionProtocol
 from airflow_provider_kafka_eos.testing.broker.txn_testkit import create_topic
 from airflow_provider_kafka_eos.testing.transactions import wait_until_committed
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys

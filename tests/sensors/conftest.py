@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from txn_helpers import connect_admin, set_kafka_eos_connection
 
-from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 
 
 @pytest.fixture

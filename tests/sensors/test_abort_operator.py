@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from txn_helpers import produce_in_transaction, set_kafka_eos_connection, states, write_prepared_manifest
 
-from airflow_provider_kafka_eos.kafka.checkpoint import ManifestStoreError, commit_checkpoint
-from airflow_provider_kafka_eos.kafka.classify import Findings
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStoreError, commit_checkpoint
 from airflow_provider_kafka_eos.kafka.errors import UnknownTransactionError
+from airflow_provider_kafka_eos.kafka.operations.classify import Findings
 from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
 from airflow_provider_kafka_eos.testing.embedded import unique_name
@@ -144,7 +144,7 @@ def test_after_abort_and_commit_consumers_get_past_the_former_lso(
 ):
     """The orphan pins the LSO at offset 0; once it is aborted and the prepared one committed,
     read_committed consumers see exactly the committed keys."""
-    from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest, run_resolution
+    from airflow_provider_kafka_eos.kafka.operations.resolution import ResolutionRequest, run_resolution
 
     prefix, topic = unique_name("lso") + "-", unique_name("topic")
     orphan, pending = f"{prefix}0-1", f"{prefix}1-1"

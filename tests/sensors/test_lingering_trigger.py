@@ -10,8 +10,8 @@ from airflow.sdk.exceptions import TaskDeferred
 from airflow.sdk.module_loading import import_string
 from txn_helpers import produce_in_transaction, set_kafka_eos_connection
 
-from airflow_provider_kafka_eos.kafka.classify import Findings, ScanSpec
 from airflow_provider_kafka_eos.kafka.errors import BrokerUnreachableError, ConfigError
+from airflow_provider_kafka_eos.kafka.operations.classify import Findings, ScanSpec
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
 from airflow_provider_kafka_eos.testing.embedded import unique_name
 from airflow_provider_kafka_eos.triggers.lingering import LingeringTransactionTrigger

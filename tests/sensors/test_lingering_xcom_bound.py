@@ -11,9 +11,9 @@ import pytest
 from test_lingering_trigger import first_event
 from txn_helpers import produce_in_transaction, set_kafka_eos_connection
 
-from airflow_provider_kafka_eos.kafka.classify import Findings, ScanSpec
 from airflow_provider_kafka_eos.kafka.errors import ManifestError
-from airflow_provider_kafka_eos.kafka.findings_store import FINDINGS_DIR, read_findings
+from airflow_provider_kafka_eos.kafka.operations.classify import Findings, ScanSpec
+from airflow_provider_kafka_eos.kafka.operations.findings_store import FINDINGS_DIR, read_findings
 from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
 from airflow_provider_kafka_eos.testing.embedded import unique_name

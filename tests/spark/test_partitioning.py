@@ -3,10 +3,10 @@
 The Java client's default partitioner puts a keyed record in ``toPositive(murmur2(key)) %
 partitions``. The expected hashes below are kafka-clients' own test vectors
 (``UtilsTest.testMurmur2``, data, not code); the expected partition is computed from those
-constants, not from our implementation, and must equal what ``kafka/partitioner.py`` computes
+constants, not from our implementation, and must equal what ``kafka/producers/partitioner.py`` computes
 and where the writer really put each key, as a read_committed consumer sees it, through both
 producer paths: librdkafka (``partitioner=murmur2_random``) and the Arrow producer
-(``kafka/partitioner.py``).
+(``kafka/producers/partitioner.py``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections import Counter
 
 import pytest
 
-from airflow_provider_kafka_eos.kafka.partitioner import partition_for_key
-from airflow_provider_kafka_eos.kafka.producer import DEFAULT_PARTITIONER, producer_settings
+from airflow_provider_kafka_eos.kafka.producers.librdkafka import DEFAULT_PARTITIONER, producer_settings
+from airflow_provider_kafka_eos.kafka.producers.partitioner import partition_for_key
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
 from airflow_provider_kafka_eos.testing.spark import commit_manifest
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys, key_placement

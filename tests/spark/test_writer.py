@@ -9,16 +9,16 @@ import time
 
 import pytest
 
-from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-from airflow_provider_kafka_eos.kafka.errors import SpeculativeExecutionError
-from airflow_provider_kafka_eos.kafka.manifest import (
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin, TxnState
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     ManifestStatus,
     find_manifests,
     manifest_uri,
     read_manifest,
 )
-from airflow_provider_kafka_eos.kafka.producer import PartitionTransaction, TransactionProtocol
-from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin, TxnState
+from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+from airflow_provider_kafka_eos.kafka.errors import SpeculativeExecutionError
+from airflow_provider_kafka_eos.kafka.producers.librdkafka import PartitionTransaction, TransactionProtocol
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
 from airflow_provider_kafka_eos.testing.spark import commit_manifest, keyed_frame
@@ -287,7 +287,7 @@ def test_manifest_uri_is_a_deprecated_alias_and_the_manifest_knows_its_uri(
 
 
 def commit_checkpoint_uri(broker, uri):
-    from airflow_provider_kafka_eos.kafka.checkpoint import commit_checkpoint
+    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint
 
     with TransactionAdmin(KafkaClientConfig.from_mapping(broker.client_config())) as admin:
         return commit_checkpoint(admin, uri, committed_by="test")

@@ -20,7 +20,7 @@ import subprocess
 import pytest
 from cluster_jobs import KEYS_APP, submit
 
-from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, manifest_uri, read_manifest
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, manifest_uri, read_manifest
 from airflow_provider_kafka_eos.spark import faults
 from airflow_provider_kafka_eos.spark import job as eos_job
 from airflow_provider_kafka_eos.testing import fault_job

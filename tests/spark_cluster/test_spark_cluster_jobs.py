@@ -14,9 +14,13 @@ from types import SimpleNamespace
 import pytest
 from cluster_jobs import KEYS_APP, _keys, _tail, submit
 
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
+    ManifestStatus,
+    find_manifests,
+    read_manifest,
+)
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, find_manifests, read_manifest
-from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
 from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
 from airflow_provider_kafka_eos.spark.requirements import RUNBOOK, install_specs, requirements_for

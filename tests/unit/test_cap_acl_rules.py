@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_provider_kafka_eos.kafka.acl_check import (
+from airflow_provider_kafka_eos.kafka.admin.acl_check import (
     AclRule,
     evaluate_rules,
     pipeline_requirements,

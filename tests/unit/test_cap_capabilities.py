@@ -7,7 +7,7 @@ import json
 from kafka.protocol.admin import DescribeConfigsResponse
 from kafka.protocol.metadata import ApiVersionsResponse
 
-from airflow_provider_kafka_eos.kafka.capabilities import ClusterCapabilities
+from airflow_provider_kafka_eos.kafka.admin.capabilities import ClusterCapabilities
 
 Res = DescribeConfigsResponse.DescribeConfigsResult
 Entry = Res.DescribeConfigsResourceResult

@@ -8,10 +8,14 @@ from datetime import timedelta
 import pytest
 from kafka.protocol.metadata import ApiVersionsResponse
 
-from airflow_provider_kafka_eos.kafka.acl_check import AclCheckResult, AclFinding, pipeline_requirements
-from airflow_provider_kafka_eos.kafka.capabilities import ClusterCapabilities
+from airflow_provider_kafka_eos.kafka.admin.acl_check import AclCheckResult, AclFinding, pipeline_requirements
+from airflow_provider_kafka_eos.kafka.admin.capabilities import ClusterCapabilities
 from airflow_provider_kafka_eos.kafka.errors import PreflightError
-from airflow_provider_kafka_eos.kafka.preflight import RetrySchedule, build_report, check_timeout_window
+from airflow_provider_kafka_eos.kafka.operations.preflight import (
+    RetrySchedule,
+    build_report,
+    check_timeout_window,
+)
 
 
 def caps(init_pid_max=5, configs=None, tv=2):

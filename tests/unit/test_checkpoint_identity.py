@@ -16,15 +16,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_provider_kafka_eos.kafka.checkpoint_identity import (
+from airflow_provider_kafka_eos.kafka.checkpoints.identity import (
     Reuse,
     RunIdentity,
     checkpoint_id_from_datetime,
     reuse_verdict,
 )
-from airflow_provider_kafka_eos.kafka.committable import Committable, TopicPartition
-from airflow_provider_kafka_eos.kafka.errors import CheckpointConflictError, ManifestError, UsageError
-from airflow_provider_kafka_eos.kafka.manifest import (
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     SCHEMA_VERSION,
     Manifest,
     ManifestStatus,
@@ -33,6 +31,8 @@ from airflow_provider_kafka_eos.kafka.manifest import (
     read_manifest,
     write_manifest,
 )
+from airflow_provider_kafka_eos.kafka.errors import CheckpointConflictError, ManifestError, UsageError
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
 
 T0 = datetime(2026, 3, 1, 10, 0, 0, 250_000, tzinfo=timezone.utc)
 

@@ -1,4 +1,4 @@
-"""kafka/checkpoint.py without a broker: the abort decision (property-based), the store's refusals,
+"""kafka/checkpoints/lifecycle.py without a broker: the abort decision (property-based), the store's refusals,
 commit-and-mark's truthful report under concurrent committers, mark-ABORTED.
 
 The admin is a stand-in here (the boundary is the coordinator); every broker path is covered
@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_kafka_eos.kafka.checkpoint import (
+from airflow_provider_kafka_eos.kafka.admin.transactions import TxnOutcome
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
     AbortCandidate,
     AbortPolicy,
     ManifestStore,
@@ -26,10 +27,14 @@ from airflow_provider_kafka_eos.kafka.checkpoint import (
     plan_abort,
     prepared_index,
 )
-from airflow_provider_kafka_eos.kafka.committable import Committable, TopicPartition
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
+    Manifest,
+    ManifestStatus,
+    read_manifest,
+    write_manifest,
+)
 from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError
-from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, read_manifest, write_manifest
-from airflow_provider_kafka_eos.kafka.transactions import TxnOutcome
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
 
 STATES = ["Ongoing", "Empty", "CompleteCommit", "CompleteAbort", "PrepareCommit", "PrepareAbort"]
 

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 import pytest
 
 from airflow_provider_kafka_eos import runbook
-from airflow_provider_kafka_eos.kafka.checkpoint import prepared_index
-from airflow_provider_kafka_eos.kafka.classify import (
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import prepared_index
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus
+from airflow_provider_kafka_eos.kafka.operations.classify import (
     FindingKind,
     Findings,
     LsoStallTracker,
@@ -18,8 +19,7 @@ from airflow_provider_kafka_eos.kafka.classify import (
     classify,
     find_lso_stalls,
 )
-from airflow_provider_kafka_eos.kafka.committable import Committable
-from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 
 NOW = 1_800_000_000_000
 

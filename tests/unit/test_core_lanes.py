@@ -1,4 +1,4 @@
-"""How a large commit is spread over connections (``kafka/lanes.py``): pure rules, no network."""
+"""How a large commit is spread over connections (``kafka/protocol/lanes.py``): pure rules, no network."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from collections import Counter
 
 import pytest
 
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import BrokerUnreachableError, UsageError
-from airflow_provider_kafka_eos.kafka.lanes import MIN_PER_LANE, Lanes, lane_counts, split
-from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+from airflow_provider_kafka_eos.kafka.protocol.lanes import MIN_PER_LANE, Lanes, lane_counts, split
 
 
 def test_small_groups_stay_on_one_connection():

@@ -7,9 +7,7 @@ import os
 
 import pytest
 
-from airflow_provider_kafka_eos.kafka.committable import Committable, TopicPartition
-from airflow_provider_kafka_eos.kafka.errors import ManifestError
-from airflow_provider_kafka_eos.kafka.manifest import (
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     SCHEMA_VERSION,
     Manifest,
     ManifestStatus,
@@ -18,6 +16,8 @@ from airflow_provider_kafka_eos.kafka.manifest import (
     read_manifest,
     write_manifest,
 )
+from airflow_provider_kafka_eos.kafka.errors import ManifestError
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
 
 
 def committable(tid: str = "orders-0-7", **over) -> Committable:

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_kafka_eos.kafka.checkpoint import prepared_index
-from airflow_provider_kafka_eos.kafka.committable import Committable, TopicPartition
-from airflow_provider_kafka_eos.kafka.errors import (
-    ConfigError,
-    DataLossError,
-    ProducerFencedError,
-    TransactionTimeoutRiskError,
+from airflow_provider_kafka_eos.kafka.admin.transactions import (
+    TransactionDescription,
+    TxnState,
+    verify_committable,
 )
-from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus
-from airflow_provider_kafka_eos.kafka.naming import (
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import prepared_index
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus
+from airflow_provider_kafka_eos.kafka.checkpoints.naming import (
     NamingStrategy,
     ParsedTransactionalId,
     check_strategy_switch,
@@ -23,7 +21,13 @@ from airflow_provider_kafka_eos.kafka.naming import (
     pooling_id,
     pooling_ids,
 )
-from airflow_provider_kafka_eos.kafka.transactions import TransactionDescription, TxnState, verify_committable
+from airflow_provider_kafka_eos.kafka.errors import (
+    ConfigError,
+    DataLossError,
+    ProducerFencedError,
+    TransactionTimeoutRiskError,
+)
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
 
 # -- naming ---------------------------------------------------------------------------------------
 

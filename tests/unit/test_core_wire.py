@@ -1,5 +1,5 @@
-"""Pin the kafka-python internals ``kafka/wire.py`` relies on, so an upgrade that moves them fails here
-(with the name of what moved) instead of deep inside a commit."""
+"""Pin the kafka-python internals ``kafka/protocol/wire.py`` relies on, so an upgrade that moves them fails
+here (with the name of what moved) instead of deep inside a commit."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer.transaction import EndTxnRequest, InitProducerIdRequest
 
-from airflow_provider_kafka_eos.kafka.transactions import _prefix_pattern
-from airflow_provider_kafka_eos.kafka.wire import error_name
+from airflow_provider_kafka_eos.kafka.admin.transactions import _prefix_pattern
+from airflow_provider_kafka_eos.kafka.protocol.wire import error_name
 
 
 def test_connection_manager_calls_exist():

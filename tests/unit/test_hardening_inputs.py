@@ -14,10 +14,10 @@ import json
 import pytest
 
 from airflow_provider_kafka_eos.cli import _client_config, _request, build_parser
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, read_manifest
 from airflow_provider_kafka_eos.kafka.config import SECRET_ENV_VARS, KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, ManifestError, UsageError
-from airflow_provider_kafka_eos.kafka.manifest import Manifest, read_manifest
-from airflow_provider_kafka_eos.kafka.resolution import ResolutionRequest
+from airflow_provider_kafka_eos.kafka.operations.resolution import ResolutionRequest
 from airflow_provider_kafka_eos.kafka.validation import (
     MAX_KAFKA_STRING_BYTES,
     MAX_PREFIX_BYTES,

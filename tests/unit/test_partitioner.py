@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from airflow_provider_kafka_eos.kafka.partitioner import (
+from airflow_provider_kafka_eos.kafka.producers.partitioner import (
     NULL_KEY_PARTITION,
     murmur2,
     murmur2_array,

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin, TxnState
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import BrokerUnreachableError, ProducerFencedError
-from airflow_provider_kafka_eos.kafka.producer import PartitionTransaction, TransactionProtocol
-from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin, TxnState
+from airflow_provider_kafka_eos.kafka.producers.librdkafka import PartitionTransaction, TransactionProtocol
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
@@ -184,7 +184,7 @@ def test_a_bare_system_error_from_flush_is_named_by_what_the_producer_recorded()
     producer's own record of librdkafka's fatal error must then decide the error class. The
     exception is built here because that race cannot be forced against a broker."""
     from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
-    from airflow_provider_kafka_eos.kafka.producer import _translate
+    from airflow_provider_kafka_eos.kafka.producers.librdkafka import _translate
 
     bare = SystemError(
         "<method 'flush' of 'cimpl.Producer' objects> returned NULL without setting an exception"

@@ -17,14 +17,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_kafka_eos.cli import run as cli_run
-from airflow_provider_kafka_eos.kafka.committable import Committable, TopicPartition
-from airflow_provider_kafka_eos.kafka.errors import ManifestError
-from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus
-from airflow_provider_kafka_eos.kafka.naming import (
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus
+from airflow_provider_kafka_eos.kafka.checkpoints.naming import (
     incrementing_id,
     parse_transactional_id,
     pooling_ids,
 )
+from airflow_provider_kafka_eos.kafka.errors import ManifestError
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -15,7 +15,11 @@ import pyarrow as pa
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from airflow_provider_kafka_eos.kafka.record_batch import BATCH_OVERHEAD, encode_batch, zigzag_varints
+from airflow_provider_kafka_eos.kafka.producers.record_batch import (
+    BATCH_OVERHEAD,
+    encode_batch,
+    zigzag_varints,
+)
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 

@@ -3,7 +3,7 @@ transactions never time out), while without 2PC the same numbers fail it."""
 
 from __future__ import annotations
 
-from airflow_provider_kafka_eos.kafka.preflight import (
+from airflow_provider_kafka_eos.kafka.operations.preflight import (
     FAIL,
     PASS,
     RetrySchedule,

@@ -110,7 +110,7 @@ class ClusterCapabilities:
 
     @classmethod
     def probe_with(cls, client: Any) -> ClusterCapabilities:
-        """Probe through an open :class:`~airflow_provider_kafka_eos.kafka.wire.Wire`."""
+        """Probe through an open :class:`~airflow_provider_kafka_eos.kafka.protocol.wire.Wire`."""
         from kafka.protocol.admin import DescribeConfigsRequest
         from kafka.protocol.metadata import ApiVersionsRequest
 
@@ -298,13 +298,13 @@ def _error_name(code: int, message: str | None) -> str:
 
 @contextmanager
 def open_wire(config: Any, *, timeout_ms: int = 10_000) -> Iterator[Any]:
-    """A :class:`~airflow_provider_kafka_eos.kafka.wire.Wire` (part A's raw-request layer), closed after use.
+    """A :class:`~..protocol.wire.Wire` (part A's raw-request layer), closed after use.
 
     Capabilities and ACL checks need requests kafka-python's admin client does not offer
     (ApiVersions v3 with finalized features, DescribeAcls with TWO_PHASE_COMMIT = 15).
     An unreachable cluster raises ``BrokerUnreachableError`` from ``Wire``.
     """
-    from airflow_provider_kafka_eos.kafka.wire import Wire
+    from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
 
     wire = Wire(
         config, connect_timeout_ms=timeout_ms, request_timeout_ms=timeout_ms, client_id="kafka-eos-preflight"

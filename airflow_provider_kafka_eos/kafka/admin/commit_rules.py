@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import time
 
-from airflow_provider_kafka_eos.kafka.committable import Committable
 from airflow_provider_kafka_eos.kafka.errors import (
     DataLossError,
     ProducerFencedError,
     TransactionTimeoutRiskError,
 )
-from airflow_provider_kafka_eos.kafka.transaction_types import TransactionDescription, TxnState, _state
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
+from airflow_provider_kafka_eos.kafka.protocol.transaction_types import (
+    TransactionDescription,
+    TxnState,
+    _state,
+)
 
 __all__ = ["verify_committable"]
 

@@ -6,7 +6,7 @@ answers retriably (NOT_COORDINATOR: look the coordinator up again; no answer: as
 when the retry deadline passes the outcome is unknown and the message says to run the
 commit/abort again (EndTxn is idempotent). A non-retriable answer is explained by describing
 the transaction, to tell data loss from fencing. The admin
-(:class:`~airflow_provider_kafka_eos.kafka.transactions.TransactionAdmin`) groups the
+(:class:`~airflow_provider_kafka_eos.kafka.admin.transactions.TransactionAdmin`) groups the
 committables per coordinator and spreads them over lanes; the functions here take the admin
 (its wire, describe, verify_committable, retry timeout) as a parameter.
 """
@@ -18,8 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.producer.transaction import EndTxnRequest
 
-from airflow_provider_kafka_eos.kafka.committable import Committable
-from airflow_provider_kafka_eos.kafka.coordinator_answers import (
+from airflow_provider_kafka_eos.kafka.errors import (
+    BrokerUnreachableError,
+    DataLossError,
+    KafkaEosError,
+    ProducerFencedError,
+    TransactionTimeoutRiskError,
+    UnsupportedCapabilityError,
+)
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
+from airflow_provider_kafka_eos.kafka.protocol.coordinator_answers import (
     INVALID_PRODUCER_EPOCH,
     INVALID_PRODUCER_ID_MAPPING,
     INVALID_TXN_STATE,
@@ -31,19 +39,11 @@ from airflow_provider_kafka_eos.kafka.coordinator_answers import (
     Retry,
     authorization_error,
 )
-from airflow_provider_kafka_eos.kafka.errors import (
-    BrokerUnreachableError,
-    DataLossError,
-    KafkaEosError,
-    ProducerFencedError,
-    TransactionTimeoutRiskError,
-    UnsupportedCapabilityError,
-)
-from airflow_provider_kafka_eos.kafka.transaction_types import TxnOutcome, _holder, _state
-from airflow_provider_kafka_eos.kafka.wire import Wire, error_name
+from airflow_provider_kafka_eos.kafka.protocol.transaction_types import TxnOutcome, _holder, _state
+from airflow_provider_kafka_eos.kafka.protocol.wire import Wire, error_name
 
 if TYPE_CHECKING:
-    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 
 __all__ = ["check_end_txn_versions", "end_txn_error", "end_txn_group"]
 

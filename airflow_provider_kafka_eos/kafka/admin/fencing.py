@@ -4,7 +4,7 @@ aborts the open transaction (answering CONCURRENT_TRANSACTIONS until it has).
 :func:`fence_many` pipelines InitProducerId for many ids on one lane, in waves, until each
 answers; with ``enable_2pc`` it sends v6 (KIP-939's Enable2Pc), which :func:`init_v6` checks
 the cluster offers. The admin
-(:class:`~airflow_provider_kafka_eos.kafka.transactions.TransactionAdmin`) describes first
+(:class:`~airflow_provider_kafka_eos.kafka.admin.transactions.TransactionAdmin`) describes first
 (InitProducerId on an unknown id would create it), groups per coordinator and spreads over
 lanes; the functions here take the admin (its wire and retry timeout) as a parameter.
 """
@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
-from airflow_provider_kafka_eos.kafka.coordinator_answers import (
+from airflow_provider_kafka_eos.kafka.errors import (
+    AuthorizationError,
+    BrokerUnreachableError,
+    KafkaEosError,
+    UnsupportedCapabilityError,
+)
+from airflow_provider_kafka_eos.kafka.protocol.coordinator_answers import (
     CONCURRENT_TRANSACTIONS,
     INVALID_TRANSACTION_TIMEOUT,
     NONE,
@@ -26,17 +32,11 @@ from airflow_provider_kafka_eos.kafka.coordinator_answers import (
     Retry,
     error_for_code,
 )
-from airflow_provider_kafka_eos.kafka.errors import (
-    AuthorizationError,
-    BrokerUnreachableError,
-    KafkaEosError,
-    UnsupportedCapabilityError,
-)
-from airflow_provider_kafka_eos.kafka.transaction_types import TransactionDescription, TxnOutcome
-from airflow_provider_kafka_eos.kafka.wire import Wire, error_name
+from airflow_provider_kafka_eos.kafka.protocol.transaction_types import TransactionDescription, TxnOutcome
+from airflow_provider_kafka_eos.kafka.protocol.wire import Wire, error_name
 
 if TYPE_CHECKING:
-    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 
 __all__ = ["fence_many", "fence_outcome", "init_v6"]
 

@@ -21,9 +21,9 @@ from kafka.protocol.admin.transactions import DescribeProducersRequest, ListTran
 from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.structs import TopicPartition as KafkaTopicPartition
 
-from airflow_provider_kafka_eos.kafka.committable import TopicPartition
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UnsupportedCapabilityError
-from airflow_provider_kafka_eos.kafka.wire import error_name
+from airflow_provider_kafka_eos.kafka.protocol.committable import TopicPartition
+from airflow_provider_kafka_eos.kafka.protocol.wire import error_name
 
 __all__ = ["LsoStatus", "OpenTransaction", "lso_probe"]
 
@@ -87,7 +87,7 @@ class LsoStatus:
 def lso_probe(admin: Any, topic_partitions: Iterable[TopicPartition | tuple[str, int]]) -> list[LsoStatus]:
     """LSO, high watermark and open transactions of each partition (sorted by topic, partition).
 
-    ``admin`` is an open :class:`~airflow_provider_kafka_eos.kafka.transactions.TransactionAdmin`.
+    ``admin`` is an open :class:`~airflow_provider_kafka_eos.kafka.admin.transactions.TransactionAdmin`.
     Needs ListOffsets v2+ (isolation levels) and DescribeProducers (Kafka 2.8+); without
     ListTransactions the transactional ids stay None.
     """

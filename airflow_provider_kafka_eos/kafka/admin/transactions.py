@@ -17,12 +17,12 @@ No Airflow imports: Spark executors and the CLI use this module directly.
 
 This module is the facade users and operators call; the rules live with their owners and
 are re-exported here so that ``from ...kafka.transactions import X`` keeps working:
-the data types in :mod:`~airflow_provider_kafka_eos.kafka.transaction_types`, the commit
-rule in :mod:`~airflow_provider_kafka_eos.kafka.commit_rules`, the coordinator's error
+the data types in :mod:`~airflow_provider_kafka_eos.kafka.protocol.transaction_types`, the commit
+rule in :mod:`~airflow_provider_kafka_eos.kafka.admin.commit_rules`, the coordinator's error
 codes, retry backoff and refusal errors in
-:mod:`~airflow_provider_kafka_eos.kafka.coordinator_answers`, sending EndTxn in
-:mod:`~airflow_provider_kafka_eos.kafka.end_txn`, InitProducerId (fencing) in
-:mod:`~airflow_provider_kafka_eos.kafka.fencing`. The admin keeps what spans them: the
+:mod:`~airflow_provider_kafka_eos.kafka.protocol.coordinator_answers`, sending EndTxn in
+:mod:`~airflow_provider_kafka_eos.kafka.admin.end_txn`, InitProducerId (fencing) in
+:mod:`~airflow_provider_kafka_eos.kafka.admin.fencing`. The admin keeps what spans them: the
 connections and lanes, describe/list, and grouping commits and aborts per coordinator.
 """
 
@@ -37,17 +37,10 @@ from typing import Any, TypeVar
 from kafka.protocol.admin.transactions import DescribeTransactionsRequest, ListTransactionsRequest
 from kafka.protocol.producer.transaction import EndTxnRequest
 
-from airflow_provider_kafka_eos.kafka.commit_rules import verify_committable
-from airflow_provider_kafka_eos.kafka.committable import Committable, TopicPartition
+from airflow_provider_kafka_eos.kafka.admin.commit_rules import verify_committable
+from airflow_provider_kafka_eos.kafka.admin.end_txn import check_end_txn_versions, end_txn_group
+from airflow_provider_kafka_eos.kafka.admin.fencing import fence_many, fence_outcome
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-from airflow_provider_kafka_eos.kafka.coordinator_answers import (
-    NOT_COORDINATOR,
-    RETRIABLE,
-    TRANSACTIONAL_ID_NOT_FOUND,
-    Retry,
-    error_for_code,
-)
-from airflow_provider_kafka_eos.kafka.end_txn import check_end_txn_versions, end_txn_group
 from airflow_provider_kafka_eos.kafka.errors import (
     BrokerUnreachableError,
     DataLossError,
@@ -56,9 +49,22 @@ from airflow_provider_kafka_eos.kafka.errors import (
     UnknownTransactionError,
     UnsupportedCapabilityError,
 )
-from airflow_provider_kafka_eos.kafka.fencing import fence_many, fence_outcome
-from airflow_provider_kafka_eos.kafka.lanes import DEFAULT_LANES, Lanes, check_lanes, lane_counts, split
-from airflow_provider_kafka_eos.kafka.transaction_types import (
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
+from airflow_provider_kafka_eos.kafka.protocol.coordinator_answers import (
+    NOT_COORDINATOR,
+    RETRIABLE,
+    TRANSACTIONAL_ID_NOT_FOUND,
+    Retry,
+    error_for_code,
+)
+from airflow_provider_kafka_eos.kafka.protocol.lanes import (
+    DEFAULT_LANES,
+    Lanes,
+    check_lanes,
+    lane_counts,
+    split,
+)
+from airflow_provider_kafka_eos.kafka.protocol.transaction_types import (
     FenceResult,
     TransactionDescription,
     TransactionListing,
@@ -68,7 +74,7 @@ from airflow_provider_kafka_eos.kafka.transaction_types import (
     _now_ms,
     _state,
 )
-from airflow_provider_kafka_eos.kafka.wire import Wire
+from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
 
 __all__ = [
     "FenceResult",
@@ -94,7 +100,7 @@ class TransactionAdmin:
     committed (the commit must land before the coordinator's abort scan). ``deadline`` (a
     ``time.monotonic()`` value) bounds every call of this admin, retries included: the CLI's
     ``--timeout``. ``lanes`` is how many connections per transaction coordinator a large
-    commit or abort may spread over (:mod:`~airflow_provider_kafka_eos.kafka.lanes`: Kafka
+    commit or abort may spread over (:mod:`~airflow_provider_kafka_eos.kafka.protocol.lanes`: Kafka
     handles one request per connection at a time); the extra ones are opened on demand, share
     the deadline, and are closed with the admin.
     """
@@ -322,7 +328,7 @@ class TransactionAdmin:
         the safety margin). Any failure raises before a single EndTxn is sent. Phase 2 sends
         EndTxn(commit) with each committable's producer id, epoch and EndTxn version, in parallel
         per coordinator (``max_workers`` coordinators at a time) and, for a large group, over up
-        to ``lanes`` connections to it (the admin's ``lanes`` by default, ``kafka/lanes.py``),
+        to ``lanes`` connections to it (the admin's ``lanes`` by default, ``kafka/protocol/lanes.py``),
         retrying retriable answers until ``retry_timeout_ms``. A failure in
         phase 2 (e.g. the broker timed one out in between) raises DataLossError carrying the
         outcomes that did commit.
@@ -415,7 +421,7 @@ class TransactionAdmin:
         """Each coordinator's group split over its lanes: one (wire, share) per thread, and the
         thread count (``max_workers`` coordinators at a time, each with all its lanes).
 
-        The counts are :func:`~airflow_provider_kafka_eos.kafka.lanes.lane_counts`'; when fewer
+        The counts are :func:`~airflow_provider_kafka_eos.kafka.protocol.lanes.lane_counts`'; when fewer
         extra lanes could be opened than wanted, the groups spread over those that were.
         """
         lanes = self.lanes if lanes is None else check_lanes(lanes)
@@ -432,7 +438,7 @@ class TransactionAdmin:
     def _end_txn_group(
         self, group: Sequence[Committable], commit: bool, wire: Wire | None = None
     ) -> tuple[list[TxnOutcome], list[KafkaEosError]]:
-        """:func:`~airflow_provider_kafka_eos.kafka.end_txn.end_txn_group` on ``wire`` (a lane)
+        """:func:`~airflow_provider_kafka_eos.kafka.admin.end_txn.end_txn_group` on ``wire`` (a lane)
         with this admin's retry deadline."""
         return end_txn_group(self, group, commit, new_retry=self._retry, wire=wire)
 
@@ -556,8 +562,8 @@ class TransactionAdmin:
         return FenceResult(transactional_id, pid, epoch, fenced)
 
     def lso_probe(self, topic_partitions: Iterable[TopicPartition | tuple[str, int]]) -> list[Any]:
-        """:func:`airflow_provider_kafka_eos.kafka.lso.lso_probe` on this admin's connections."""
-        from airflow_provider_kafka_eos.kafka.lso import lso_probe
+        """:func:`airflow_provider_kafka_eos.kafka.admin.lso.lso_probe` on this admin's connections."""
+        from airflow_provider_kafka_eos.kafka.admin.lso import lso_probe
 
         return lso_probe(self, topic_partitions)
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_kafka_eos.kafka.errors import CheckpointConflictError, ManifestError
 
 if TYPE_CHECKING:
-    from airflow_provider_kafka_eos.kafka.manifest import Manifest
+    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest
 
 __all__ = [
     "CheckpointConflictError",

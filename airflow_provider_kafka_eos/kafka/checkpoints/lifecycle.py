@@ -32,8 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError, ManifestError
-from airflow_provider_kafka_eos.kafka.manifest import (
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     Manifest,
     ManifestStatus,
     find_manifests,
@@ -44,6 +43,7 @@ from airflow_provider_kafka_eos.kafka.manifest import (
     store_exists,
     write_manifest,
 )
+from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError, ManifestError
 
 __all__ = [
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
@@ -260,7 +260,7 @@ class AbortPolicy:
         if self.prefixes is None or transactional_id in self.owned_ids:
             return ""
         if self.generated_only:
-            from airflow_provider_kafka_eos.kafka.naming import owned_by
+            from airflow_provider_kafka_eos.kafka.checkpoints.naming import owned_by
 
             return next((p for p in self.prefixes if owned_by(p, transactional_id)), None)
         return next((p for p in self.prefixes if transactional_id.startswith(p)), None)

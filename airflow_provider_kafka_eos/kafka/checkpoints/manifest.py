@@ -20,9 +20,9 @@ from enum import Enum
 from typing import Any
 from urllib.parse import urlparse
 
-from airflow_provider_kafka_eos.kafka.checkpoint_identity import RunIdentity
-from airflow_provider_kafka_eos.kafka.committable import Committable, _reject_unknown, _require
+from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity
 from airflow_provider_kafka_eos.kafka.errors import ManifestError, UsageError
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, _reject_unknown, _require
 from airflow_provider_kafka_eos.kafka.validation import (
     validate_prefix,
     validate_topic,

@@ -26,21 +26,21 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.checkpoint import (
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
     ManifestStore,
     PreparedRef,
     commit_checkpoint,
     mark_aborted,
     prepared_index,
 )
-from airflow_provider_kafka_eos.kafka.committable import Committable
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus
 from airflow_provider_kafka_eos.kafka.errors import (
     DataLossError,
     KafkaEosError,
     ProducerFencedError,
     TransactionTimeoutRiskError,
 )
-from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 from airflow_provider_kafka_eos.runbook import reference as runbook_reference
 
 __all__ = ["RestoreReport", "check_committable", "restore_pipeline"]
@@ -117,7 +117,7 @@ def restore_pipeline(
     """Settle the pipeline's earlier checkpoints; see the module docstring for the rules.
 
     ``abort_lingering(admin, prefix, prepared)`` is the abort strategy (LISTING or PROBING
-    from ``kafka/abort_strategies.py``): it aborts the open transactions owned by the prefix,
+    from ``kafka/checkpoints/abort_strategies.py``): it aborts the open transactions owned by the prefix,
     except the ones of the PREPARED index it is given, and returns the aborted ids.
     The store is created if missing (the writer is its first user), then read strictly.
     """

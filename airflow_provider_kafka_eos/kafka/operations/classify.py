@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.checkpoint import AbortPolicy, PreparedRef, load_prepared
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import AbortPolicy, PreparedRef, load_prepared
 from airflow_provider_kafka_eos.runbook import reference as runbook_reference
 
 RUNBOOK_ORPHAN = "orphaned-transaction"
@@ -441,7 +441,7 @@ class Findings:
     def from_dict(cls, data: Mapping[str, Any]) -> Findings:
         """From ``to_dict()`` or the sensor's bounded XCom (``findings_store.xcom_payload``): a
         payload whose lists were cut is replaced by the full findings file it names."""
-        from airflow_provider_kafka_eos.kafka.findings_store import resolve
+        from airflow_provider_kafka_eos.kafka.operations.findings_store import resolve
 
         data = resolve(data)
         prefixes = data.get("prefixes")
@@ -607,7 +607,7 @@ def expand_partitions(admin: Any, entries: Sequence[str]) -> list[tuple[str, int
 
 
 def poll_partitions(admin: Any, entries: Sequence[str]) -> tuple[list[PartitionOffsets], dict[int, str]]:
-    """One LSO probe (``kafka/lso.py``) of the watched partitions, in this module's terms.
+    """One LSO probe (``kafka/admin/lso.py``) of the watched partitions, in this module's terms.
 
     Returns the polls and producer id -> transactional id for the open transactions the probe
     could name (ListTransactions).

@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka import manifest as _store
+from airflow_provider_kafka_eos.kafka.checkpoints import manifest as _store
 from airflow_provider_kafka_eos.kafka.errors import ManifestError
 
 __all__ = ["FINDINGS_DIR", "XCOM_MAX_FINDINGS", "read_findings", "write_findings", "xcom_payload"]

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.acl_check import (
+from airflow_provider_kafka_eos.kafka.admin.acl_check import (
     MISSING,
     OK,
     AclCheckResult,
@@ -29,7 +29,7 @@ from airflow_provider_kafka_eos.kafka.acl_check import (
     pipeline_requirements,
     principal_of,
 )
-from airflow_provider_kafka_eos.kafka.capabilities import ClusterCapabilities, open_wire
+from airflow_provider_kafka_eos.kafka.admin.capabilities import ClusterCapabilities, open_wire
 from airflow_provider_kafka_eos.kafka.errors import PreflightError
 from airflow_provider_kafka_eos.runbook import reference as runbook_reference
 
@@ -283,7 +283,7 @@ def two_phase_commit_producer_config(
         "enable.idempotence": True,
         "transaction.timeout.ms": transaction_timeout_ms,
         "transaction.two.phase.commit.enable": True,
-        # librdkafka cannot set Enable2Pc: 2PC writes use the Arrow producer (kafka/arrow_producer.py).
+        # librdkafka cannot set Enable2Pc: 2PC writes use the Arrow producer (kafka/producers/arrow.py).
         "producer": "arrow",
     }
 

@@ -7,7 +7,7 @@ door they came in by: a commit needs the producer id and epoch from the manifest
 ``describe``; every abort first reads the manifest store (``manifest_base_uri``) and refuses
 the transactions a PREPARED manifest lists (that would be data loss, invariant 4), unless the
 request says ``protect=False``; a dry run runs every check the real action runs. The rules
-themselves live in ``kafka/checkpoint.py``; this module only maps requests onto them.
+themselves live in ``kafka/checkpoints/lifecycle.py``; this module only maps requests onto them.
 
 Failures the user must act on raise :class:`~airflow_provider_kafka_eos.kafka.errors.KafkaEosError`
 subclasses (their text names the transaction, the cause and the runbook page);
@@ -289,7 +289,7 @@ def _description_row(desc: Any) -> dict[str, Any]:
 
 def _prepared(request: ResolutionRequest) -> dict[str, Any]:
     """The PREPARED index this abort must respect (``ManifestStoreError`` if the store is unusable)."""
-    from airflow_provider_kafka_eos.kafka.checkpoint import load_prepared
+    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import load_prepared
 
     return load_prepared(
         request.manifest_base_uri, protect=request.protect, source="--manifest-base / manifest_base_uri"
@@ -325,7 +325,7 @@ def _list(admin: Any, request: ResolutionRequest, progress: Progress | None) -> 
 
 def _visibility_warnings(admin: Any, prefixes: Sequence[str]) -> list[str]:
     """Kafka hides what the principal may not DESCRIBE; say so instead of a silent short list."""
-    from airflow_provider_kafka_eos.kafka.acl_check import visibility_gaps
+    from airflow_provider_kafka_eos.kafka.admin.acl_check import visibility_gaps
 
     wire = getattr(admin, "wire", None)
     return visibility_gaps(wire, list(prefixes)) if wire is not None else []
@@ -351,7 +351,7 @@ def _abort(admin: Any, request: ResolutionRequest, progress: Progress | None) ->
 
     The store is read before Kafka is asked anything, so an unusable store changes nothing.
     """
-    from airflow_provider_kafka_eos.kafka.checkpoint import (
+    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
         DEFAULT_TRANSACTION_TIMEOUT_MS,
         AbortCandidate,
         AbortPolicy,
@@ -418,7 +418,7 @@ _FINISHED = {
 
 def _abort_one(admin: Any, request: ResolutionRequest, prepared: dict[str, Any]) -> ResolutionResult:
     """One id: every check the real abort makes, also in a dry run; a refusal is an error."""
-    from airflow_provider_kafka_eos.kafka.checkpoint import AbortCandidate, AbortPolicy, plan_abort
+    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import AbortCandidate, AbortPolicy, plan_abort
 
     txn_id = request.transactional_id
     assert txn_id is not None
@@ -453,7 +453,7 @@ def _abort_one(admin: Any, request: ResolutionRequest, prepared: dict[str, Any])
 
 def _abort_checkpoint(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
     """``--action abort --manifest URI``: abort what the checkpoint holds open, mark it ABORTED."""
-    from airflow_provider_kafka_eos.kafka.checkpoint import abort_checkpoint
+    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import abort_checkpoint
 
     assert request.manifest_uri is not None
     report = abort_checkpoint(admin, request.manifest_uri, dry_run=request.dry_run)
@@ -463,7 +463,7 @@ def _abort_checkpoint(admin: Any, request: ResolutionRequest, progress: Progress
 
 def _capabilities(admin: Any) -> Any:
     """The cluster's capabilities through the admin's own connection (no second connection)."""
-    from airflow_provider_kafka_eos.kafka.capabilities import ClusterCapabilities
+    from airflow_provider_kafka_eos.kafka.admin.capabilities import ClusterCapabilities
 
     return ClusterCapabilities.probe_with(admin.wire)
 
@@ -476,7 +476,7 @@ def committable_for(admin: Any, transactional_id: str, producer_id: int, epoch: 
     transaction they mean. The record count is unknown here: each partition in a transaction
     holds at least one record, so the partition count is a true lower bound.
     """
-    from airflow_provider_kafka_eos.kafka.committable import Committable, TopicPartition
+    from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
 
     desc = admin.describe([transactional_id])[transactional_id]
     partitions = tuple(TopicPartition(p.topic, p.partition) for p in desc.partitions)
@@ -531,8 +531,8 @@ def _commit_from_manifest(
     admin: Any, request: ResolutionRequest, progress: Progress | None
 ) -> ResolutionResult:
     """Commit a checkpoint from its manifest and mark it (``checkpoint.commit_checkpoint``)."""
-    from airflow_provider_kafka_eos.kafka.checkpoint import commit_checkpoint
-    from airflow_provider_kafka_eos.kafka.manifest import read_manifest
+    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint
+    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import read_manifest
 
     assert request.manifest_uri is not None
     report = commit_checkpoint(
@@ -564,7 +564,7 @@ def _outcome_text(status: str, outcome: str | None) -> str:
 def _find_hanging(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
     min_age = DEFAULT_HANGING_MIN_AGE_MS if request.min_age_ms is None else request.min_age_ms
     lingering = admin.find_lingering(prefixes=list(request.prefixes) or None, min_age_ms=min_age)
-    from airflow_provider_kafka_eos.kafka.checkpoint import load_prepared
+    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import load_prepared
 
     prepared = load_prepared(request.manifest_base_uri) if request.manifest_base_uri else {}
     protected = {tid: ref.manifest_uri for tid, ref in prepared.items()}
@@ -604,7 +604,7 @@ def _find_hanging(admin: Any, request: ResolutionRequest, progress: Progress | N
 
 def _lso_stalls(admin: Any, lingering: Sequence[Any]) -> dict[int, list[str]]:
     """Producer id -> partitions ("topic-p (N behind)") whose last stable offset it pins."""
-    from airflow_provider_kafka_eos.kafka.lso import lso_probe
+    from airflow_provider_kafka_eos.kafka.admin.lso import lso_probe
 
     partitions = sorted({(p.topic, p.partition) for d in lingering for p in d.partitions})
     if not partitions:
@@ -623,8 +623,12 @@ def _preflight(
     admin: Any, request: ResolutionRequest, progress: Progress | None, config: Any
 ) -> ResolutionResult:
     """Capabilities + the ACLs of ``config``'s principal (+ the timeout limit when one is given)."""
-    from airflow_provider_kafka_eos.kafka.acl_check import check_acls, pipeline_requirements, principal_of
-    from airflow_provider_kafka_eos.kafka.preflight import (
+    from airflow_provider_kafka_eos.kafka.admin.acl_check import (
+        check_acls,
+        pipeline_requirements,
+        principal_of,
+    )
+    from airflow_provider_kafka_eos.kafka.operations.preflight import (
         PreflightReport,
         check_acl_findings,
         check_transaction_timeout,

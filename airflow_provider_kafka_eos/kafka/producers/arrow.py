@@ -2,8 +2,8 @@
 
 Why it exists: librdkafka cannot set KIP-939's ``Enable2Pc`` (no Python client can), and a
 Python loop calling ``produce()`` per record caps a Spark task's throughput. This producer
-speaks the transaction protocol itself through the wire layer (``kafka/wire.py``) and encodes
-whole Arrow columns into RecordBatch v2 bytes (``kafka/record_batch.py``), so it can open a
+speaks the transaction protocol itself through the wire layer (``kafka/protocol/wire.py``) and encodes
+whole Arrow columns into RecordBatch v2 bytes (``kafka/producers/record_batch.py``), so it can open a
 two-phase-commit transaction that never times out, and spends no Python call per record.
 
 Protocol, as Kafka's Java producer does it:
@@ -41,7 +41,6 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest
 
-from airflow_provider_kafka_eos.kafka.committable import Committable
 from airflow_provider_kafka_eos.kafka.errors import (
     AuthorizationError,
     BrokerUnreachableError,
@@ -50,10 +49,11 @@ from airflow_provider_kafka_eos.kafka.errors import (
     ProducerFencedError,
     UsageError,
 )
-from airflow_provider_kafka_eos.kafka.partitioner import partitions_for_keys
-from airflow_provider_kafka_eos.kafka.producer import TransactionProtocol, verified_committable
-from airflow_provider_kafka_eos.kafka.record_batch import EncodedBatch, encode_batch, record_sizes
-from airflow_provider_kafka_eos.kafka.wire import error_name
+from airflow_provider_kafka_eos.kafka.producers.librdkafka import TransactionProtocol, verified_committable
+from airflow_provider_kafka_eos.kafka.producers.partitioner import partitions_for_keys
+from airflow_provider_kafka_eos.kafka.producers.record_batch import EncodedBatch, encode_batch, record_sizes
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
+from airflow_provider_kafka_eos.kafka.protocol.wire import error_name
 
 __all__ = ["ArrowPartitionTransaction", "ProducerStats"]
 
@@ -99,7 +99,7 @@ class ProducerStats:
 
 class ArrowPartitionTransaction:
     """One Spark partition's transaction on the Arrow path; the same life cycle as
-    :class:`~airflow_provider_kafka_eos.kafka.producer.PartitionTransaction`:
+    :class:`~airflow_provider_kafka_eos.kafka.producers.librdkafka.PartitionTransaction`:
     ``begin()``, ``write_columns(...)`` any number of times, ``prepare()`` -> Committable | None.
 
     ``admin`` is a ``TransactionAdmin`` owned by the caller (its wire carries every request).

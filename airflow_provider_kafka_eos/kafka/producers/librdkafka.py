@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.committable import Committable, TopicPartition
 from airflow_provider_kafka_eos.kafka.errors import (
     BrokerUnreachableError,
     KafkaEosError,
     ProducerFencedError,
 )
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
 
 __all__ = [
     "DEFAULT_PARTITIONER",
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 # interval keeps the wait after init_transactions() small; the JSON is tiny for one topic.
 STATISTICS_INTERVAL_MS = 100
 # Rows without a partition column are placed the way the Java client places them: murmur2 of the
-# key bytes, toPositive(hash) % partitions (kafka/partitioner.py is the same rule for the Arrow
+# key bytes, toPositive(hash) % partitions (kafka/producers/partitioner.py is the same rule for the Arrow
 # producer). librdkafka's own default, consistent_random, hashes with CRC32 and puts the same key
 # in a different partition than a Java or Kafka Streams producer, which breaks co-partitioned
 # joins and compacted topics shared with JVM producers. Null keys: a random partition per record

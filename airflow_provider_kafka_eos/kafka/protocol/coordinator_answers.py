@@ -2,9 +2,9 @@
 which of them are retried (and the backoff between tries), and the error a refusal becomes.
 
 One owner for these rules, shared by describe/list
-(:mod:`~airflow_provider_kafka_eos.kafka.transactions`), EndTxn
-(:mod:`~airflow_provider_kafka_eos.kafka.end_txn`) and fencing
-(:mod:`~airflow_provider_kafka_eos.kafka.fencing`). No I/O besides the backoff sleep.
+(:mod:`~airflow_provider_kafka_eos.kafka.admin.transactions`), EndTxn
+(:mod:`~airflow_provider_kafka_eos.kafka.admin.end_txn`) and fencing
+(:mod:`~airflow_provider_kafka_eos.kafka.admin.fencing`). No I/O besides the backoff sleep.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
     KafkaEosError,
     UnsupportedCapabilityError,
 )
-from airflow_provider_kafka_eos.kafka.wire import error_name
+from airflow_provider_kafka_eos.kafka.protocol.wire import error_name
 
 # Kafka error codes we act on (names as in the protocol guide).
 NONE = 0

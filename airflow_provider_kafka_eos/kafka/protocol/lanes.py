@@ -5,7 +5,7 @@ it mutes the channel until the response has been sent. An EndTxn (or a fencing I
 is answered only once its record in ``__transaction_state`` is replicated (``acks=all``,
 ``min.insync.replicas``), so thousands of them pipelined on one connection commit one
 transaction per replicated write round trip, however many are in flight. A *lane* is one more
-:class:`~airflow_provider_kafka_eos.kafka.wire.Wire` (its own kafka-python connection pool and
+:class:`~airflow_provider_kafka_eos.kafka.protocol.wire.Wire` (its own kafka-python connection pool and
 IO thread, so its own connection to every node); a large per-coordinator group is split over
 several lanes, each sent by its own thread, and the coordinator works on that many requests at
 once (its appends are replicated together). The embedded broker handles pipelined requests
@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
-from airflow_provider_kafka_eos.kafka.wire import Wire
+from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
 
 __all__ = ["DEFAULT_LANES", "MAX_LANES", "MIN_PER_LANE", "Lanes", "check_lanes", "lane_counts", "split"]
 

@@ -1,7 +1,7 @@
 """The values transaction-coordinator operations speak in: states, descriptions, outcomes.
 
-Kept apart from :mod:`~airflow_provider_kafka_eos.kafka.transactions` so that the rules
-(:mod:`~airflow_provider_kafka_eos.kafka.commit_rules`), the EndTxn and fencing modules and
+Kept apart from :mod:`~airflow_provider_kafka_eos.kafka.admin.transactions` so that the rules
+(:mod:`~airflow_provider_kafka_eos.kafka.admin.commit_rules`), the EndTxn and fencing modules and
 their callers share one definition without importing the admin. Plain data and how it reads
 in messages; no I/O, no Airflow imports.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.committable import TopicPartition
+from airflow_provider_kafka_eos.kafka.protocol.committable import TopicPartition
 
 __all__ = [
     "FenceResult",
