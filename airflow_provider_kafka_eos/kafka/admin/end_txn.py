@@ -14,7 +14,7 @@ committables per coordinator and spreads them over lanes; the functions here tak
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kafka.protocol.producer.transaction import EndTxnRequest
 
@@ -39,13 +39,30 @@ from airflow_provider_kafka_eos.kafka.protocol.coordinator_answers import (
     Retry,
     authorization_error,
 )
-from airflow_provider_kafka_eos.kafka.protocol.transaction_types import TxnOutcome, _holder, _state
+from airflow_provider_kafka_eos.kafka.protocol.transaction_types import (
+    TransactionDescription,
+    TxnOutcome,
+    _holder,
+    _state,
+)
 from airflow_provider_kafka_eos.kafka.protocol.wire import Wire, error_name
 
-if TYPE_CHECKING:
-    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
+__all__ = ["EndTxnAdmin", "check_end_txn_versions", "end_txn_error", "end_txn_group"]
 
-__all__ = ["check_end_txn_versions", "end_txn_error", "end_txn_group"]
+
+class EndTxnAdmin(Protocol):
+    """What EndTxn needs of the admin handed in (a TransactionAdmin): its wire and retry budget,
+    describe, and the commit rule with its clock. A Protocol, so this module does not import the
+    facade that imports it."""
+
+    wire: Wire
+    retry_timeout_ms: int
+
+    def describe(
+        self, ids: Sequence[str], *, missing_ok: bool = False
+    ) -> dict[str, TransactionDescription]: ...
+
+    def verify_committable(self, committable: Committable, description: TransactionDescription) -> str: ...
 
 
 def check_end_txn_versions(wire: Wire, committables: Sequence[Committable]) -> None:
@@ -64,7 +81,7 @@ def check_end_txn_versions(wire: Wire, committables: Sequence[Committable]) -> N
 
 
 def end_txn_group(
-    admin: TransactionAdmin,
+    admin: EndTxnAdmin,
     group: Sequence[Committable],
     commit: bool,
     *,
@@ -144,7 +161,7 @@ def end_txn_group(
     return done, failed
 
 
-def end_txn_error(admin: TransactionAdmin, c: Committable, code: int, verb: str) -> KafkaEosError:
+def end_txn_error(admin: EndTxnAdmin, c: Committable, code: int, verb: str) -> KafkaEosError:
     """Explain a non-retriable EndTxn answer, describing the transaction to tell loss from fencing
     (``admin.describe``, then ``admin.verify_committable`` with its clock and safety margin)."""
     tid = c.transactional_id

@@ -12,7 +12,7 @@ lanes; the functions here take the admin (its wire and retry timeout) as a param
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
@@ -35,14 +35,19 @@ from airflow_provider_kafka_eos.kafka.protocol.coordinator_answers import (
 from airflow_provider_kafka_eos.kafka.protocol.transaction_types import TransactionDescription, TxnOutcome
 from airflow_provider_kafka_eos.kafka.protocol.wire import Wire, error_name
 
-if TYPE_CHECKING:
-    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
+__all__ = ["FencingAdmin", "fence_many", "fence_outcome", "init_v6"]
 
-__all__ = ["fence_many", "fence_outcome", "init_v6"]
+
+class FencingAdmin(Protocol):
+    """What fencing needs of the admin handed in (a TransactionAdmin): its wire and retry budget.
+    A Protocol, so this module does not import the facade that imports it."""
+
+    wire: Wire
+    retry_timeout_ms: int
 
 
 def fence_many(
-    admin: TransactionAdmin,
+    admin: FencingAdmin,
     targets: Sequence[tuple[str, int]],
     *,
     new_retry: Callable[[], Retry],

@@ -25,15 +25,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from airflow_provider_kafka_eos.kafka.errors import CheckpointConflictError, ManifestError
 
-if TYPE_CHECKING:
-    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest
-
 __all__ = [
     "CheckpointConflictError",
+    "RecordedCheckpoint",
     "Reuse",
     "ReuseVerdict",
     "RunIdentity",
@@ -120,8 +118,22 @@ class ReuseVerdict:
             raise CheckpointConflictError(self.message)
 
 
+class RecordedCheckpoint(Protocol):
+    """What the reuse rule reads of a checkpoint's manifest (a ``manifest.Manifest``): a Protocol,
+    so the identity, which the manifest format records, does not import the format back."""
+
+    @property
+    def checkpoint_id(self) -> int: ...
+
+    @property
+    def prepared_by(self) -> RunIdentity | None: ...
+
+    @property
+    def status(self) -> Enum: ...
+
+
 def reuse_verdict(
-    existing: Manifest, uri: str, run: RunIdentity | None, *, explicit_checkpoint: bool
+    existing: RecordedCheckpoint, uri: str, run: RunIdentity | None, *, explicit_checkpoint: bool
 ) -> ReuseVerdict:
     """The rule (see the module docstring): same run, duplicate of the same input, or conflict.
 
