@@ -29,10 +29,6 @@ PERMISSION_DENY, PERMISSION_ALLOW = 2, 3
 # Operations that imply DESCRIBE on the same resource (Kafka's AclAuthorizer rule).
 IMPLIES_DESCRIBE = {"READ", "WRITE", "DELETE", "ALTER"}
 
-ERR_TOPIC_AUTH = 29
-ERR_CLUSTER_AUTH = 31
-ERR_TXN_ID_AUTH = 53
-ERR_SECURITY_DISABLED = 54
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 OK, MISSING, UNKNOWN = "ok", "missing", "unknown"
@@ -330,6 +326,11 @@ def visibility_gaps(client: Any, prefixes: Sequence[str]) -> list[str]:
     from kafka.protocol.admin.transactions import DescribeTransactionsRequest
     from kafka.protocol.metadata import FindCoordinatorRequest
 
+    from airflow_provider_kafka_eos.kafka.protocol.error_codes import (
+        NONE,
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    )
+
     targets = [(p, f"{p}{PROBE_ID_SUFFIX}") for p in prefixes] or [(None, VISIBILITY_PROBE_ID)]
     gaps = []
     for prefix, probe_id in targets:
@@ -337,7 +338,7 @@ def visibility_gaps(client: Any, prefixes: Sequence[str]) -> list[str]:
         try:
             found = client.send(FindCoordinatorRequest(key=probe_id, key_type=1, max_version=3))
             code = found.error_code
-            if code == 0:
+            if code == NONE:
                 described = client.send(
                     DescribeTransactionsRequest(transactional_ids=[probe_id]), node_id=found.node_id
                 )
@@ -347,7 +348,7 @@ def visibility_gaps(client: Any, prefixes: Sequence[str]) -> list[str]:
                 f"could not check DESCRIBE rights {scope} ({type(exc).__name__}); the list may be partial"
             )
             continue
-        if code == ERR_TXN_ID_AUTH:
+        if code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
             gaps.append(
                 f"the principal lacks DESCRIBE on TransactionalId {scope}: Kafka silently leaves out every "
                 "transaction it may not describe, so this list may be incomplete (grant DESCRIBE, e.g. a "
@@ -359,6 +360,8 @@ def visibility_gaps(client: Any, prefixes: Sequence[str]) -> list[str]:
 def _describe_acls(client: Any, principal: str) -> list[AclRule] | str | None:
     """Every ALLOW/DENY rule for ``principal`` and ``User:*``; ``None`` when we may not ask."""
     from kafka.protocol.admin import DescribeAclsRequest
+
+    from airflow_provider_kafka_eos.kafka.protocol.error_codes import SECURITY_DISABLED
 
     rules: list[AclRule] = []
     types = {v: k for k, v in RESOURCE_TYPES.items()}
@@ -377,7 +380,7 @@ def _describe_acls(client: Any, principal: str) -> list[AclRule] | str | None:
             response = client.send(request)
         except Exception:
             return None
-        if response.error_code == ERR_SECURITY_DISABLED:
+        if response.error_code == SECURITY_DISABLED:
             return "security-disabled"
         if response.error_code:
             return None
@@ -419,6 +422,8 @@ def _probe_transactional_id(client: Any, req: AclRequirement) -> AclFinding:
     from kafka.protocol.metadata import FindCoordinatorRequest
     from kafka.protocol.producer.transaction import EndTxnRequest
 
+    from airflow_provider_kafka_eos.kafka.protocol.error_codes import TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
     probe_id = _probe_id(req)
     if req.operation == "TWO_PHASE_COMMIT":
         return AclFinding(
@@ -428,7 +433,7 @@ def _probe_transactional_id(client: Any, req: AclRequirement) -> AclFinding:
             "ask an administrator to check with kafka-acls.sh --list",
         )
     found = client.send(FindCoordinatorRequest(key=probe_id, key_type=1, max_version=3))
-    if found.error_code == ERR_TXN_ID_AUTH:
+    if found.error_code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
         return AclFinding(req, MISSING, f"FindCoordinator on probe id {probe_id!r} was refused")
     if found.error_code:
         return AclFinding(req, UNKNOWN, f"FindCoordinator answered error {found.error_code}")
@@ -437,7 +442,7 @@ def _probe_transactional_id(client: Any, req: AclRequirement) -> AclFinding:
             DescribeTransactionsRequest(transactional_ids=[probe_id]), node_id=found.node_id
         )
         code = described.transaction_states[0].error_code
-        if code == ERR_TXN_ID_AUTH:
+        if code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
             return AclFinding(req, MISSING, f"DescribeTransactions on probe id {probe_id!r} was refused")
         return AclFinding(req, OK, f"DescribeTransactions on probe id {probe_id!r} was authorized")
     if req.operation == "WRITE":
@@ -449,7 +454,7 @@ def _probe_transactional_id(client: Any, req: AclRequirement) -> AclFinding:
             ),
             node_id=found.node_id,
         )
-        if ended.error_code == ERR_TXN_ID_AUTH:
+        if ended.error_code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
             return AclFinding(req, MISSING, f"EndTxn on probe id {probe_id!r} was refused")
         return AclFinding(
             req,
@@ -464,6 +469,8 @@ def _probe_topic(client: Any, req: AclRequirement) -> AclFinding:
     """KIP-430 authorized operations from Metadata; where a broker omits them, a refused-or-not probe."""
     from kafka.protocol.metadata import MetadataRequest
 
+    from airflow_provider_kafka_eos.kafka.protocol.error_codes import TOPIC_AUTHORIZATION_FAILED
+
     request = MetadataRequest(
         topics=[MetadataRequest.MetadataRequestTopic(name=req.name)],
         allow_auto_topic_creation=False,
@@ -472,7 +479,7 @@ def _probe_topic(client: Any, req: AclRequirement) -> AclFinding:
     )
     response = client.send(request)
     topic = next((t for t in response.topics if t.name == req.name), None)
-    if topic is not None and topic.error_code == ERR_TOPIC_AUTH:
+    if topic is not None and topic.error_code == TOPIC_AUTHORIZATION_FAILED:
         return AclFinding(req, MISSING, f"topic {req.name!r} is not even visible (DESCRIBE refused)")
     ops = None if topic is None else topic.authorized_operations
     if ops is not None and ops != AUTHORIZED_OPERATIONS_OMITTED:
@@ -496,6 +503,8 @@ _NO_SUCH_PARTITION = 2**31 - 1
 def _probe_topic_write(client: Any, req: AclRequirement) -> AclFinding:
     from kafka.protocol.producer import ProduceRequest
 
+    from airflow_provider_kafka_eos.kafka.protocol.error_codes import TOPIC_AUTHORIZATION_FAILED
+
     data = ProduceRequest.TopicProduceData(
         name=req.name,
         partition_data=[
@@ -506,7 +515,7 @@ def _probe_topic_write(client: Any, req: AclRequirement) -> AclFinding:
         ProduceRequest(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[data], max_version=12)
     )
     codes = [p.error_code for t in response.responses for p in t.partition_responses]
-    if ERR_TOPIC_AUTH in codes:
+    if TOPIC_AUTHORIZATION_FAILED in codes:
         return AclFinding(
             req, MISSING, "Produce to a non-existent partition was refused with TOPIC_AUTHORIZATION_FAILED"
         )
@@ -518,11 +527,13 @@ def _probe_topic_write(client: Any, req: AclRequirement) -> AclFinding:
 def _probe_topic_read(client: Any, req: AclRequirement) -> AclFinding:
     from kafka.protocol.admin.transactions import DescribeProducersRequest
 
+    from airflow_provider_kafka_eos.kafka.protocol.error_codes import TOPIC_AUTHORIZATION_FAILED
+
     request = DescribeProducersRequest(
         topics=[DescribeProducersRequest.TopicRequest(name=req.name, partition_indexes=[0])]
     )
     response = client.send(request)
     codes = [p.error_code for t in response.topics for p in t.partitions]
-    if ERR_TOPIC_AUTH in codes:
+    if TOPIC_AUTHORIZATION_FAILED in codes:
         return AclFinding(req, MISSING, "DescribeProducers was refused with TOPIC_AUTHORIZATION_FAILED")
     return AclFinding(req, OK, f"DescribeProducers passed authorization (error {codes})")

@@ -290,9 +290,9 @@ class ClusterCapabilities:
 
 
 def _error_name(code: int, message: str | None) -> str:
-    import kafka.errors as kafka_errors
+    from airflow_provider_kafka_eos.kafka.protocol.error_codes import error_name
 
-    name = kafka_errors.for_code(code).__name__
+    name = error_name(code)
     return f"{name}: {message}" if message else name
 
 

@@ -28,16 +28,19 @@ from airflow_provider_kafka_eos.kafka.errors import (
 )
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 from airflow_provider_kafka_eos.kafka.protocol.coordinator_answers import (
+    RETRIABLE,
+    Retry,
+    authorization_error,
+)
+from airflow_provider_kafka_eos.kafka.protocol.error_codes import (
     INVALID_PRODUCER_EPOCH,
     INVALID_PRODUCER_ID_MAPPING,
     INVALID_TXN_STATE,
     NONE,
     NOT_COORDINATOR,
     PRODUCER_FENCED,
-    RETRIABLE,
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-    Retry,
-    authorization_error,
+    error_name,
 )
 from airflow_provider_kafka_eos.kafka.protocol.transaction_types import (
     TransactionDescription,
@@ -45,7 +48,7 @@ from airflow_provider_kafka_eos.kafka.protocol.transaction_types import (
     _holder,
     _state,
 )
-from airflow_provider_kafka_eos.kafka.protocol.wire import Wire, error_name
+from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
 
 __all__ = ["EndTxnAdmin", "check_end_txn_versions", "end_txn_error", "end_txn_group"]
 

@@ -23,17 +23,20 @@ from airflow_provider_kafka_eos.kafka.errors import (
     UnsupportedCapabilityError,
 )
 from airflow_provider_kafka_eos.kafka.protocol.coordinator_answers import (
+    RETRIABLE,
+    Retry,
+    error_for_code,
+)
+from airflow_provider_kafka_eos.kafka.protocol.error_codes import (
     CONCURRENT_TRANSACTIONS,
     INVALID_TRANSACTION_TIMEOUT,
     NONE,
     NOT_COORDINATOR,
-    RETRIABLE,
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-    Retry,
-    error_for_code,
+    error_name,
 )
 from airflow_provider_kafka_eos.kafka.protocol.transaction_types import TransactionDescription, TxnOutcome
-from airflow_provider_kafka_eos.kafka.protocol.wire import Wire, error_name
+from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
 
 __all__ = ["FencingAdmin", "fence_many", "fence_outcome", "init_v6"]
 

@@ -23,7 +23,7 @@ from kafka.structs import TopicPartition as KafkaTopicPartition
 
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UnsupportedCapabilityError
 from airflow_provider_kafka_eos.kafka.protocol.committable import TopicPartition
-from airflow_provider_kafka_eos.kafka.protocol.wire import error_name
+from airflow_provider_kafka_eos.kafka.protocol.error_codes import error_name
 
 __all__ = ["LsoStatus", "OpenTransaction", "lso_probe"]
 

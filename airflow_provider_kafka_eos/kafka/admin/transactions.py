@@ -51,11 +51,13 @@ from airflow_provider_kafka_eos.kafka.errors import (
 )
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
 from airflow_provider_kafka_eos.kafka.protocol.coordinator_answers import (
-    NOT_COORDINATOR,
     RETRIABLE,
-    TRANSACTIONAL_ID_NOT_FOUND,
     Retry,
     error_for_code,
+)
+from airflow_provider_kafka_eos.kafka.protocol.error_codes import (
+    NOT_COORDINATOR,
+    TRANSACTIONAL_ID_NOT_FOUND,
 )
 from airflow_provider_kafka_eos.kafka.protocol.lanes import (
     DEFAULT_LANES,

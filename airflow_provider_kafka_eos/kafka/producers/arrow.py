@@ -53,35 +53,63 @@ from airflow_provider_kafka_eos.kafka.producers.librdkafka import TransactionPro
 from airflow_provider_kafka_eos.kafka.producers.partitioner import partitions_for_keys
 from airflow_provider_kafka_eos.kafka.producers.record_batch import EncodedBatch, encode_batch, record_sizes
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
-from airflow_provider_kafka_eos.kafka.protocol.wire import error_name
+from airflow_provider_kafka_eos.kafka.protocol.error_codes import (
+    CONCURRENT_TRANSACTIONS,
+    COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE,
+    DUPLICATE_SEQUENCE_NUMBER,
+    FENCED_LEADER_EPOCH,
+    INVALID_PRODUCER_EPOCH,
+    INVALID_TXN_STATE,
+    KAFKA_STORAGE_ERROR,
+    LEADER_NOT_AVAILABLE,
+    NETWORK_EXCEPTION,
+    NONE,
+    NOT_COORDINATOR,
+    NOT_ENOUGH_REPLICAS,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    NOT_LEADER_OR_FOLLOWER,
+    PRODUCER_FENCED,
+    REQUEST_TIMED_OUT,
+    TOPIC_AUTHORIZATION_FAILED,
+    TRANSACTION_COORDINATOR_FENCED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    UNKNOWN_LEADER_EPOCH,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    error_name,
+)
 
 __all__ = ["ArrowPartitionTransaction", "ProducerStats"]
 
 log = logging.getLogger(__name__)
 
-NONE = 0
-DUPLICATE_SEQUENCE_NUMBER = 46
 # Kafka's RetriableException subclasses a producer meets on Produce / AddPartitionsToTxn.
 RETRIABLE = frozenset({
-    3,   # UNKNOWN_TOPIC_OR_PARTITION (metadata not propagated yet)
-    5,   # LEADER_NOT_AVAILABLE
-    6,   # NOT_LEADER_OR_FOLLOWER
-    7,   # REQUEST_TIMED_OUT
-    13,  # NETWORK_EXCEPTION
-    14,  # COORDINATOR_LOAD_IN_PROGRESS
-    15,  # COORDINATOR_NOT_AVAILABLE
-    16,  # NOT_COORDINATOR
-    19,  # NOT_ENOUGH_REPLICAS
-    20,  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
-    51,  # CONCURRENT_TRANSACTIONS
-    56,  # KAFKA_STORAGE_ERROR
-    74,  # FENCED_LEADER_EPOCH
-    75,  # UNKNOWN_LEADER_EPOCH
+    UNKNOWN_TOPIC_OR_PARTITION,  # metadata not propagated yet
+    LEADER_NOT_AVAILABLE,
+    NOT_LEADER_OR_FOLLOWER,
+    REQUEST_TIMED_OUT,
+    NETWORK_EXCEPTION,
+    COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE,
+    NOT_COORDINATOR,
+    NOT_ENOUGH_REPLICAS,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    CONCURRENT_TRANSACTIONS,
+    KAFKA_STORAGE_ERROR,
+    FENCED_LEADER_EPOCH,
+    UNKNOWN_LEADER_EPOCH,
 })
-_REFRESH_METADATA = frozenset({3, 5, 6, 13, 56, 74, 75})
-_FENCED = frozenset({47, 90})  # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED
-_AUTH = frozenset({29, 53})  # TOPIC_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-_INVALID_TXN_STATE = 48
+_REFRESH_METADATA = frozenset({
+    UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, NETWORK_EXCEPTION,
+    KAFKA_STORAGE_ERROR, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
+})
+_FENCED = frozenset({INVALID_PRODUCER_EPOCH, PRODUCER_FENCED})
+_AUTH = frozenset({TOPIC_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+# AddPartitionsToTxn: also re-sent. The code (52) predates the table, whose name for it is
+# TRANSACTION_COORDINATOR_FENCED; the comment here called it OPERATION_NOT_ATTEMPTED, which is 55.
+# Kept as it was: which code was meant is a behaviour question, outside a move.
+_ADD_PARTITIONS_RESENT = TRANSACTION_COORDINATOR_FENCED
 _PRODUCE_MAX_VERSION = 12  # v13 addresses topics by id; v12 is what TV2's implicit add needs
 
 
@@ -415,8 +443,8 @@ class ArrowPartitionTransaction:
                         code = row.partition_error_code
                         if code == NONE:
                             self._added.add(row.partition_index)
-                        elif code in RETRIABLE or code == 52:  # 52: OPERATION_NOT_ATTEMPTED (another failed)
-                            if code == 16:
+                        elif code in RETRIABLE or code == _ADD_PARTITIONS_RESENT:
+                            if code == NOT_COORDINATOR:
                                 self.wire.forget_coordinator(self.transactional_id)
                             again.append(row.partition_index)
                             last = error_name(code)
@@ -468,7 +496,8 @@ class ArrowPartitionTransaction:
                 )
             if not required:
                 return
-            if code not in (NONE, 3, 5) or time.monotonic() + backoff > deadline:
+            still_coming = (NONE, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE)
+            if code not in still_coming or time.monotonic() + backoff > deadline:
                 answer = error_name(code) if code >= 0 else "not in the answer"
                 raise KafkaEosError(
                     f"topic {self.topic} has no usable metadata ({answer}) after "
@@ -493,7 +522,7 @@ class ArrowPartitionTransaction:
         if code in _AUTH:
             return AuthorizationError(f"{where}: WRITE on the topic and the TransactionalId is needed",
                                       transactional_id=tid)
-        if code == _INVALID_TXN_STATE:
+        if code == INVALID_TXN_STATE:
             return DataLossError(
                 f"{where}: the transaction is no longer open (aborted by the coordinator?); the "
                 "task fails so that its retry writes the partition again",

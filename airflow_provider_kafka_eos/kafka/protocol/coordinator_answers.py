@@ -17,22 +17,19 @@ from airflow_provider_kafka_eos.kafka.errors import (
     KafkaEosError,
     UnsupportedCapabilityError,
 )
-from airflow_provider_kafka_eos.kafka.protocol.wire import error_name
+from airflow_provider_kafka_eos.kafka.protocol.error_codes import (
+    CLUSTER_AUTHORIZATION_FAILED,
+    CONCURRENT_TRANSACTIONS,
+    COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE,
+    NOT_COORDINATOR,
+    REQUEST_TIMED_OUT,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    UNSUPPORTED_VERSION,
+    error_name,
+)
 
-# Kafka error codes we act on (names as in the protocol guide).
-NONE = 0
-NOT_COORDINATOR = 16
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-REQUEST_TIMED_OUT = 7
-INVALID_PRODUCER_EPOCH = 47
-INVALID_TXN_STATE = 48
-INVALID_PRODUCER_ID_MAPPING = 49
-INVALID_TRANSACTION_TIMEOUT = 50
-CONCURRENT_TRANSACTIONS = 51
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-PRODUCER_FENCED = 90
-TRANSACTIONAL_ID_NOT_FOUND = 105
+# The coordinator answers that are retried (the codes: protocol/error_codes.py).
 RETRIABLE = frozenset(
     {
         NOT_COORDINATOR,
@@ -68,9 +65,9 @@ def error_for_code(tid: str | None, code: int, api: str) -> KafkaEosError:
     if code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
         describe_only = api in ("DescribeTransactions", "FindCoordinator", "ListTransactions")
         return authorization_error(tid, "DESCRIBE" if describe_only else "WRITE", api)
-    if code == 31:  # CLUSTER_AUTHORIZATION_FAILED
+    if code == CLUSTER_AUTHORIZATION_FAILED:
         return AuthorizationError(f"{api} was refused with {error_name(code)}", transactional_id=tid)
-    if code == 35:
+    if code == UNSUPPORTED_VERSION:
         return UnsupportedCapabilityError(
             f"{api} is not supported by the cluster ({error_name(code)})", transactional_id=tid
         )

@@ -38,6 +38,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest
 
 from airflow_provider_kafka_eos.kafka.config import REDACTED, KafkaClientConfig, is_secret_key
 from airflow_provider_kafka_eos.kafka.errors import AuthorizationError, BrokerUnreachableError
+from airflow_provider_kafka_eos.kafka.protocol.error_codes import error_name  # kept importable from here
 
 __all__ = ["COORDINATOR_TRANSACTION", "Wire", "error_name"]
 
@@ -106,12 +107,6 @@ for _name in (
     logging.getLogger(_name).addFilter(_REDACTOR)
 
 _AUTH_ERRORS = (kerr.SaslAuthenticationFailedError, kerr.AuthorizationError)
-
-
-def error_name(code: int) -> str:
-    """Kafka's name for an error code (``CONCURRENT_TRANSACTIONS``), for messages users can search."""
-    cls = kerr.for_code(code)
-    return f"{getattr(cls, 'message', cls.__name__)} ({code})"
 
 
 class Wire:
