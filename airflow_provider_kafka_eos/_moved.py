@@ -22,7 +22,9 @@ from types import ModuleType
 
 __all__ = ["MOVED", "install"]
 
-_K = "airflow_provider_kafka_eos.kafka"
+_P = "airflow_provider_kafka_eos"
+_K = f"{_P}.kafka"
+_O = f"{_P}.operators"
 
 #: old module path -> the module that holds its code now
 MOVED: dict[str, str] = {
@@ -57,6 +59,11 @@ MOVED: dict[str, str] = {
     f"{_K}.findings_store": f"{_K}.operations.findings_store",
     f"{_K}.resolution": f"{_K}.operations.resolution",
     f"{_K}.preflight": f"{_K}.operations.preflight",
+    # Airflow side: modules that were in operators/ without being operators
+    f"{_O}.assets": f"{_P}.assets.events",
+    f"{_O}.lineage": f"{_P}.assets.lineage",
+    f"{_O}.metrics": f"{_P}.tasks.metrics",
+    f"{_O}.fail_now": f"{_P}.tasks.fail_now",
 }
 
 
