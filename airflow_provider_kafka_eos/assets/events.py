@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_kafka_eos.operators.lineage import kafka_asset_uri
+from airflow_provider_kafka_eos.assets.lineage import kafka_asset_uri
 
 __all__ = [
     "COMMITTED_ALIAS",
@@ -72,9 +72,9 @@ def announce_committed_checkpoint(
     operator: Any, context: Mapping[str, Any], report: Mapping[str, Any]
 ) -> None:
     """What the outside world hears when this try committed a checkpoint: metrics, lineage, Asset event."""
+    from airflow_provider_kafka_eos.assets.lineage import kafka_namespace
     from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-    from airflow_provider_kafka_eos.operators.lineage import kafka_namespace
-    from airflow_provider_kafka_eos.operators.metrics import record_commit
+    from airflow_provider_kafka_eos.tasks.metrics import record_commit
 
     record_commit(report)
     bootstrap = KafkaEosHook(kafka_eos_conn_id=operator.kafka_eos_conn_id).client_config().bootstrap_servers

@@ -27,8 +27,8 @@ from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
     plan_abort,
 )
 from airflow_provider_kafka_eos.kafka.operations.classify import FindingKind, Findings, format_table
-from airflow_provider_kafka_eos.operators.fail_now import raises_fail_now
-from airflow_provider_kafka_eos.operators.metrics import record_abort
+from airflow_provider_kafka_eos.tasks.fail_now import raises_fail_now
+from airflow_provider_kafka_eos.tasks.metrics import record_abort
 
 
 def _as_list(value: str | Sequence[Any] | None) -> list[str]:

@@ -18,10 +18,10 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_provider_kafka_eos.assets.events import announce_committed_checkpoint, with_committed_alias
+from airflow_provider_kafka_eos.assets.lineage import KafkaLineageMixin
 from airflow_provider_kafka_eos.kafka.errors import ManifestError
-from airflow_provider_kafka_eos.operators.assets import announce_committed_checkpoint, with_committed_alias
-from airflow_provider_kafka_eos.operators.fail_now import raises_fail_now
-from airflow_provider_kafka_eos.operators.lineage import KafkaLineageMixin
+from airflow_provider_kafka_eos.tasks.fail_now import raises_fail_now
 
 __all__ = ["KafkaCommitTransactionsOperator"]
 
@@ -38,7 +38,7 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
         records, outcomes, latencies, ``already_committed``.
 
     A try that turns the manifest from PREPARED into COMMITTED emits one Asset event for
-    ``kafka://host:port/topic`` (``operators/assets.py``; a rerun of a COMMITTED manifest emits
+    ``kafka://host:port/topic`` (``assets/events.py``; a rerun of a COMMITTED manifest emits
     none), records the ``kafka_eos.*`` metrics and reports the topic to OpenLineage.
     """
 

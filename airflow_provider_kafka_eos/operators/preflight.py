@@ -18,7 +18,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-from airflow_provider_kafka_eos.operators.fail_now import raises_fail_now
+from airflow_provider_kafka_eos.tasks.fail_now import raises_fail_now
 
 XCOM_KEY = "preflight_report"
 

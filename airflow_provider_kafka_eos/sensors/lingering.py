@@ -19,7 +19,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 
 from airflow_provider_kafka_eos.kafka.operations.classify import Findings, LsoStallTracker, ScanSpec
 from airflow_provider_kafka_eos.kafka.operations.findings_store import XCOM_MAX_FINDINGS
-from airflow_provider_kafka_eos.operators.fail_now import raises_fail_now
+from airflow_provider_kafka_eos.tasks.fail_now import raises_fail_now
 from airflow_provider_kafka_eos.triggers.lingering import (
     STATUS_FOUND,
     LingeringTransactionTrigger,

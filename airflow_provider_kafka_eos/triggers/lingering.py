@@ -35,7 +35,7 @@ def scan_with_connection(conn_id: str, spec: ScanSpec, tracker: LsoStallTracker 
     import dataclasses
 
     from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-    from airflow_provider_kafka_eos.operators.metrics import record_scan
+    from airflow_provider_kafka_eos.tasks.metrics import record_scan
 
     hook = KafkaEosHook(kafka_eos_conn_id=conn_id)
     if not spec.manifest_base_uri:

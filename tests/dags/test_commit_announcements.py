@@ -18,11 +18,11 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "sensors"))  # shared txn helpers
 from txn_helpers import connect_admin, produce_in_transaction, set_kafka_eos_connection, states
 
+from airflow_provider_kafka_eos.assets.lineage import kafka_asset_uri, kafka_namespace
 from airflow_provider_kafka_eos.kafka.operations.classify import ScanSpec
 from airflow_provider_kafka_eos.operators import metrics
 from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
-from airflow_provider_kafka_eos.operators.lineage import kafka_asset_uri, kafka_namespace
 from airflow_provider_kafka_eos.testing.embedded import unique_name
 from airflow_provider_kafka_eos.testing.transactions import write_prepared_manifest
 from airflow_provider_kafka_eos.triggers.lingering import scan_with_connection

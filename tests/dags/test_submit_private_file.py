@@ -117,7 +117,7 @@ def test_a_private_dir_owned_by_someone_else_is_refused(private, monkeypatch):
 def test_bad_operator_arguments_fail_before_anything_starts(private, kwargs, needle):
     """A bad argument fails the task at once (Airflow's fail-now exception, the UsageError as its cause)."""
     from airflow_provider_kafka_eos.kafka.errors import UsageError
-    from airflow_provider_kafka_eos.operators.fail_now import fail_now_exception
+    from airflow_provider_kafka_eos.tasks.fail_now import fail_now_exception
 
     with pytest.raises(fail_now_exception(), match=needle) as failed:
         _submit(**kwargs).execute({})

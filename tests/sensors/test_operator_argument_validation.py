@@ -7,8 +7,8 @@ import pytest
 
 from airflow_provider_kafka_eos.kafka.errors import UsageError
 from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
-from airflow_provider_kafka_eos.operators.fail_now import fail_now_exception
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
+from airflow_provider_kafka_eos.tasks.fail_now import fail_now_exception
 
 
 @pytest.mark.parametrize(

@@ -45,6 +45,9 @@ PUBLIC = [
     ("airflow_provider_kafka_eos.kafka.classify", "FindingKind"),
     ("airflow_provider_kafka_eos.kafka.classify", "Findings"),
     ("airflow_provider_kafka_eos.kafka.resolution", "ResolutionRequest"),
+    ("airflow_provider_kafka_eos.operators.lineage", "kafka_asset_uri"),
+    ("airflow_provider_kafka_eos.operators.lineage", "kafka_namespace"),
+    ("airflow_provider_kafka_eos.operators.fail_now", "fail_now_exception"),
 ]
 
 
