@@ -25,6 +25,7 @@ from airflow_provider_kafka_eos import CONNECTION_TYPE
 if TYPE_CHECKING:
     from airflow_provider_kafka_eos.kafka.admin.capabilities import ClusterCapabilities
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
     from airflow_provider_kafka_eos.kafka.operations.preflight import PreflightReport, RetrySchedule
 
@@ -116,6 +117,22 @@ class KafkaEosHook(BaseHook):
     def manifest_store_source(self) -> str:
         """How errors name the setting a user fixes."""
         return f"{MANIFEST_BASE_URI_KEY} in the extra of connection {self.kafka_eos_conn_id!r}"
+
+    def manifest_store_setting(self, base_uri: str | None = None) -> tuple[str | None, str]:
+        """The one rule for which manifest store a task uses: its own ``base_uri`` (an operator
+        argument) when set, else the connection's; with the words an error names the setting by.
+        The base URI may be None (neither set): a caller that needs a store uses
+        :meth:`manifest_store`, which refuses that."""
+        if base_uri:
+            return base_uri, MANIFEST_BASE_URI_KEY
+        return self.manifest_base_uri(), self.manifest_store_source()
+
+    def manifest_store(self, base_uri: str | None = None) -> ManifestStore:
+        """The store :meth:`manifest_store_setting` names (ManifestStoreError naming it when unset)."""
+        from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
+
+        base, source = self.manifest_store_setting(base_uri)
+        return ManifestStore.configured(base, source=source)
 
     def get_conn(self) -> KafkaClientConfig:
         return self.client_config()

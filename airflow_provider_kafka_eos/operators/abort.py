@@ -143,8 +143,7 @@ class KafkaAbortTransactionsOperator(BaseOperator):
                 "UNPROTECTED ABORT (protect=False): transactions listed in PREPARED manifests will be "
                 "aborted too; their checkpoints' batches are lost"
             )
-        base = self.manifest_base_uri or hook.manifest_base_uri()
-        source = "manifest_base_uri" if self.manifest_base_uri else hook.manifest_store_source()
+        base, source = hook.manifest_store_setting(self.manifest_base_uri)
         prepared = load_prepared(base, protect=protect, source=source)  # before Kafka is touched
         with hook.transaction_admin() as admin:
             report = self.abort_with(admin, prepared, protect=protect)

@@ -420,14 +420,10 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         raise AirflowSkipException(message)
 
     def _manifest_store(self) -> Any:
-        """The operator's store, else the connection's (ManifestStoreError naming both when unset)."""
+        """The operator's store, else the connection's (the hook's rule; ManifestStoreError when unset)."""
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-        from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
 
-        if self.manifest_base_uri:
-            return ManifestStore.configured(self.manifest_base_uri)
-        hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
-        return ManifestStore.configured(hook.manifest_base_uri(), source=hook.manifest_store_source())
+        return KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).manifest_store(self.manifest_base_uri)
 
     def on_kill(self) -> None:
         try:
@@ -445,14 +441,10 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
     # -- helpers -----------------------------------------------------------------------------
 
     def _manifest_store(self) -> Any:
-        """The operator's store, else the connection's (ManifestStoreError naming both when unset)."""
+        """The operator's store, else the connection's (the hook's rule; ManifestStoreError when unset)."""
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-        from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
 
-        if self.manifest_base_uri:
-            return ManifestStore.configured(self.manifest_base_uri)
-        hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
-        return ManifestStore.configured(hook.manifest_base_uri(), source=hook.manifest_store_source())
+        return KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).manifest_store(self.manifest_base_uri)
 
     def _executor_python(self, driver_python: str, master: str) -> str | None:
         """``executor_python``, else the user's ``spark.pyspark.python``, else (local master only)

@@ -38,8 +38,8 @@ def scan_with_connection(conn_id: str, spec: ScanSpec, tracker: LsoStallTracker 
     from airflow_provider_kafka_eos.tasks.metrics import record_scan
 
     hook = KafkaEosHook(kafka_eos_conn_id=conn_id)
-    if not spec.manifest_base_uri:
-        spec = dataclasses.replace(spec, manifest_base_uri=hook.manifest_base_uri())
+    base, _ = hook.manifest_store_setting(spec.manifest_base_uri)  # the spec's, else the connection's
+    spec = dataclasses.replace(spec, manifest_base_uri=base)
     with hook.transaction_admin() as admin:
         findings = scan(admin, spec, tracker=tracker)
     record_scan(findings)  # kafka_eos.lingering.found / kafka_eos.lso.oldest_stall_age, every poll

@@ -100,3 +100,23 @@ def test_test_connection_reports_unreachable_without_secrets(monkeypatch):
     ok, message = KafkaEosHook("eos_down", connect_timeout_ms=1500).test_connection()
     assert not ok
     assert "127.0.0.1:1" in message and "broker-unreachable" in message and SECRET not in message
+
+
+def test_manifest_store_rule_argument_else_connection_once_in_the_hook(monkeypatch, tmp_path):
+    """The rule every task uses (submit, abort, the lingering scan): the operator's argument, else
+    the connection's ``manifest_base_uri``; with neither, an error naming the connection's setting."""
+    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStoreError
+
+    store = {"bootstrap.servers": "b:9092", "manifest_base_uri": f"{tmp_path}/c"}
+    _conn(monkeypatch, "eos_store", extra=store)
+    _conn(monkeypatch, "eos_bare", extra={"bootstrap.servers": "b:9092"})
+    hook = KafkaEosHook("eos_store")
+    assert hook.manifest_store_setting(f"{tmp_path}/arg") == (f"{tmp_path}/arg", "manifest_base_uri")
+    assert hook.manifest_store_setting(None) == (
+        f"{tmp_path}/c", "manifest_base_uri in the extra of connection 'eos_store'"
+    )
+    assert hook.manifest_store().base_uri == f"{tmp_path}/c"
+    assert hook.manifest_store(f"{tmp_path}/arg/").base_uri == f"{tmp_path}/arg"
+    assert KafkaEosHook("eos_bare").manifest_store(f"{tmp_path}/arg").base_uri == f"{tmp_path}/arg"
+    with pytest.raises(ManifestStoreError, match="manifest_base_uri in the extra of connection 'eos_bare'"):
+        KafkaEosHook("eos_bare").manifest_store()
