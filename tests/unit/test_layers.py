@@ -1,0 +1,148 @@
+"""The package's layers, read from the code's own imports (docs/architecture.md draws them).
+
+Every ``import`` of the package counts, also inside functions and under ``TYPE_CHECKING``: a cycle
+through a type hint is still two modules that cannot be understood apart. Old module paths
+(``_moved.py``) count as the module they name now.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from airflow_provider_kafka_eos import _moved
+
+ROOT = Path(_moved.__file__).parent
+PACKAGE = "airflow_provider_kafka_eos"
+# kafka/'s floors, from the ground up: a module may import its own floor and those below.
+KAFKA_FLOORS = {
+    "kafka.errors": 0, "kafka.validation": 0, "kafka.config": 0,
+    "kafka.protocol": 1,
+    "kafka.admin": 2, "kafka.producers": 2, "kafka.checkpoints": 2,
+    "kafka.operations": 3,
+}
+SIBLINGS_APART = {"kafka.admin", "kafka.producers", "kafka.checkpoints"}  # each is handed the others
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _runtime_modules() -> dict[str, Path]:
+    return {
+        _module_name(p): p
+        for p in ROOT.rglob("*.py")
+        if "testing" not in p.relative_to(ROOT).parts and "__pycache__" not in p.parts
+    }
+
+
+def _imports(path: Path, name: str, known: set[str]) -> set[str]:
+    """The package modules ``path`` imports (``from X import y`` counts X, and X.y when y is a module)."""
+    found: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join([*parts[: len(parts) - node.level + 1], base]).rstrip(".")
+            targets = [f"{base}.{a.name}" for a in node.names] + [base]
+        for target in targets:
+            target = _moved.MOVED.get(target, target)
+            if target in known and target != name:
+                found.add(target)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _runtime_modules()
+    known = set(modules)
+    graph = {}
+    for name, path in modules.items():
+        edges = _imports(path, name, known)
+        # a package's __init__ is passed through on the way to its modules: not an edge of its own
+        graph[name] = {e for e in edges if modules[e].name != "__init__.py"}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _layer(module: str) -> str | None:
+    short = module[len(PACKAGE) + 1:]
+    for prefix in sorted(KAFKA_FLOORS, key=len, reverse=True):
+        if short == prefix or short.startswith(prefix + "."):
+            return prefix
+    return None
+
+
+def test_the_runtime_package_has_no_import_cycle():
+    assert _cycles(_graph()) == []
+
+
+def test_kafka_imports_no_higher_floor_and_no_sibling():
+    wrong = []
+    for module, targets in _graph().items():
+        here = _layer(module)
+        if here is None:
+            continue
+        for target in targets:
+            there = _layer(target)
+            if there is None:
+                # kafka/ may use the package's top-level helpers (runbook, _moved), nothing Airflow
+                if target not in (f"{PACKAGE}.runbook", f"{PACKAGE}._moved", PACKAGE):
+                    wrong.append(f"{module} -> {target} (outside kafka/)")
+                continue
+            if KAFKA_FLOORS[there] > KAFKA_FLOORS[here]:
+                wrong.append(f"{module} -> {target} (up from {here} to {there})")
+            elif here != there and here in SIBLINGS_APART and there in SIBLINGS_APART:
+                wrong.append(f"{module} -> {target} (sideways, {here} to {there})")
+    assert wrong == []
+
+
+def test_the_graph_sees_imports_inside_functions_and_type_checking():
+    """The reader must not be blind to the imports the rules are about (a test that cannot fail
+    would prove nothing): the facade's lazy and eager imports are both seen."""
+    graph = _graph()
+    facade = f"{PACKAGE}.kafka.admin.transactions"
+    assert f"{PACKAGE}.kafka.admin.end_txn" in graph[facade]
+    assert f"{PACKAGE}.kafka.protocol.wire" in graph[facade]
+    assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
