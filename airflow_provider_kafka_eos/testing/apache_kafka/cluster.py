@@ -30,6 +30,7 @@ from typing import Any
 
 from airflow_provider_kafka_eos.testing.embedded import BrokerHandle, log_tail
 
+from .errors import KafkaStartError
 from .jars import fetch_jars
 from .options import KafkaOptions, node_properties, render_properties
 
@@ -54,10 +55,6 @@ logger.state.level = WARN
 logger.controller.name = kafka.controller
 logger.controller.level = INFO
 """
-
-
-class KafkaStartError(RuntimeError):
-    """A node did not start (or the cluster did not become ready); every node has been stopped."""
 
 
 @dataclass

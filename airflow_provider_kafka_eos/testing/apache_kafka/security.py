@@ -9,7 +9,7 @@ waits until every node's DescribeAcls shows them all before the cluster counts a
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kafka.protocol.admin.acl import CreateAclsRequest, DescribeAclsRequest
 
@@ -22,13 +22,19 @@ from airflow_provider_kafka_eos.testing.broker.acl import (
 )
 from airflow_provider_kafka_eos.testing.broker.txn_testkit import WireProbe
 
-if TYPE_CHECKING:
-    from .cluster import ApacheKafkaCluster
+from .errors import KafkaStartError
 
 
-def apply_acls(cluster: ApacheKafkaCluster, entries: list[dict[str, Any]], deadline: float) -> None:
-    from .cluster import KafkaStartError
+class Cluster(Protocol):
+    """What applying ACLs uses of the cluster that hands itself in (an ``ApacheKafkaCluster``):
+    a Protocol, so this module does not import the cluster that calls it."""
 
+    nodes: list[Any]
+    options: Any
+    _internal_user: Any
+
+
+def apply_acls(cluster: Cluster, entries: list[dict[str, Any]], deadline: float) -> None:
     if not entries:
         return
     bindings = [acl_from_mapping(entry).validate() for entry in entries]

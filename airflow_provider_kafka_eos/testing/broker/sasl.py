@@ -19,7 +19,7 @@ from kafka.protocol.sasl import (
 
 from . import codes
 from .api import RequestContext, handles
-from .server import CloseConnection, Connection
+from .connection import CloseConnection, Connection
 
 log = logging.getLogger(__name__)
 

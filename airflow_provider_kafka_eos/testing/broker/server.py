@@ -12,16 +12,28 @@ import inspect
 import logging
 import struct
 from collections import deque
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from . import codes
-from .api import ANONYMOUS, HANDLERS, RequestContext
+from .api import HANDLERS, RequestContext
+from .connection import CloseConnection, Connection
 
-if TYPE_CHECKING:
-    from .broker import Broker
+
+class BrokerSide(Protocol):
+    """What the server uses of the broker that hands itself in (a ``broker.Broker``): a Protocol,
+    so this module does not import the broker that starts it."""
+
+    config: Any
+    connections: set[Any]
+    waiting_connections: deque[Any]
+
+    @property
+    def sasl_enabled(self) -> bool: ...
+
+    def api_max_versions(self) -> dict[int, int]: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -33,31 +45,7 @@ _ZEROS = bytes(1024 * 1024)  # growth material for big frames (extend without a 
 _REQUEST_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
 
 
-class CloseConnection(Exception):
-    """Raised by a handler (or the SASL gate) to answer, if a response is given, then close."""
-
-    def __init__(self, reason: str, response=None) -> None:
-        super().__init__(reason)
-        self.response = response
-
-
-@dataclass
-class Connection:
-    """Per-connection state the handlers may look at (via ``RequestContext.connection``)."""
-
-    peer: str
-    sasl_required: bool
-    authenticated: bool = False
-    sasl_mechanism: str | None = None
-    sasl_raw: bool = False  # SaslHandshake v0: the next frame is a raw PLAIN token
-    principal: str = ANONYMOUS
-
-    @property
-    def open_for_requests(self) -> bool:
-        return not self.sasl_required or self.authenticated
-
-
-def advertised_versions(broker: Broker) -> list[tuple[int, int, int]]:
+def advertised_versions(broker: BrokerSide) -> list[tuple[int, int, int]]:
     """(api key, min, max) for every registered API, with the broker's own caps applied."""
     out = []
     for key, reg in sorted(HANDLERS.items()):
@@ -169,7 +157,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
     BIG_START_BYTES = 256 * 1024
     _PAUSE_AT, _RESUME_AT = 16, 4
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerSide) -> None:
         self.broker = broker
         self.handler: ConnectionHandler | None = None
         self._big_size = 0  # the declared size of the frame being received into _big
@@ -326,7 +314,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
 class ConnectionHandler:
     """Answers one client's frames, one at a time, in order."""
 
-    def __init__(self, broker: Broker, protocol: FrameProtocol) -> None:
+    def __init__(self, broker: BrokerSide, protocol: FrameProtocol) -> None:
         self.broker = broker
         self.protocol = protocol
         self.transport = protocol.transport
