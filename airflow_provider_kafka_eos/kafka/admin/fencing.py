@@ -120,36 +120,46 @@ def fence_many(
                 if code == NOT_COORDINATOR:
                     wire.forget_coordinator(tid)
                 again.append(tid)
-            elif code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED and enable_2pc:
-                failed[tid] = AuthorizationError(
-                    "InitProducerId with Enable2Pc was refused with "
-                    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the broker needs "
-                    "transaction.two.phase.commit.enable=true and the principal "
-                    "TWO_PHASE_COMMIT (besides WRITE) on the TransactionalId",
-                    transactional_id=tid,
-                    runbook="two-phase-commit",
-                )
-            elif code == INVALID_TRANSACTION_TIMEOUT:
-                failed[tid] = KafkaEosError(
-                    f"InitProducerId was refused with {error_name(code)} for timeout {timeouts[tid]} ms "
-                    "(above transaction.max.timeout.ms?)",
-                    transactional_id=tid,
-                    runbook="troubleshooting",
-                )
             else:
-                failed[tid] = error_for_code(tid, code, "InitProducerId")
+                failed[tid] = _refusal(tid, code, timeouts[tid], enable_2pc=enable_2pc)
         pending = again
         if pending and not retry.wait():
             for tid in pending:
-                answer = error_name(last_code[tid]) if tid in last_code else "no answer"
-                failed[tid] = BrokerUnreachableError(
-                    f"InitProducerId (fencing) did not complete within {admin.retry_timeout_ms} ms; "
-                    f"the last answer was {answer}; whether it was aborted is unknown: run the abort "
-                    "again (an id whose transaction already ended is left alone)",
-                    transactional_id=tid,
-                )
+                failed[tid] = _out_of_time(tid, last_code.get(tid), admin.retry_timeout_ms)
             break
     return done, failed
+
+
+def _refusal(tid: str, code: int, timeout_ms: int, *, enable_2pc: bool) -> KafkaEosError:
+    """The error a non-retriable InitProducerId answer ``code`` for ``tid`` stands for."""
+    if code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED and enable_2pc:
+        return AuthorizationError(
+            "InitProducerId with Enable2Pc was refused with "
+            "TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the broker needs "
+            "transaction.two.phase.commit.enable=true and the principal "
+            "TWO_PHASE_COMMIT (besides WRITE) on the TransactionalId",
+            transactional_id=tid,
+            runbook="two-phase-commit",
+        )
+    if code == INVALID_TRANSACTION_TIMEOUT:
+        return KafkaEosError(
+            f"InitProducerId was refused with {error_name(code)} for timeout {timeout_ms} ms "
+            "(above transaction.max.timeout.ms?)",
+            transactional_id=tid,
+            runbook="troubleshooting",
+        )
+    return error_for_code(tid, code, "InitProducerId")
+
+
+def _out_of_time(tid: str, last_code: int | None, retry_timeout_ms: int) -> BrokerUnreachableError:
+    """A fence still unanswered when the retry deadline passed: its outcome is unknown."""
+    answer = error_name(last_code) if last_code is not None else "no answer"
+    return BrokerUnreachableError(
+        f"InitProducerId (fencing) did not complete within {retry_timeout_ms} ms; "
+        f"the last answer was {answer}; whether it was aborted is unknown: run the abort "
+        "again (an id whose transaction already ended is left alone)",
+        transactional_id=tid,
+    )
 
 
 def init_v6(wire: Wire, targets: Sequence[tuple[str, int]]) -> int:

@@ -314,62 +314,10 @@ def check_two_phase_commit(
                 RUNBOOK_2PC,
             )
         )
-    enabled = caps.two_phase_commit_enabled
     if required or caps.two_phase_commit_advertised:
-        if enabled is None:
-            checks.append(
-                PreflightCheck(
-                    "2PC broker config",
-                    bad,
-                    "transaction.two.phase.commit.enable is unknown (DescribeConfigs refused)",
-                    RUNBOOK_2PC,
-                )
-            )
-        elif not enabled:
-            checks.append(
-                PreflightCheck(
-                    "2PC broker config",
-                    bad,
-                    "transaction.two.phase.commit.enable=false on the broker",
-                    RUNBOOK_2PC,
-                )
-            )
-        else:
-            checks.append(
-                PreflightCheck(
-                    "2PC broker config", PASS, "transaction.two.phase.commit.enable=true", RUNBOOK_2PC
-                )
-            )
+        checks.append(_two_phase_commit_broker_config(caps.two_phase_commit_enabled, bad))
     if required:
-        status = None if acls is None else acls.status_of("TWO_PHASE_COMMIT", "TRANSACTIONAL_ID")
-        if status == OK:
-            checks.append(
-                PreflightCheck(
-                    "2PC ACL",
-                    PASS,
-                    f"TWO_PHASE_COMMIT on TransactionalId prefix {transactional_id_prefix!r} is granted",
-                    RUNBOOK_2PC,
-                )
-            )
-        elif status == MISSING:
-            checks.append(
-                PreflightCheck(
-                    "2PC ACL",
-                    FAIL,
-                    f"TWO_PHASE_COMMIT on TransactionalId prefix {transactional_id_prefix!r} is missing",
-                    RUNBOOK_ACL,
-                )
-            )
-        else:
-            checks.append(
-                PreflightCheck(
-                    "2PC ACL",
-                    WARN,
-                    "TWO_PHASE_COMMIT could not be verified "
-                    "(no DescribeAcls access; probing would create an id)",
-                    RUNBOOK_2PC,
-                )
-            )
+        checks.append(_two_phase_commit_acl(acls, transactional_id_prefix))
         checks.append(
             PreflightCheck(
                 "2PC producer config",
@@ -380,6 +328,33 @@ def check_two_phase_commit(
             )
         )
     return checks
+
+
+def _two_phase_commit_broker_config(enabled: bool | None, bad: str) -> PreflightCheck:
+    """transaction.two.phase.commit.enable as DescribeConfigs reported it (None: refused)."""
+    if enabled is None:
+        detail, status = "transaction.two.phase.commit.enable is unknown (DescribeConfigs refused)", bad
+    elif not enabled:
+        detail, status = "transaction.two.phase.commit.enable=false on the broker", bad
+    else:
+        detail, status = "transaction.two.phase.commit.enable=true", PASS
+    return PreflightCheck("2PC broker config", status, detail, RUNBOOK_2PC)
+
+
+def _two_phase_commit_acl(acls: AclCheckResult | None, transactional_id_prefix: str) -> PreflightCheck:
+    """TWO_PHASE_COMMIT on the pipeline's TransactionalId prefix: granted, missing, or unknown."""
+    status = None if acls is None else acls.status_of("TWO_PHASE_COMMIT", "TRANSACTIONAL_ID")
+    on = f"TWO_PHASE_COMMIT on TransactionalId prefix {transactional_id_prefix!r}"
+    if status == OK:
+        return PreflightCheck("2PC ACL", PASS, f"{on} is granted", RUNBOOK_2PC)
+    if status == MISSING:
+        return PreflightCheck("2PC ACL", FAIL, f"{on} is missing", RUNBOOK_ACL)
+    return PreflightCheck(
+        "2PC ACL",
+        WARN,
+        "TWO_PHASE_COMMIT could not be verified (no DescribeAcls access; probing would create an id)",
+        RUNBOOK_2PC,
+    )
 
 
 def check_acl_findings(acls: AclCheckResult) -> list[PreflightCheck]:
