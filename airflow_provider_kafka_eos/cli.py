@@ -126,6 +126,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_checkpoint_args(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _add_preflight_args(parser)
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="list/find-hanging: exit 1 when the principal cannot see every transaction asked for",
+    )
+    parser.add_argument(
+        "--timeout",
+        default=DEFAULT_TIMEOUT,
+        metavar="DURATION",
+        help=f"deadline for the whole command, whatever the cluster does or does not answer "
+        f"(default {DEFAULT_TIMEOUT}; must be positive)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log the Kafka client's debug output")
+    return parser
+
+
+def _add_preflight_args(parser: argparse.ArgumentParser) -> None:
+    """What preflight checks: the output topics, the transaction timeout, 2PC."""
     parser.add_argument(
         "--topic",
         action="append",
@@ -144,20 +163,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="preflight: the pipeline uses KIP-939 2PC; require it and check the TWO_PHASE_COMMIT ACL",
     )
-    parser.add_argument(
-        "--strict",
-        action="store_true",
-        help="list/find-hanging: exit 1 when the principal cannot see every transaction asked for",
-    )
-    parser.add_argument(
-        "--timeout",
-        default=DEFAULT_TIMEOUT,
-        metavar="DURATION",
-        help=f"deadline for the whole command, whatever the cluster does or does not answer "
-        f"(default {DEFAULT_TIMEOUT}; must be positive)",
-    )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log the Kafka client's debug output")
-    return parser
 
 
 def _add_checkpoint_args(parser: argparse.ArgumentParser) -> None:
