@@ -166,26 +166,29 @@ def node_properties(
     )
     if opts.secured:
         assert internal_user is not None
-        doc = opts.security_doc()
-        users = {**doc["users"], internal_user[0]: internal_user[1]}
-        entries = " ".join(f"user_{name}={_jaas_quote(pw)}" for name, pw in sorted(users.items()))
-        jaas = (
-            "org.apache.kafka.common.security.plain.PlainLoginModule required "
-            f"username={_jaas_quote(internal_user[0])} password={_jaas_quote(internal_user[1])} {entries};"
-        )
-        # The controller listener is PLAINTEXT on loopback: its peers are the nodes (User:ANONYMOUS).
-        supers = [*doc["super_users"], f"User:{internal_user[0]}", "User:ANONYMOUS"]
-        props.update(
-            {
-                "sasl.enabled.mechanisms": "PLAIN",
-                "sasl.mechanism.inter.broker.protocol": "PLAIN",
-                f"listener.name.{CLIENT_LISTENER.lower()}.plain.sasl.jaas.config": jaas,
-                "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                "super.users": ";".join(dict.fromkeys(supers)),
-                "allow.everyone.if.no.acl.found": "false",
-            }
-        )
+        props.update(_sasl_properties(opts, internal_user))
     return props
+
+
+def _sasl_properties(opts: KafkaOptions, internal_user: tuple[str, str]) -> dict[str, str]:
+    """SASL/PLAIN on the client listener, the users of the security file plus the nodes' own, ACLs on."""
+    doc = opts.security_doc()
+    users = {**doc["users"], internal_user[0]: internal_user[1]}
+    entries = " ".join(f"user_{name}={_jaas_quote(pw)}" for name, pw in sorted(users.items()))
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f"username={_jaas_quote(internal_user[0])} password={_jaas_quote(internal_user[1])} {entries};"
+    )
+    # The controller listener is PLAINTEXT on loopback: its peers are the nodes (User:ANONYMOUS).
+    supers = [*doc["super_users"], f"User:{internal_user[0]}", "User:ANONYMOUS"]
+    return {
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        f"listener.name.{CLIENT_LISTENER.lower()}.plain.sasl.jaas.config": jaas,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": ";".join(dict.fromkeys(supers)),
+        "allow.everyone.if.no.acl.found": "false",
+    }
 
 
 def render_properties(props: dict[str, str]) -> str:
