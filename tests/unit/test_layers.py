@@ -146,3 +146,18 @@ def test_the_graph_sees_imports_inside_functions_and_type_checking():
     assert f"{PACKAGE}.kafka.admin.end_txn" in graph[facade]
     assert f"{PACKAGE}.kafka.protocol.wire" in graph[facade]
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
+
+
+def test_no_runtime_module_imports_the_test_double():
+    """testing/ (embedded broker, launchers, pytest plugin) serves tests only: production code never
+    imports it, so it can leave the runtime wheel."""
+    wrong = []
+    for name, path in _runtime_modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            wrong += [f"{name} -> {t}" for t in targets if t.startswith(f"{PACKAGE}.testing")]
+    assert wrong == []
