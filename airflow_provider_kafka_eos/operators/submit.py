@@ -11,7 +11,7 @@ must get right done for you:
   manifest for its checkpoint never succeeds silently: a duplicate of the same input (an
   explicit ``checkpoint_id``, or the same logical date) is skipped with "duplicate of run X,
   nothing written"; anything else fails with ``CheckpointConflictError``
-  (``kafka/checkpoints/identity.py`` owns that rule);
+  (``kafka/checkpoint_identity.py`` owns that rule);
 * the Kafka client configuration, secrets included, and the user's ``application_params``
   reach the job through a private (0600) file named by an environment variable, never the
   command line; the file is deleted when the task ends, and one left behind by a task that was
@@ -46,14 +46,14 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_provider_kafka_eos.kafka.checkpoints.identity import (
+from airflow_provider_kafka_eos.kafka.checkpoint_identity import (
     Reuse,
     RunIdentity,
     checkpoint_id_from_datetime,
     reuse_verdict,
 )
-from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, manifest_uri, read_manifest
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, ManifestError, UsageError
+from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, manifest_uri, read_manifest
 from airflow_provider_kafka_eos.operators.fail_now import fail_now_exception, raises_fail_now
 from airflow_provider_kafka_eos.operators.lineage import KafkaLineageMixin, kafka_namespace
 from airflow_provider_kafka_eos.spark import job as eos_job
@@ -250,8 +250,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         executor_python: str | None = None,
         **kwargs: Any,
     ) -> None:
-        from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import AbortStrategy
-        from airflow_provider_kafka_eos.kafka.checkpoints.naming import NamingStrategy, pipeline_identity
+        from airflow_provider_kafka_eos.kafka.abort_strategies import AbortStrategy
+        from airflow_provider_kafka_eos.kafka.naming import NamingStrategy, pipeline_identity
 
         try:  # strategy names are parsed once, here at the edge
             naming_strategy = NamingStrategy.parse(naming_strategy).value
