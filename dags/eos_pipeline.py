@@ -10,7 +10,11 @@ transaction manager):
    left open ("prepared"); the job's last act is the checkpoint manifest (the vote). The
    checkpoint id comes from the run (its logical date, else its run_after, in microseconds),
    so a retry or a cleared rerun of this run prepares the same checkpoint (and finds its
-   manifest instead of writing again), and every other run gets its own.
+   manifest instead of writing again), and every other run gets its own. The batch is the
+   run's *input identity*: a second run of a batch already written (the trigger form used
+   twice, a colleague re-running a batch that had succeeded, the CLI or REST API) writes
+   nothing: ``submit`` and ``commit`` are skipped and the log names the run that wrote it.
+   Set the ``reprocess`` param to write a batch again on purpose (recorded in the manifest).
 3. ``commit``: commits every transaction the manifest lists, then marks it COMMITTED, and
    emits one Asset event for ``kafka://host:port/<topic>`` (``dags/eos_downstream.py`` is
    scheduled on it; a rerun that commits nothing new emits none).
@@ -107,6 +111,13 @@ with DAG(
             description="the manifest store (blank: the connection's manifest_base_uri)",
         ),
         "spark_partitions": Param(2, type="integer", minimum=1),
+        "reprocess": Param(
+            False,
+            type="boolean",
+            title="Reprocess",
+            description="Write the batch again although an earlier run already wrote it (recorded in the "
+            "checkpoint's manifest). Off: a batch already written is skipped, nothing written twice.",
+        ),
     },
     default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
 ) as dag:
@@ -132,6 +143,9 @@ with DAG(
             "batch": "{{ run_batch(dag_run, params) }}",
             "partitions": "{{ params.spark_partitions }}",
         },
+        # The batch is the input: a second run of the same batch writes nothing (docs/user-guide/pipeline.md).
+        input_id="{{ run_batch(dag_run, params) }}",
+        reprocess="{{ params.reprocess }}",
         naming_strategy="INCREMENTING",
         lineage_inputs=[("file", "{{ params.input_dir }}")],  # reported to OpenLineage with the topic
         transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,

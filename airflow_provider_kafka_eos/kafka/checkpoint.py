@@ -61,6 +61,7 @@ __all__ = [
     "commit_checkpoint",
     "load_prepared",
     "mark_aborted",
+    "object_lock",
     "plan_abort",
     "prepared_index",
 ]
@@ -560,7 +561,7 @@ def _mark_committed(uri: str, report: CommitReport, at_ms: int) -> CommitReport:
     (``already_committed``) never replaces theirs; one that did replaces a report that did not;
     when both committed some transactions, the per-transaction outcomes are merged.
     """
-    with _manifest_lock(uri):
+    with object_lock(uri):
         current = read_manifest(uri)
         if current.status is ManifestStatus.ABORTED:
             raise _refuse_aborted(uri, current)
@@ -595,7 +596,7 @@ def mark_aborted(
 
     Refuses a manifest that became COMMITTED meanwhile (its data is visible: nothing was lost).
     """
-    with _manifest_lock(uri):
+    with object_lock(uri):
         current = read_manifest(uri)
         if current.status is ManifestStatus.ABORTED:
             return
@@ -680,8 +681,9 @@ def abort_checkpoint(
 
 
 @contextlib.contextmanager
-def _manifest_lock(uri: str) -> Iterator[None]:
-    """Serialise read-check-write of one manifest: an flock'ed lock file next to a local manifest.
+def object_lock(uri: str) -> Iterator[None]:
+    """Serialise read-check-write of one object of the store (a manifest, an input claim): an
+    flock'ed lock file next to a local object.
 
     Object stores offer no lock here; there the re-read before the write narrows the race to one
     round trip (documented in docs/manifest-format.md).

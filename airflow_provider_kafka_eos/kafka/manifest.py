@@ -20,7 +20,7 @@ from enum import Enum
 from typing import Any
 from urllib.parse import urlparse
 
-from airflow_provider_kafka_eos.kafka.checkpoint_identity import RunIdentity
+from airflow_provider_kafka_eos.kafka.checkpoint_identity import InputRecord, RunIdentity
 from airflow_provider_kafka_eos.kafka.committable import Committable, _reject_unknown, _require
 from airflow_provider_kafka_eos.kafka.errors import ManifestError, UsageError
 from airflow_provider_kafka_eos.kafka.validation import (
@@ -33,19 +33,24 @@ __all__ = [
     "SUPPORTED_SCHEMA_VERSIONS",
     "Manifest",
     "ManifestStatus",
+    "create_object",
     "find_manifests",
     "is_local_uri",
     "local_path",
     "manifest_uri",
     "read_manifest",
+    "read_object",
+    "replace_object",
     "store_exists",
     "write_manifest",
 ]
 
 # 2 added the required ``prepared_by`` (the run that prepared the checkpoint; object or null).
 # Version 1 manifests are read as ``prepared_by=None`` and rewritten as version 2.
-SCHEMA_VERSION = 2
-SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2})
+# 3 added the required ``input`` (the input identity the checkpoint carries; object or null).
+# Older manifests are read as ``input=None`` (unknown input) and rewritten as version 3.
+SCHEMA_VERSION = 3
+SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3})
 NAMING_STRATEGIES = ("INCREMENTING", "POOLING")
 # 1M committables of ~300 bytes; anything larger is not a manifest this provider wrote.
 MAX_MANIFEST_BYTES = 512 * 1024 * 1024
@@ -71,9 +76,10 @@ _FIELDS: dict[str, Any] = {
     "updated_at_ms": int,
     "commit_report": (dict, type(None)),
     "prepared_by": (dict, type(None)),
+    "input": (dict, type(None)),
 }
 _OPTIONAL = {"commit_report"}
-_SINCE_VERSION = {"prepared_by": 2}  # fields a manifest of an older version must not carry
+_SINCE_VERSION = {"prepared_by": 2, "input": 3}  # fields a manifest of an older version must not carry
 
 
 @dataclass
@@ -92,6 +98,7 @@ class Manifest:
     schema_version: int = SCHEMA_VERSION  # as read; a manifest is always written in SCHEMA_VERSION
     commit_report: dict | None = None
     prepared_by: RunIdentity | None = None  # None: version 1, or written outside Airflow
+    input: InputRecord | None = None  # None: unknown input (before version 3, or no input_id given)
     # Where this manifest lives (set by read_manifest / write_manifest); not part of the JSON.
     uri: str | None = field(default=None, compare=False, repr=False)
 
@@ -116,6 +123,7 @@ class Manifest:
             "updated_at_ms": self.updated_at_ms,
             "commit_report": self.commit_report,
             "prepared_by": self.prepared_by.to_dict() if self.prepared_by is not None else None,
+            "input": self.input.to_dict() if self.input is not None else None,
         }
 
     def to_json(self) -> str:
@@ -148,6 +156,8 @@ class Manifest:
             values[name] = _require(data, name, kind, source, name)
         if values.get("prepared_by") is not None:
             values["prepared_by"] = RunIdentity.from_dict(values["prepared_by"], source=source)
+        if values.get("input") is not None:
+            values["input"] = InputRecord.from_dict(values["input"], source=source)
         for name in ("pipeline_id", "transactional_id_prefix", "topic"):
             if not values[name]:
                 raise ManifestError(f"{source}: field {name!r} must not be empty")
@@ -307,6 +317,74 @@ def store_exists(base_uri: str) -> bool:
 # -- storage plumbing -------------------------------------------------------------------------
 
 
+def read_object(uri: str) -> bytes | None:
+    """One small object of the store (a claim, a lock-free record), or None when it does not exist.
+
+    Other failures (unreachable store, permissions) raise ``OSError`` for the caller to name.
+    """
+    try:
+        if _is_local(uri):
+            with open(_local_path(uri), "rb") as fh:
+                return fh.read()
+        fs, path = _fsspec(uri)
+        return bytes(fs.cat_file(path))
+    except FileNotFoundError:
+        return None
+
+
+def create_object(uri: str, data: bytes) -> bool:
+    """Create ``uri`` with ``data`` only if it does not exist yet; False when it already does.
+
+    Locally the whole object appears at once or not at all (a hard link of a fsynced temp file,
+    which fails when the name exists), so two writers racing for one name cannot both win. Other
+    stores use fsspec's exclusive-create mode (``"xb"``) where the filesystem implements it; one
+    that does not gets an exists-check before the write, which leaves a window of one round trip
+    (docs/manifest-format.md, "Input claims").
+    """
+    if _is_local(uri):
+        path = _local_path(uri)
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        _fsync_directory(directory)
+        return True
+    fs, path = _fsspec(uri)
+    try:
+        with fs.open(path, "xb") as fh:
+            fh.write(data)
+        return True
+    except FileExistsError:
+        return False
+    except (ValueError, NotImplementedError, TypeError):  # no exclusive create on this filesystem
+        if fs.exists(path):
+            return False
+        fs.pipe_file(path, data)
+        return True
+
+
+def replace_object(uri: str, data: bytes) -> None:
+    """Write ``uri`` whole (readers see the old object or the new one, never a part)."""
+    if _is_local(uri):
+        _write_local_atomic(_local_path(uri), data)
+    else:
+        fs, path = _fsspec(uri)
+        fs.pipe_file(path, data)
+
+
+
+
 def is_local_uri(uri: str) -> bool:
     """A local path or ``file://`` URI (written with rename; anything else goes through fsspec)."""
     scheme = urlparse(uri).scheme
@@ -348,6 +426,10 @@ def _write_local_atomic(path: str, data: bytes) -> None:
             os.unlink(tmp)
         raise
     # Persist the rename itself (the directory entry), or a crash could resurrect the old manifest.
+    _fsync_directory(directory)
+
+
+def _fsync_directory(directory: str) -> None:
     dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

@@ -79,6 +79,10 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--run-id", default=None)
     parser.add_argument("--try-number", type=int, default=None)
     parser.add_argument("--logical-date", default=None, help="ISO-8601; omitted for runs without one")
+    # The input the checkpoint carries (recorded in the manifest; the operator took its claim).
+    parser.add_argument("--input-id", default=None, help="the input identity (e.g. the batch name)")
+    parser.add_argument("--reprocess-of", type=int, default=None,
+                        help="the checkpoint that wrote this input before (a deliberate reprocess)")
     parser.add_argument("--app-name", default=None,
                         help="Spark application name (default: kafka-eos-<pipeline>)")
     return parser
@@ -207,6 +211,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
         abort_strategy=args.abort_strategy,
         fault_plan=plan,
         prepared_by=run_identity(args),
+        input_record=input_record(args),
         two_phase_commit=args.two_phase_commit,
         producer=args.producer,
     )
@@ -240,6 +245,18 @@ def run_identity(args: argparse.Namespace) -> Any:
     if not (args.dag_id and args.run_id):
         raise UsageError("--dag-id and --run-id name the Airflow run together; pass both or neither")
     return RunIdentity(args.dag_id, args.run_id, args.try_number, args.logical_date or None)
+
+
+def input_record(args: argparse.Namespace) -> Any:
+    """The ``InputRecord`` given on the command line, or None (no input identity)."""
+    from airflow_provider_kafka_eos.kafka.checkpoint_identity import InputRecord, validate_input_id
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+
+    if args.input_id is None:
+        if args.reprocess_of is not None:
+            raise UsageError("--reprocess-of needs --input-id (the input written again)")
+        return None
+    return InputRecord(validate_input_id(args.input_id, field="--input-id"), args.reprocess_of)
 
 
 def main(argv: Sequence[str] | None = None, *, fault_plan: Any = None) -> int:

@@ -23,7 +23,7 @@ from typing import Any
 
 from airflow_provider_kafka_eos.kafka.abort_strategies import AbortStrategy, probing_ceiling
 from airflow_provider_kafka_eos.kafka.checkpoint import DEFAULT_TRANSACTION_TIMEOUT_MS, ManifestStore
-from airflow_provider_kafka_eos.kafka.checkpoint_identity import RunIdentity
+from airflow_provider_kafka_eos.kafka.checkpoint_identity import InputRecord, RunIdentity
 from airflow_provider_kafka_eos.kafka.committable import Committable
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import (
@@ -71,6 +71,7 @@ def write_exactly_once(
     two_phase_commit: bool = False,
     producer: str | None = None,
     manifest_uri: str | None = None,
+    input_record: InputRecord | None = None,
 ) -> Manifest:
     """Prepare checkpoint ``checkpoint_id`` of ``df`` in Kafka and return its PREPARED manifest.
 
@@ -83,6 +84,8 @@ def write_exactly_once(
     is this run's own or another run's is the caller's to judge (``prepared_by`` names the run
     that wrote each manifest; see ``kafka/checkpoint_identity.py``). ``fault_plan`` is the test
     hook for fault injection (``spark/faults.py``); production code never passes it.
+    ``input_record`` is the input the checkpoint carries, recorded in the manifest; the duplicate
+    check itself (the input's claim) is the caller's, before the job starts (``kafka/input_claims.py``).
 
     ``two_phase_commit=True`` opens every partition's transaction with KIP-939's Enable2Pc (the
     coordinator never times it out; each committable records ``two_phase``); it needs the Arrow
@@ -138,12 +141,13 @@ def write_exactly_once(
         plan.before_manifest()
         return _write_vote(store, committables, pipeline_id=pipeline_id, checkpoint_id=checkpoint_id,
                            prefix=transactional_id_prefix, naming=naming, topic=topic, started_ms=started_ms,
-                           prepared_by=prepared_by)
+                           prepared_by=prepared_by, input_record=input_record)
 
 
 def _write_vote(store: ManifestStore, committables: list[Committable], *, pipeline_id: str,
                 checkpoint_id: int, prefix: str, naming: NamingStrategy, topic: str,
-                started_ms: int, prepared_by: RunIdentity | None = None) -> Manifest:
+                started_ms: int, prepared_by: RunIdentity | None = None,
+                input_record: InputRecord | None = None) -> Manifest:
     """Write the PREPARED manifest (the vote); from now on the batch must be committed."""
     now = _now_ms()
     manifest = Manifest(
@@ -157,6 +161,7 @@ def _write_vote(store: ManifestStore, committables: list[Committable], *, pipeli
         created_at_ms=now,
         updated_at_ms=now,
         prepared_by=prepared_by,
+        input=input_record,
     )
     uri = store.uri(pipeline_id, checkpoint_id)
     write_manifest(uri, manifest)
