@@ -61,6 +61,8 @@ SPARK_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_SPARK_CONN_ID", "spark_local"
 TRANSACTION_TIMEOUT_MS = int(os.environ.get("KAFKA_EOS_PIPELINE_TXN_TIMEOUT_MS", "900000"))
 # A cron expression or preset; "none" for manual and API triggers only.
 SCHEDULE = os.environ.get("KAFKA_EOS_PIPELINE_SCHEDULE", "@hourly")
+# 1 keeps checkpoints in order; runs of the same batch never both write, whatever this is.
+MAX_ACTIVE_RUNS = int(os.environ.get("KAFKA_EOS_PIPELINE_MAX_ACTIVE_RUNS", "1"))
 APPLICATION = f"{Path(__file__).resolve().with_name('eos_pipeline_job.py')}:build_dataframe"
 BATCH_FORMAT = "%Y%m%dT%H%M%S"
 
@@ -87,7 +89,7 @@ with DAG(
     schedule=None if SCHEDULE.strip().lower() in ("", "none") else SCHEDULE,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
-    max_active_runs=1,
+    max_active_runs=MAX_ACTIVE_RUNS,
     tags=["kafka-eos", "example"],
     doc_md=__doc__,
     user_defined_macros={"run_batch": run_batch},

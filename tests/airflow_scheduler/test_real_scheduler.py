@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pathlib
 import sys
+from datetime import datetime, timezone
 
 import pytest
 
@@ -132,3 +133,59 @@ def test_the_pipeline_triggered_without_a_logical_date_commits_once_and_the_down
     assert events["total_entries"] == 1
     assert_exactly_once(count_keys(kafka_broker.bootstrap, PIPELINE_TOPIC), expected)
     assert len(stack.runs("eos_downstream")) == 1
+
+
+@pytest.mark.provider_logic  # the input claim is the manifest store's; one broker proves it
+def test_a_batch_triggered_again_by_hand_is_skipped_however_it_is_triggered_and_two_at_once_write_once(
+    airflow_stack, kafka_broker
+):
+    """Issue: the same batch triggered twice by hand was written twice (the form fills the logical
+    date with "now", the CLI and the API give a new run_after: a new checkpoint each time).
+
+    Batch B by REST without a logical date writes it; the same batch again through the call the
+    UI's trigger form makes (REST, logical date "now"), through the REST API without a logical
+    date and through ``airflow dags trigger`` is skipped each time, its log naming the run that
+    wrote it. Then batch C triggered twice at the same moment (the stack runs the example DAG with
+    max_active_runs=2): exactly one run writes it. A read_committed consumer counts every key.
+    """
+    stack = airflow_stack
+    input_dir = stack.home / "input"
+    topic = unique_name("dupe-per-user")
+    base = {
+        "pipeline_id": unique_name("dupe").replace("-", "_"),
+        "topic": topic,
+        "input_dir": str(input_dir),
+        "manifest_base_uri": (stack.home / "manifests").as_uri(),
+        "spark_partitions": 2,
+    }
+    expected_b = write_batch(input_dir, "batch-b", users=40)
+    stack.unpause("eos_pipeline")
+
+    first = stack.trigger("eos_pipeline", {**base, "batch": "batch-b"})
+    run = stack.wait_for_run("eos_pipeline", first, 600)
+    assert run["state"] == "success", (stack.task_states("eos_pipeline", first), stack.log_tails())
+    assert stack.task_states("eos_pipeline", first)["submit"] == "success"
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected_b)
+
+    now = datetime.now(timezone.utc).isoformat()  # what the form pre-fills
+    form = stack.request("POST", "/dags/eos_pipeline/dagRuns",
+                         json={"logical_date": now, "conf": {**base, "batch": "batch-b"}})["dag_run_id"]
+    rest = stack.trigger("eos_pipeline", {**base, "batch": "batch-b"})
+    cli = stack.trigger_with_cli("eos_pipeline", {**base, "batch": "batch-b"})
+    for again in (form, rest, cli):
+        run = stack.wait_for_run("eos_pipeline", again, 300)
+        states = stack.task_states("eos_pipeline", again)
+        assert (run["state"], states["submit"], states["commit"]) == ("success", "skipped", "skipped"), states
+        log = stack.task_log("eos_pipeline", again, "submit")
+        assert f"input 'batch-b' was already written by run '{first}'" in log, log[-3000:]
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected_b)
+
+    expected_c = write_batch(input_dir, "batch-c", users=30)
+    together = [stack.trigger("eos_pipeline", {**base, "batch": "batch-c"}) for _ in range(2)]
+    outcomes = {}
+    for run_id in together:
+        run = stack.wait_for_run("eos_pipeline", run_id, 600)
+        assert run["state"] == "success", (stack.task_states("eos_pipeline", run_id), stack.log_tails())
+        outcomes[run_id] = stack.task_states("eos_pipeline", run_id)["submit"]
+    assert sorted(outcomes.values()) == ["skipped", "success"], outcomes
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected_b + expected_c)
