@@ -145,7 +145,7 @@ def eos_cleanup() -> None:
         """What this run found and what became of each finding (also the run's XCom)."""
         if not findings:
             print("no lingering transactions")
-            return {"findings": {}, "aborted": [], "committed_manifests": []}
+            return {"findings": {}, "aborted": [], "committed_manifests": [], "committed_inputs": []}
         found = Findings.from_dict(findings)
         dry = bool(params["dry_run"])
         print(f"found: {found.summary()}\n{found.table()}")
@@ -155,12 +155,15 @@ def eos_cleanup() -> None:
             "aborted": (aborted or {}).get("aborted", []),
             "abort_skipped": (aborted or {}).get("skipped", []),
             "committed_manifests": [r["manifest_uri"] for r in committed or []],
+            # the batches those checkpoints carry (None: a checkpoint without an input identity)
+            "committed_inputs": [r.get("input_id") for r in committed or []],
             "foreign": [f.transactional_id for f in found.of_kind(FindingKind.FOREIGN)],
         }
         verb_abort, verb_commit = ("would abort", "would commit") if dry else ("aborted", "committed")
         print(
             f"{'dry run: ' if dry else ''}{verb_abort} {len(result['aborted'])} transaction(s); "
-            f"{verb_commit} {len(result['committed_manifests'])} checkpoint(s); "
+            f"{verb_commit} {len(result['committed_manifests'])} checkpoint(s)"
+            f"{_inputs_text(result['committed_inputs'])}; "
             f"{len(result['abort_skipped'])} left alone"
         )
         print(result)
@@ -170,6 +173,12 @@ def eos_cleanup() -> None:
     committed = commit_pending(find.output)
     find >> committed >> abort
     summary(find.output, committed, abort.output)
+
+
+def _inputs_text(inputs: list[str | None]) -> str:
+    """`` (inputs: B1, B2)``: the batches a person recognises, beside the checkpoint count."""
+    named = [i if i is not None else "unknown" for i in inputs]
+    return f" (inputs: {', '.join(named)})" if named else ""
 
 
 def _alert_if_pending(found: Findings, params: dict[str, Any] | None) -> None:

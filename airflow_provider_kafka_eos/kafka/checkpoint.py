@@ -396,6 +396,7 @@ class CommitReport:
     commit_latency_ms: int = 0
     prepare_to_commit_ms: int = 0
     committed_at_ms: int = 0
+    input_id: str | None = None  # the input the checkpoint carries (None: unknown, e.g. an older manifest)
 
     @property
     def outcomes(self) -> dict[str, int]:
@@ -410,7 +411,8 @@ class CommitReport:
         return "committed" in self.transaction_outcomes.values()
 
     def summary(self) -> str:
-        what = f"checkpoint {self.checkpoint_id} of {self.pipeline_id} ({self.manifest_uri})"
+        carries = f", input {self.input_id!r}" if self.input_id is not None else ""
+        what = f"checkpoint {self.checkpoint_id} of {self.pipeline_id}{carries} ({self.manifest_uri})"
         if self.status == "would_commit":
             return (
                 f"dry run: would commit {self.transactions} transaction(s) of {what}; nothing was committed"
@@ -463,6 +465,7 @@ def _report(
         commit_latency_ms=finished_ms - started_ms,
         prepare_to_commit_ms=finished_ms - prepared_at,
         committed_at_ms=finished_ms,
+        input_id=manifest.input.id if manifest.input is not None else None,
     )
 
 
