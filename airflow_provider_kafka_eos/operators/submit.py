@@ -699,7 +699,8 @@ def _run_state_probe(context: Any) -> Any:
         try:
             state = str(getter(owner.dag_id, owner.run_id)).lower()
         except Exception as exc:  # the API's answer for a missing run is an error, not a state
-            return False if "not_found" in str(exc).lower().replace(" ", "_") else None
+            text = str(exc).lower().replace(" ", "_")
+            return False if "not_found" in text or "404" in text else None
         state = state.rsplit(".", 1)[-1]  # DagRunState.RUNNING -> running
         if state in ("success", "failed"):
             return False

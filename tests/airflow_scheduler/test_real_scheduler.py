@@ -17,6 +17,10 @@ from datetime import datetime, timezone
 
 import pytest
 
+from airflow_provider_kafka_eos.kafka.checkpoint import ManifestStore
+from airflow_provider_kafka_eos.kafka.checkpoint_identity import RunIdentity
+from airflow_provider_kafka_eos.kafka.input_claims import InputClaim, claim_uri, read_claim
+from airflow_provider_kafka_eos.kafka.manifest import create_object
 from airflow_provider_kafka_eos.testing.embedded import unique_name
 from airflow_provider_kafka_eos.testing.transactions import produce_transaction
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
@@ -146,7 +150,8 @@ def test_a_batch_triggered_again_by_hand_is_skipped_however_it_is_triggered_and_
     UI's trigger form makes (REST, logical date "now"), through the REST API without a logical
     date and through ``airflow dags trigger`` is skipped each time, its log naming the run that
     wrote it. Then batch C triggered twice at the same moment (the stack runs the example DAG with
-    max_active_runs=2): exactly one run writes it. A read_committed consumer counts every key.
+    max_active_runs=2): exactly one run writes it. Then a claim left by a run that no longer exists
+    is taken over. A read_committed consumer counts every key.
     """
     stack = airflow_stack
     input_dir = stack.home / "input"
@@ -189,3 +194,19 @@ def test_a_batch_triggered_again_by_hand_is_skipped_however_it_is_triggered_and_
         outcomes[run_id] = stack.task_states("eos_pipeline", run_id)["submit"]
     assert sorted(outcomes.values()) == ["skipped", "success"], outcomes
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected_b + expected_c)
+
+    # A claim left by a run that died before preparing anything (here: one Airflow no longer knows,
+    # as after a deleted run): the next run of that input asks Airflow, takes the claim over with
+    # its checkpoint id and writes the batch.
+    expected_d = write_batch(input_dir, "batch-d", users=20)
+    store = ManifestStore.configured(base["manifest_base_uri"])
+    gone = RunIdentity("eos_pipeline", "manual__deleted-run", 1, None)
+    assert create_object(claim_uri(store, base["pipeline_id"], "batch-d"),
+                         InputClaim("batch-d", base["pipeline_id"], 42, gone, 1).to_json())
+    taker = stack.trigger("eos_pipeline", {**base, "batch": "batch-d"})
+    run = stack.wait_for_run("eos_pipeline", taker, 600)
+    assert run["state"] == "success", (stack.task_states("eos_pipeline", taker), stack.log_tails())
+    assert "took checkpoint 42 over from run 'manual__deleted-run'" in stack.task_log("eos_pipeline", taker,
+                                                                                      "submit")
+    assert read_claim(store, base["pipeline_id"], "batch-d").claimed_by.run_id == taker
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected_b + expected_c + expected_d)
