@@ -15,20 +15,21 @@ cleanup DAG can never disagree:
 - :func:`mark_aborted`: the only way a manifest becomes ABORTED; :func:`abort_checkpoint` aborts
   what one manifest still holds open and marks it.
 
-Marking a manifest re-reads it under the store's conditional write (a lock file next to a local
-manifest) so concurrent committers leave a truthful report: a later ``already_committed``
-never overwrites the report of the commit that really happened.
+Marking a manifest is a compare-and-set (:func:`_transition`: read the manifest and its version,
+decide, write only if it is still that version, else read again and decide again;
+``store_objects.py`` says how each store does it), so concurrent committers, or a committer and
+a give-up, leave a truthful manifest: a later ``already_committed`` never overwrites the report
+of the commit that really happened, and a checkpoint is never both COMMITTED and ABORTED.
 
 No Airflow imports: the Spark driver and the CLI use it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -39,11 +40,12 @@ from airflow_provider_kafka_eos.kafka.manifest import (
     find_manifests,
     is_local_uri,
     local_path,
+    manifest_bytes,
     manifest_uri,
     read_manifest,
     store_exists,
-    write_manifest,
 )
+from airflow_provider_kafka_eos.kafka.store_objects import read_versioned, replace_if
 
 __all__ = [
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
@@ -61,7 +63,6 @@ __all__ = [
     "commit_checkpoint",
     "load_prepared",
     "mark_aborted",
-    "object_lock",
     "plan_abort",
     "prepared_index",
 ]
@@ -558,25 +559,23 @@ def commit_checkpoint(
 
 
 def _mark_committed(uri: str, report: CommitReport, at_ms: int) -> CommitReport:
-    """Write COMMITTED + report under the manifest's lock, keeping the truth when racing.
+    """Write COMMITTED + report as a compare-and-set, keeping the truth when racing.
 
     If a concurrent committer marked it first: a report of ours that committed nothing itself
     (``already_committed``) never replaces theirs; one that did replaces a report that did not;
-    when both committed some transactions, the per-transaction outcomes are merged.
+    when both committed some transactions, the per-transaction outcomes are merged. A give-up
+    that marked it ABORTED first is a DataLossError (nothing reported that did not happen).
     """
-    with object_lock(uri):
-        current = read_manifest(uri)
+
+    def decide(current: Manifest) -> Manifest | None:
         if current.status is ManifestStatus.ABORTED:
             raise _refuse_aborted(uri, current)
         if current.status is ManifestStatus.COMMITTED:
             theirs = _previous_report(uri, current)
             if not report.sent_commit:
-                log.info(
-                    "%s was marked COMMITTED concurrently (by %s); its report is kept",
-                    uri,
-                    theirs.committed_by,
-                )
-                return report
+                log.info("%s was marked COMMITTED concurrently (by %s); its report is kept", uri,
+                         theirs.committed_by)
+                return None
             if theirs.sent_commit:
                 merged = dict(report.transaction_outcomes)
                 merged.update({t: o for t, o in theirs.transaction_outcomes.items() if o == "committed"})
@@ -585,8 +584,40 @@ def _mark_committed(uri: str, report: CommitReport, at_ms: int) -> CommitReport:
         current.status = ManifestStatus.COMMITTED
         current.updated_at_ms = at_ms
         current.commit_report = report.to_dict()
-        write_manifest(uri, current)
+        return current
+
+    _transition(uri, decide)
     return report
+
+
+def _transition(uri: str, decide: Callable[[Manifest], Manifest | None], *, attempts: int = 20) -> None:
+    """Compare-and-set one manifest: ``decide`` sees the current manifest and returns the new one
+    (or None: nothing to write); written only if nobody changed it meanwhile, else decided again.
+
+    ``decide`` may raise to refuse. Each lost race means another writer succeeded, so the loop
+    ends; ``attempts`` bounds it anyway (a store that never accepts a precondition is an error).
+    """
+    for _ in range(attempts):
+        try:
+            found = read_versioned(uri)
+        except OSError as exc:
+            raise ManifestError(f"{uri}: manifest cannot be read ({exc})") from None
+        if found is None:
+            raise ManifestError(f"{uri}: manifest does not exist")
+        data, version = found
+        current = Manifest.from_json(data, source=uri)
+        current.uri = uri
+        new = decide(current)
+        if new is None:
+            return
+        try:
+            if replace_if(uri, manifest_bytes(new, uri), version):
+                return
+        except OSError as exc:
+            raise ManifestError(f"{uri}: manifest cannot be written ({exc}); nothing was changed") from None
+        log.info("%s changed while it was being updated; reading it again", uri)
+    raise ManifestError(f"{uri}: the manifest kept changing under {attempts} updates; nothing was changed "
+                        "by this one. Check who else writes it (kafka-eos-txn --action checkpoints)")
 
 
 # -- mark-ABORTED and abort-a-checkpoint -----------------------------------------------------
@@ -599,10 +630,9 @@ def mark_aborted(
 
     Refuses a manifest that became COMMITTED meanwhile (its data is visible: nothing was lost).
     """
-    with object_lock(uri):
-        current = read_manifest(uri)
+    def decide(current: Manifest) -> Manifest | None:
         if current.status is ManifestStatus.ABORTED:
-            return
+            return None
         if current.status is ManifestStatus.COMMITTED:
             raise KafkaEosError(
                 f"manifest {uri} is COMMITTED; it cannot be marked ABORTED", runbook="resolve-manually"
@@ -610,7 +640,9 @@ def mark_aborted(
         current.status = ManifestStatus.ABORTED
         current.updated_at_ms = now_ms()
         current.commit_report = {"aborted_by": aborted_by, "reasons": list(reasons)}
-        write_manifest(uri, current)
+        return current
+
+    _transition(uri, decide)
 
 
 @dataclass
@@ -678,29 +710,3 @@ def abort_checkpoint(
     mark_aborted(uri, [f"aborted on request ({aborted_by})"], aborted_by=aborted_by)
     report.status = "aborted"
     return report
-
-
-# -- conditional write ------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def object_lock(uri: str) -> Iterator[None]:
-    """Serialise read-check-write of one object of the store (a manifest, an input claim): an
-    flock'ed lock file next to a local object.
-
-    Object stores offer no lock here; there the re-read before the write narrows the race to one
-    round trip (documented in docs/manifest-format.md).
-    """
-    if not is_local_uri(uri) or os.name != "posix":
-        yield
-        return
-    import fcntl
-
-    path = local_path(uri) + ".lock"
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)

@@ -28,8 +28,8 @@ for what a run finds there (looked up by name, never by scanning every manifest)
   fenced by the new one (same transactional ids) exactly as a task retry would be.
 
 Every claim transition is a compare-and-set (create-if-absent; replace only if unchanged since
-read, under the store's lock). A store that cannot be read fails the run (retry later): never
-"assume new input". No Airflow imports: whether a run still runs is a callable handed in.
+read: ``store_objects.py`` says how each store does it). A store that cannot be read fails the
+run (retry later): never "assume new input". No Airflow imports: whether a run still runs is a callable handed in.
 """
 
 from __future__ import annotations
@@ -44,17 +44,15 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.checkpoint import ManifestStore, ManifestStoreError, object_lock
+from airflow_provider_kafka_eos.kafka.checkpoint import ManifestStore, ManifestStoreError
 from airflow_provider_kafka_eos.kafka.checkpoint_identity import RunIdentity, validate_input_id
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, ManifestError, UsageError
-from airflow_provider_kafka_eos.kafka.manifest import (
-    Manifest,
-    ManifestStatus,
+from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, read_manifest, store_exists
+from airflow_provider_kafka_eos.kafka.store_objects import (
     create_object,
-    read_manifest,
     read_object,
-    replace_object,
-    store_exists,
+    read_versioned,
+    replace_if,
 )
 
 __all__ = [
@@ -180,19 +178,28 @@ def claim_uri(store: ManifestStore, pipeline_id: str, input_id: str) -> str:
 
 def read_claim(store: ManifestStore, pipeline_id: str, input_id: str) -> InputClaim | None:
     """The input's claim, None when there is none; ManifestStoreError when the store cannot say."""
+    found = _read_versioned_claim(store, pipeline_id, input_id)
+    return found[0] if found is not None else None
+
+
+def _read_versioned_claim(
+    store: ManifestStore, pipeline_id: str, input_id: str
+) -> tuple[InputClaim, str] | None:
+    """The claim and its version in the store (what a compare-and-set of it is conditioned on)."""
     uri = claim_uri(store, pipeline_id, input_id)
     try:
-        data = read_object(uri)
+        found = read_versioned(uri)
     except (OSError, ManifestError) as exc:
         raise _unreadable(store, uri, exc) from None
-    if data is None:
+    if found is None:
         return None
+    data, version = found
     claim = InputClaim.from_json(data, source=uri)
     if claim.input_id != input_id or claim.pipeline_id != pipeline_id:
         raise ManifestError(
             f"{uri}: the claim names input {claim.input_id!r} of pipeline {claim.pipeline_id!r}, not "
             f"{input_id!r} of {pipeline_id!r}; it was changed by hand", runbook=RUNBOOK)
-    return claim
+    return claim, version
 
 
 def claim_input(
@@ -222,8 +229,8 @@ def claim_input(
     deadline = clock() + timeout_s
     first_claim_logged = False
     while True:
-        claim = read_claim(store, pipeline_id, input_id)
-        if claim is None:
+        found = _read_versioned_claim(store, pipeline_id, input_id)
+        if found is None:
             if not first_claim_logged:
                 first_claim_logged = _note_first_claim(store, pipeline_id)
             mine = InputClaim(input_id, pipeline_id, checkpoint_id, run, _now_ms())
@@ -234,6 +241,7 @@ def claim_input(
                 return _write(mine, store, uri,
                               f"input {input_id!r} is new: checkpoint {checkpoint_id} writes it")
             continue  # another run created it first: read its claim
+        claim, version = found
         if run is not None and run.same_run(claim.claimed_by):
             return _write(claim, store, uri, f"input {input_id!r} was claimed by this run (an earlier "
                                              f"try): checkpoint {claim.checkpoint_id} carries it")
@@ -251,7 +259,7 @@ def claim_input(
             replacement = InputClaim(input_id, pipeline_id, checkpoint_id, run, _now_ms(),
                                      reprocess_of=claim.checkpoint_id if status is ManifestStatus.COMMITTED
                                      else claim.reprocess_of)
-            if _replace(store, uri, expected=claim, new=replacement):
+            if _replace(store, uri, version, replacement):
                 if status is ManifestStatus.COMMITTED:
                     log.warning("REPROCESS: input %r was written by checkpoint %d (%s); writing it again as "
                                 "checkpoint %d on request (reprocess=True); the manifest records it",
@@ -268,7 +276,7 @@ def claim_input(
         if active is False:
             takeover = InputClaim(input_id, pipeline_id, claim.checkpoint_id, run, _now_ms(),
                                   reprocess_of=claim.reprocess_of)
-            if _replace(store, uri, expected=claim, new=takeover):
+            if _replace(store, uri, version, takeover):
                 log.warning("input %r was claimed by %s, which is no longer running and prepared nothing: "
                             "taking its checkpoint %d over (any attempt of it still writing is fenced)",
                             input_id, _who(claim), claim.checkpoint_id)
@@ -325,16 +333,10 @@ def _create(store: ManifestStore, uri: str, claim: InputClaim) -> bool:
         raise _unreadable(store, uri, exc) from None
 
 
-def _replace(store: ManifestStore, uri: str, *, expected: InputClaim, new: InputClaim) -> bool:
-    """Compare-and-set: write ``new`` only if the claim still is ``expected``; False when it moved."""
+def _replace(store: ManifestStore, uri: str, version: str, new: InputClaim) -> bool:
+    """Compare-and-set: write ``new`` only if the claim is still the one read (``version``)."""
     try:
-        with object_lock(uri):
-            data = read_object(uri)
-            current = InputClaim.from_json(data, source=uri) if data is not None else None
-            if current != expected:
-                return False
-            replace_object(uri, new.to_json())
-            return True
+        return replace_if(uri, new.to_json(), version)
     except OSError as exc:
         raise _unreadable(store, uri, exc) from None
 

@@ -10,19 +10,24 @@ a half-understood manifest. The JSON schema and its versioning rules are in
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
-from urllib.parse import urlparse
 
 from airflow_provider_kafka_eos.kafka.checkpoint_identity import InputRecord, RunIdentity
 from airflow_provider_kafka_eos.kafka.committable import Committable, _reject_unknown, _require
 from airflow_provider_kafka_eos.kafka.errors import ManifestError, UsageError
+from airflow_provider_kafka_eos.kafka.store_objects import (
+    create_object,
+    fsspec_for,
+    is_local_uri,
+    local_path,
+    read_object,
+    replace_object,
+)
 from airflow_provider_kafka_eos.kafka.validation import (
     validate_prefix,
     validate_topic,
@@ -255,23 +260,21 @@ def read_manifest(uri: str) -> Manifest:
     return manifest
 
 
-def write_manifest(uri: str, manifest: Manifest) -> None:
-    """Write atomically: readers see the previous manifest or this one, never a partial file.
-
-    The manifest is validated by a round trip before anything is written, so an invalid
-    manifest never reaches storage.
-    """
+def manifest_bytes(manifest: Manifest, uri: str) -> bytes:
+    """The manifest as stored, validated by a round trip: an invalid manifest never reaches storage."""
     text = manifest.to_json()
     Manifest.from_json(text, source=uri)  # refuse to persist what we could not read back
-    data = text.encode("utf-8")
-    if _is_local(uri):
-        _write_local_atomic(_local_path(uri), data)
-    else:
-        fs, path = _fsspec(uri)
-        parent = path.rsplit("/", 1)[0]
-        with contextlib.suppress(Exception):  # object stores have no directories
-            fs.makedirs(parent, exist_ok=True)
-        fs.pipe_file(path, data)
+    return text.encode("utf-8")
+
+
+def write_manifest(uri: str, manifest: Manifest) -> None:
+    """Write atomically and unconditionally: readers see the previous manifest or this one, never a part.
+
+    Only the job's vote is written this way (its checkpoint is its own: the input claim and
+    fencing see to that); every later transition is a compare-and-set (``checkpoint.py``).
+    """
+    data = manifest_bytes(manifest, uri)
+    replace_object(uri, data)
     manifest.uri = uri
 
 
@@ -314,127 +317,11 @@ def store_exists(base_uri: str) -> bool:
     return bool(fs.exists(path))
 
 
-# -- storage plumbing -------------------------------------------------------------------------
-
-
-def read_object(uri: str) -> bytes | None:
-    """One small object of the store (a claim, a lock-free record), or None when it does not exist.
-
-    Other failures (unreachable store, permissions) raise ``OSError`` for the caller to name.
-    """
-    try:
-        if _is_local(uri):
-            with open(_local_path(uri), "rb") as fh:
-                return fh.read()
-        fs, path = _fsspec(uri)
-        return bytes(fs.cat_file(path))
-    except FileNotFoundError:
-        return None
-
-
-def create_object(uri: str, data: bytes) -> bool:
-    """Create ``uri`` with ``data`` only if it does not exist yet; False when it already does.
-
-    Locally the whole object appears at once or not at all (a hard link of a fsynced temp file,
-    which fails when the name exists), so two writers racing for one name cannot both win. Other
-    stores use fsspec's exclusive-create mode (``"xb"``) where the filesystem implements it; one
-    that does not gets an exists-check before the write, which leaves a window of one round trip
-    (docs/manifest-format.md, "Input claims").
-    """
-    if _is_local(uri):
-        path = _local_path(uri)
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                return False
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        _fsync_directory(directory)
-        return True
-    fs, path = _fsspec(uri)
-    try:
-        with fs.open(path, "xb") as fh:
-            fh.write(data)
-        return True
-    except FileExistsError:
-        return False
-    except (ValueError, NotImplementedError, TypeError):  # no exclusive create on this filesystem
-        if fs.exists(path):
-            return False
-        fs.pipe_file(path, data)
-        return True
-
-
-def replace_object(uri: str, data: bytes) -> None:
-    """Write ``uri`` whole (readers see the old object or the new one, never a part)."""
-    if _is_local(uri):
-        _write_local_atomic(_local_path(uri), data)
-    else:
-        fs, path = _fsspec(uri)
-        fs.pipe_file(path, data)
-
-
-
-
-def is_local_uri(uri: str) -> bool:
-    """A local path or ``file://`` URI (written with rename; anything else goes through fsspec)."""
-    scheme = urlparse(uri).scheme
-    return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
-
-
-def local_path(uri: str) -> str:
-    return urlparse(uri).path if uri.startswith("file://") else uri
-
+# -- storage plumbing (kafka/store_objects.py owns how each store reads and writes) ------------
 
 _is_local = is_local_uri
 _local_path = local_path
-
-
-def _fsspec(uri: str):
-    try:
-        import fsspec
-    except ImportError:  # pragma: no cover - fsspec is a declared dependency
-        raise ManifestError(f"{uri}: non-local manifest storage needs the fsspec package") from None
-    try:
-        fs, path = fsspec.core.url_to_fs(uri)
-    except (ImportError, ValueError) as exc:
-        raise ManifestError(f"{uri}: no filesystem for this URL ({exc})") from None
-    return fs, path
-
-
-def _write_local_atomic(path: str, data: bytes) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    # Persist the rename itself (the directory entry), or a crash could resurrect the old manifest.
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory: str) -> None:
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+_fsspec = fsspec_for
 
 
 def _list_dirs(base: str) -> list[str]:
