@@ -29,7 +29,8 @@ for what a run finds there (looked up by name, never by scanning every manifest)
 
 Every claim transition is a compare-and-set (create-if-absent; replace only if unchanged since
 read: ``store_objects.py`` says how each store does it). A store that cannot be read fails the
-run (retry later): never "assume new input". No Airflow imports: whether a run still runs is a callable handed in.
+run (retry later): never "assume new input". No Airflow imports: whether a run still runs is
+a callable handed in.
 """
 
 from __future__ import annotations
