@@ -31,10 +31,12 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError, ManifestError
 from airflow_provider_kafka_eos.kafka.manifest import (
+    Decision,
     Manifest,
     ManifestStatus,
     find_manifests,
@@ -172,11 +174,12 @@ class PreparedRef:
 def prepared_index(manifests: Iterable[tuple[str, Manifest]]) -> dict[str, PreparedRef]:
     """Transactional id -> its PREPARED manifest; the one rule for "which ids are protected".
 
-    COMMITTED and ABORTED manifests cast no vote that is still owed, so they protect nothing.
+    COMMITTED and ABORTED manifests cast no vote that is still owed, so they protect nothing; nor
+    does a PREPARED one whose give-up was decided (its abort stopped half way: finishing it is right).
     """
     index: dict[str, PreparedRef] = {}
     for uri, manifest in manifests:
-        if manifest.status is not ManifestStatus.PREPARED:
+        if manifest.status is not ManifestStatus.PREPARED or _given_up(manifest):
             continue
         for c in manifest.committables:
             index.setdefault(
@@ -550,6 +553,7 @@ def commit_checkpoint(
             else "would_commit"
         )
         return _report(uri, manifest, status, committed_by, plan, started, now_ms())
+    _decide(uri, "commit", committed_by, now_ms)  # a give-up decided first wins; nothing is sent then
     outcomes = admin.commit(manifest.committables, max_workers=max_workers) if manifest.committables else []
     finished = now_ms()
     by_id = {o.transactional_id: o.outcome for o in outcomes}
@@ -588,6 +592,51 @@ def _mark_committed(uri: str, report: CommitReport, at_ms: int) -> CommitReport:
 
     _transition(uri, decide)
     return report
+
+
+def _given_up(manifest: Manifest) -> bool:
+    return manifest.decision is not None and manifest.decision.outcome == "abort"
+
+
+def _decide(uri: str, outcome: str, by: str, now_ms: Callable[[], int]) -> None:
+    """Record the decision (commit or give up) in the manifest before acting on it in Kafka.
+
+    A compare-and-set: of a commit and a give-up racing for one PREPARED checkpoint, exactly one
+    decision stands, and the other refuses before it has sent anything (without it, the commit
+    could commit one partition's transaction while the give-up aborted another's). The same
+    decision again (concurrent committers; a give-up resumed) is no conflict: both go on, and
+    EndTxn / fencing are idempotent.
+    """
+
+    def decide(current: Manifest) -> Manifest | None:
+        if current.status is ManifestStatus.ABORTED:
+            raise _refuse_aborted(uri, current)
+        if current.status is ManifestStatus.COMMITTED:
+            if outcome == "abort":
+                raise KafkaEosError(f"manifest {uri} is COMMITTED: its records are visible and cannot be "
+                                    "aborted", runbook="resolve-manually")
+            return None
+        made = current.decision
+        if made is not None and made.outcome == outcome:
+            return None
+        when = datetime.fromtimestamp(made.at_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") \
+            if made is not None else ""
+        if made is not None and outcome == "commit":
+            raise DataLossError(
+                f"checkpoint {current.checkpoint_id} ({uri}) was given up by {made.by} at {when} before this "
+                "commit started: nothing was committed. Rerun the checkpoint to produce it again",
+                runbook="rerun-a-checkpoint")
+        if made is not None:
+            raise KafkaEosError(
+                f"checkpoint {current.checkpoint_id} ({uri}) is being committed ({made.by} decided to commit "
+                f"at {when}): it cannot be given up; nothing was aborted. Let the commit finish "
+                f"(kafka-eos-txn --action commit --manifest {uri} completes it)",
+                runbook="commit-pending-transaction")
+        current.decision = Decision(outcome, by, now_ms())
+        current.updated_at_ms = current.decision.at_ms
+        return current
+
+    _transition(uri, decide)
 
 
 def _transition(uri: str, decide: Callable[[Manifest], Manifest | None], *, attempts: int = 20) -> None:
@@ -705,8 +754,20 @@ def abort_checkpoint(
     if dry_run:
         report.status = "would_abort"
         return report
+    _decide(uri, "abort", aborted_by, _now_ms)  # a commit decided first wins; nothing is aborted then
     for outcome in admin.abort(mine) if mine else []:
         report.outcomes[outcome.transactional_id] = outcome.outcome
+    committed = sorted(t for t, o in report.outcomes.items() if o == "already_committed")
+    if committed:  # a commit won the race between our look and our abort: say what really happened
+        aborted = sorted(t for t, o in report.outcomes.items() if o == "aborted")
+        raise (DataLossError if aborted else KafkaEosError)(
+            f"checkpoint {manifest.checkpoint_id} ({uri}) was committed by someone else while it was being "
+            f"given up: {', '.join(committed)} committed"
+            + (f", {', '.join(aborted)} aborted by this give-up (that part of the batch is lost)" if aborted
+               else "; nothing was aborted and the manifest is left for the commit to mark"),
+            transactional_id=committed[0],
+            runbook="data-loss" if aborted else "commit-pending-transaction",
+        )
     mark_aborted(uri, [f"aborted on request ({aborted_by})"], aborted_by=aborted_by)
     report.status = "aborted"
     return report

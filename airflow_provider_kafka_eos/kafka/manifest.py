@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -36,6 +37,7 @@ from airflow_provider_kafka_eos.kafka.validation import (
 
 __all__ = [
     "SUPPORTED_SCHEMA_VERSIONS",
+    "Decision",
     "Manifest",
     "ManifestStatus",
     "create_object",
@@ -52,7 +54,8 @@ __all__ = [
 
 # 2 added the required ``prepared_by`` (the run that prepared the checkpoint; object or null).
 # Version 1 manifests are read as ``prepared_by=None`` and rewritten as version 2.
-# 3 added the required ``input`` (the input identity the checkpoint carries; object or null).
+# 3 added the required ``input`` (the input identity the checkpoint carries; object or null) and
+# ``decision`` (commit or give up, recorded before either acts in Kafka; object or null).
 # Older manifests are read as ``input=None`` (unknown input) and rewritten as version 3.
 SCHEMA_VERSION = 3
 SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3})
@@ -82,9 +85,39 @@ _FIELDS: dict[str, Any] = {
     "commit_report": (dict, type(None)),
     "prepared_by": (dict, type(None)),
     "input": (dict, type(None)),
+    "decision": (dict, type(None)),
 }
 _OPTIONAL = {"commit_report"}
-_SINCE_VERSION = {"prepared_by": 2, "input": 3}  # fields a manifest of an older version must not carry
+_SINCE_VERSION = {"prepared_by": 2, "input": 3, "decision": 3}
+DECISIONS = ("commit", "abort")  # fields a manifest of an older version must not carry
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What was decided for a PREPARED checkpoint before anyone acted on it in Kafka.
+
+    A commit and a give-up of one checkpoint must never both act: each first writes its decision
+    into the manifest as a compare-and-set, and only the one whose decision stands touches Kafka
+    (``checkpoint.py``). Without it a commit racing a give-up could commit one partition's
+    transaction while the give-up aborted another's: a torn checkpoint.
+    """
+
+    outcome: str  # "commit" | "abort"
+    by: str
+    at_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "by": self.by, "at_ms": self.at_ms}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str) -> Decision:
+        _reject_unknown(data, {"outcome", "by", "at_ms"}, source, "decision")
+        outcome = _require(data, "outcome", str, source, "decision.outcome")
+        if outcome not in DECISIONS:
+            raise ManifestError(
+                f"{source}: field 'decision.outcome' must be commit or abort, got {outcome!r}")
+        return cls(outcome, _require(data, "by", str, source, "decision.by"),
+                   _require(data, "at_ms", int, source, "decision.at_ms"))
 
 
 @dataclass
@@ -104,6 +137,7 @@ class Manifest:
     commit_report: dict | None = None
     prepared_by: RunIdentity | None = None  # None: version 1, or written outside Airflow
     input: InputRecord | None = None  # None: unknown input (before version 3, or no input_id given)
+    decision: Decision | None = None  # None: neither a commit nor a give-up has started
     # Where this manifest lives (set by read_manifest / write_manifest); not part of the JSON.
     uri: str | None = field(default=None, compare=False, repr=False)
 
@@ -129,6 +163,7 @@ class Manifest:
             "commit_report": self.commit_report,
             "prepared_by": self.prepared_by.to_dict() if self.prepared_by is not None else None,
             "input": self.input.to_dict() if self.input is not None else None,
+            "decision": self.decision.to_dict() if self.decision is not None else None,
         }
 
     def to_json(self) -> str:
@@ -163,6 +198,8 @@ class Manifest:
             values["prepared_by"] = RunIdentity.from_dict(values["prepared_by"], source=source)
         if values.get("input") is not None:
             values["input"] = InputRecord.from_dict(values["input"], source=source)
+        if values.get("decision") is not None:
+            values["decision"] = Decision.from_dict(values["decision"], source=source)
         for name in ("pipeline_id", "transactional_id_prefix", "topic"):
             if not values[name]:
                 raise ManifestError(f"{source}: field {name!r} must not be empty")

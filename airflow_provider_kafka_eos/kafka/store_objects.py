@@ -26,6 +26,7 @@ No Airflow imports (the Spark driver and the CLI use it).
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import logging
 import os
@@ -117,14 +118,28 @@ def read_versioned(uri: str) -> tuple[bytes, str] | None:
             return data, hashlib.sha256(data).hexdigest()
         fs, path = fsspec_for(uri)
         if _is_s3(fs):
-            with fs.open(path, "rb") as fh:  # s3fs reads the body under If-Match of the ETag it reports
-                etag = str(fh.details.get("ETag", ""))
-                data = fh.read()
-            return data, etag
+            return _read_s3_versioned(fs, path)
         data = bytes(fs.cat_file(path))
         return data, hashlib.sha256(data).hexdigest()
     except FileNotFoundError:
         return None
+
+
+def _read_s3_versioned(fs: Any, path: str, attempts: int = 10) -> tuple[bytes, str]:
+    """Body and ETag of one version: s3fs reads the body under ``If-Match`` of the ETag it saw first,
+    so a write landing in between fails the read (412) instead of pairing new bytes with an old ETag;
+    then read again (each retry means another writer succeeded, so this ends)."""
+    for _ in range(attempts):
+        try:
+            with fs.open(path, "rb", cache_type="none") as fh:
+                etag = str(fh.details.get("ETag", ""))
+                return fh.read(), etag
+        except OSError as exc:  # s3fs: EBUSY "... and Etag ... no longer exists", or the 412 itself
+            changed = exc.errno == errno.EBUSY or _precondition_failed(exc)
+            if isinstance(exc, FileNotFoundError) or not changed:
+                raise
+        fs.invalidate_cache(path)
+    raise OSError(f"{path} changed under {attempts} consecutive reads")
 
 
 def create_object(uri: str, data: bytes) -> bool:
