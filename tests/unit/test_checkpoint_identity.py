@@ -120,7 +120,7 @@ def test_manifest_v1_is_read_without_a_run_and_rewritten_as_the_current_version(
     uri = manifest_uri(str(tmp_path), "orders", 7)
     v1 = _manifest().to_dict()
     v1["schema_version"] = 1
-    del v1["prepared_by"], v1["input"]
+    del v1["prepared_by"], v1["input"], v1["decision"]
     (tmp_path / "orders").mkdir()
     with open(uri, "w") as fh:
         json.dump(v1, fh)
@@ -133,8 +133,10 @@ def test_manifest_v1_is_read_without_a_run_and_rewritten_as_the_current_version(
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: (d.update(schema_version=1), d.pop("input")), "unknown field 'prepared_by'"),  # not in v1
-        (lambda d: d.update(schema_version=2), "unknown field 'input'"),  # v2 had no input identity
+        # a version 1 manifest had no prepared_by (nor the later input and decision)
+        (lambda d: (d.update(schema_version=1), d.pop("input"), d.pop("decision")),
+         "unknown field 'prepared_by'"),
+        (lambda d: (d.update(schema_version=2), d.pop("decision")), "unknown field 'input'"),  # v2: no input
         (lambda d: d.pop("prepared_by"), "'prepared_by' is missing"),
         (lambda d: d.update(prepared_by="run-1"), "'prepared_by' must be dict/NoneType"),
         (lambda d: d.update(prepared_by={"dag_id": "d"}), "prepared_by.run_id must be a non-empty string"),
