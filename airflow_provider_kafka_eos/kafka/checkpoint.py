@@ -127,8 +127,8 @@ class ManifestStore:
         """Raise :class:`ManifestStoreError` unless the store exists and can be listed."""
         try:
             exists = store_exists(self.base_uri)
-        except (OSError, ManifestError) as exc:
-            raise self._unreadable(str(exc)) from None
+        except Exception as exc:  # any failure to answer (a store client's own types too): refuse
+            raise self._unreadable(f"{type(exc).__name__}: {exc}") from None
         if not exists:
             raise self._unreadable("it does not exist")
 
@@ -141,8 +141,8 @@ class ManifestStore:
             return find_manifests(self.base_uri, pipeline_id, status)
         except ManifestError:
             raise
-        except OSError as exc:
-            raise self._unreadable(str(exc)) from None
+        except Exception as exc:  # OSError, or a store client's own type for an unreachable endpoint
+            raise self._unreadable(f"{type(exc).__name__}: {exc}") from None
 
     def prepared(self) -> dict[str, PreparedRef]:
         """:func:`prepared_index` of this store (raises when the store cannot be read)."""

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import logging
 import os
 import tempfile
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from airflow_provider_kafka_eos.kafka.errors import ManifestError
@@ -51,6 +52,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 _S3_PROTOCOLS = frozenset({"s3", "s3a"})
 _warned_weak: set[str] = set()
 
@@ -103,12 +105,30 @@ def _warn_weak(fs: Any, uri: str) -> None:
                     "round trip); local paths and S3 are exact", uri, name)
 
 
+def _as_oserror(fn: Callable[..., T]) -> Callable[..., T]:
+    """Store clients raise their own types for an unreachable endpoint (botocore's
+    EndpointConnectionError is no OSError): callers get one kind, ``OSError``, to name the store by."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except (OSError, ManifestError):
+            raise
+        except Exception as exc:  # the store client's own failure types
+            raise OSError(f"{type(exc).__name__}: {exc}") from exc
+
+    return wrapper
+
+
+@_as_oserror
 def read_object(uri: str) -> bytes | None:
     """One object of the store, or None when it does not exist; other failures raise ``OSError``."""
     found = read_versioned(uri)
     return found[0] if found is not None else None
 
 
+@_as_oserror
 def read_versioned(uri: str) -> tuple[bytes, str] | None:
     """The object and its version (see the module doc), or None when it does not exist."""
     try:
@@ -142,6 +162,7 @@ def _read_s3_versioned(fs: Any, path: str, attempts: int = 10) -> tuple[bytes, s
     raise OSError(f"{path} changed under {attempts} consecutive reads")
 
 
+@_as_oserror
 def create_object(uri: str, data: bytes) -> bool:
     """Create ``uri`` with ``data`` only if it does not exist yet; False when it already does."""
     if is_local_uri(uri):
@@ -180,6 +201,7 @@ def create_object(uri: str, data: bytes) -> bool:
     return True
 
 
+@_as_oserror
 def replace_if(uri: str, data: bytes, version: str) -> bool:
     """Replace ``uri`` with ``data`` only if it still is ``version``; False when it changed (or vanished)."""
     if is_local_uri(uri):
@@ -206,6 +228,7 @@ def replace_if(uri: str, data: bytes, version: str) -> bool:
     return True
 
 
+@_as_oserror
 def replace_object(uri: str, data: bytes) -> None:
     """Write ``uri`` whole, unconditionally (readers see the old object or the new one, never a part)."""
     if is_local_uri(uri):
