@@ -1,0 +1,43 @@
+"""SSL with required client certificates on a real Kafka 4.4 node: the principal is the DN."""
+
+from __future__ import annotations
+
+import pytest
+from secured_support import acl_entries, two_partition_pipeline, write_acl_file
+
+from airflow_provider_kafka_eos.testing.apache_kafka.cluster import ApacheKafkaCluster
+
+pytestmark = pytest.mark.secured
+
+ETL_DN = "CN=etl,O=kafka-eos"
+
+
+@pytest.fixture(scope="module")
+def mtls_node(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("mtls")
+    acl_file = write_acl_file(
+        directory,
+        {"users": {}, "super_users": ["User:CN=admin,O=kafka-eos"], "acls": acl_entries(f"User:{ETL_DN}")},
+    )
+    cluster = ApacheKafkaCluster({"mtls": True, "acl_file": acl_file, "data_dir": str(directory / "kafka")})
+    yield cluster
+    cluster.stop()
+
+
+def test_two_partition_pipeline_as_a_certificate_principal(mtls_node):
+    etl = mtls_node.issue_client_certificate("etl")
+    assert etl.subject == ETL_DN
+    config = mtls_node.mtls_config(etl)
+    assert config["security.protocol"] == "SSL"
+    two_partition_pipeline(config, mtls_node.admin_config())
+
+
+def test_a_certificate_without_acls_is_refused(mtls_node):
+    from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+    from airflow_provider_kafka_eos.kafka.errors import AuthorizationError
+    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+
+    stranger = mtls_node.issue_client_certificate("stranger")
+    with TransactionAdmin(KafkaClientConfig.from_mapping(mtls_node.mtls_config(stranger))) as admin:
+        with pytest.raises(AuthorizationError):
+            admin.describe(["secured-not-mine"])
