@@ -38,6 +38,6 @@ def test_a_certificate_without_acls_is_refused(mtls_node):
     from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
 
     stranger = mtls_node.issue_client_certificate("stranger")
-    with TransactionAdmin(KafkaClientConfig.from_mapping(mtls_node.mtls_config(stranger))) as admin:
-        with pytest.raises(AuthorizationError):
-            admin.describe(["secured-not-mine"])
+    config = KafkaClientConfig.from_mapping(mtls_node.mtls_config(stranger))
+    with TransactionAdmin(config) as admin, pytest.raises(AuthorizationError):
+        admin.describe(["secured-not-mine"])
