@@ -1,0 +1,379 @@
+"""TLS and SASL failures named: which broker, what was refused, what to do (one owner of the rule).
+
+A refused handshake never heals by waiting, yet both client libraries retry it until their
+connect timeout and then report "no broker answered". The client paths (``wire.py`` for
+kafka-python, ``watch_librdkafka`` for confluent-kafka) stop at the first such failure and ask
+:func:`explain` what it was. ``explain`` reads the failure the client saw and, where the client's
+words are ambiguous (librdkafka says "certificate verify failed" for an untrusted CA, an expired
+certificate and a wrong host name alike), asks the broker itself with a bounded probe (Python's
+``ssl`` with the same CA file, or one plaintext ApiVersions request): under 1 s in all.
+
+Messages name the address and the setting to change; never a password, a key or a token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import ssl
+import struct
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from airflow_provider_kafka_eos.kafka.errors import (
+    AuthenticationError,
+    KafkaEosError,
+    SecurityProtocolMismatchError,
+    TlsCertificateError,
+)
+
+__all__ = [
+    "PROBE_TIMEOUT_S",
+    "explain",
+    "explain_librdkafka",
+    "init_transactions_watched",
+    "is_handshake_refusal",
+    "is_security_failure",
+    "speaks_tls",
+]
+
+PROBE_TIMEOUT_S = 0.5
+_HOSTNAME_MISMATCH = {62, 64}  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
+_EXPIRED = {10}  # X509_V_ERR_CERT_HAS_EXPIRED
+_NOT_YET_VALID = {9}
+# What a TLS client sees when the other end does not speak TLS (Kafka closes, or answers bytes
+# that are no TLS record).
+_NOT_TLS_REASONS = {
+    "WRONG_VERSION_NUMBER",
+    "UNEXPECTED_EOF_WHILE_READING",
+    "RECORD_LAYER_FAILURE",
+    "PACKET_LENGTH_TOO_LONG",
+    "UNKNOWN_PROTOCOL",
+    "HTTP_REQUEST",
+}
+
+
+def _chain(exc: BaseException | None) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _split(address: str) -> tuple[str, int]:
+    host, _, port = address.strip().rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def _setting(config: Mapping[str, Any], key: str, default: Any = None) -> Any:
+    return config.get(key, default)
+
+
+def _names(cert: Mapping[str, Any]) -> list[str]:
+    names = [value for kind, value in cert.get("subjectAltName", ()) if kind in ("DNS", "IP Address")]
+    if not names:
+        names = [value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"]
+    return names
+
+
+def _tls_context(config: Mapping[str, Any], *, verify: bool) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if verify:
+        cafile = _setting(config, "ssl.ca.location")
+        if cafile:
+            ctx.load_verify_locations(cafile)
+        else:
+            ctx.load_default_certs()
+        ctx.check_hostname = (
+            str(_setting(config, "ssl.endpoint.identification.algorithm", "https")).lower() != "none"
+        )
+    else:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    cert, key = _setting(config, "ssl.certificate.location"), _setting(config, "ssl.key.location")
+    if cert:  # an unusable key is the client's own error to report; the probe looks at the server
+        with contextlib.suppress(OSError, ssl.SSLError):
+            ctx.load_cert_chain(cert, key, _setting(config, "ssl.key.password"))
+    return ctx
+
+
+def _handshake(address: str, ctx: ssl.SSLContext, deadline: float) -> dict[str, Any]:
+    """One TLS handshake; the peer certificate (decoded when verified) or the ssl error raised."""
+    host, port = _split(address)
+    timeout = max(0.05, deadline - time.monotonic())
+    with (
+        socket.create_connection((host, port), timeout=timeout) as raw,
+        ctx.wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        return tls.getpeercert() or {}
+
+
+def _answers_plaintext(address: str, deadline: float) -> bool:
+    """Whether ``address`` answers a plaintext ApiVersions v0 request (so it is no TLS port)."""
+    host, port = _split(address)
+    client_id = b"kafka-eos-probe"
+    body = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
+    try:
+        with socket.create_connection((host, port), timeout=max(0.05, deadline - time.monotonic())) as sock:
+            sock.sendall(struct.pack(">i", len(body)) + body)
+            head = b""
+            while len(head) < 8:
+                chunk = sock.recv(8 - len(head))
+                if not chunk:
+                    return False
+                head += chunk
+    except OSError:
+        return False
+    size, correlation = struct.unpack(">ii", head)
+    return correlation == 1 and 0 < size < 1 << 20
+
+
+def speaks_tls(address: str, config: Mapping[str, Any], deadline: float | None = None) -> bool:
+    """Whether ``address`` completes a TLS handshake (unverified; bounded by :data:`PROBE_TIMEOUT_S`)."""
+    deadline = deadline if deadline is not None else time.monotonic() + PROBE_TIMEOUT_S
+    try:
+        _handshake(address, _tls_context(config, verify=False), deadline)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _certificate_error(
+    address: str, config: Mapping[str, Any], err: ssl.SSLCertVerificationError
+) -> KafkaEosError:
+    host, _ = _split(address)
+    cafile = _setting(config, "ssl.ca.location") or "the system CA store"
+    code = getattr(err, "verify_code", None)
+    message = getattr(err, "verify_message", None) or "certificate verify failed"
+    chain_cmd = f"openssl s_client -connect {address} -servername {host} -showcerts </dev/null"
+    if code in _HOSTNAME_MISMATCH:
+        names = "unknown"
+        try:  # the chain is trusted (else the CA error comes first): read its names
+            relaxed = _tls_context(config, verify=True)
+            relaxed.check_hostname = False
+            names = (
+                ", ".join(_names(_handshake(address, relaxed, time.monotonic() + PROBE_TIMEOUT_S))) or "none"
+            )
+        except (OSError, ValueError):
+            pass
+        return TlsCertificateError(
+            f"the TLS certificate of {address} does not name the host {host!r} (it names: {names}); "
+            "connect with one of those names in bootstrap.servers, or have the broker certificate "
+            f"re-issued with {host} among its subject alternative names (see them: {chain_cmd})"
+        )
+    if code in _EXPIRED or code in _NOT_YET_VALID:
+        return TlsCertificateError(
+            f"the TLS certificate of {address} is not valid now ({message}); the broker needs a "
+            f"renewed certificate (check the dates: {chain_cmd} | openssl x509 -noout -dates)"
+        )
+    return TlsCertificateError(
+        f"the TLS certificate of {address} is not trusted ({message}) by {cafile}; set "
+        "ssl.ca.location to the CA that signed the broker certificate "
+        f"(see the chain: {chain_cmd})"
+    )
+
+
+def _tls_probe(address: str, config: Mapping[str, Any]) -> KafkaEosError | None:
+    """Ask the broker what is wrong with TLS to it (bounded by :data:`PROBE_TIMEOUT_S`)."""
+    deadline = time.monotonic() + PROBE_TIMEOUT_S
+    try:
+        _handshake(address, _tls_context(config, verify=True), deadline)
+    except ssl.SSLCertVerificationError as err:
+        return _certificate_error(address, config, err)
+    except ssl.SSLError as err:
+        return _tls_error(address, config, err, deadline)
+    except OSError:
+        return None
+    return None
+
+
+def _tls_error(
+    address: str, config: Mapping[str, Any], err: ssl.SSLError, deadline: float
+) -> KafkaEosError | None:
+    reason = getattr(err, "reason", None) or ""
+    if isinstance(err, ssl.SSLEOFError) or reason in _NOT_TLS_REASONS or "EOF" in str(err):
+        if _answers_plaintext(address, deadline):
+            return SecurityProtocolMismatchError(
+                f"{address} is a plaintext listener (it answered a plaintext request) but "
+                f"security.protocol is {_setting(config, 'security.protocol')}: set security.protocol to "
+                "PLAINTEXT or SASL_PLAINTEXT, or use the broker's TLS listener port "
+                "(the broker's listeners= and listener.security.protocol.map show which port is which)"
+            )
+        return SecurityProtocolMismatchError(
+            f"{address} closed the connection during the TLS handshake: it is most likely not a TLS "
+            f"listener (security.protocol is {_setting(config, 'security.protocol')}); check the port "
+            f"against the broker's listener.security.protocol.map (try: openssl s_client -connect {address})"
+        )
+    if "CERTIFICATE_REQUIRED" in reason or "BAD_CERTIFICATE" in reason or "UNKNOWN_CA" in reason:
+        has_cert = bool(_setting(config, "ssl.certificate.location"))
+        return TlsCertificateError(
+            f"{address} requires a client certificate (mutual TLS) and refused "
+            + ("ours (not signed by a CA the broker trusts)" if has_cert else "the connection without one")
+            + "; set ssl.certificate.location and ssl.key.location to a certificate signed by the "
+            "broker's ssl.truststore CA"
+        )
+    return None
+
+
+def is_handshake_refusal(failure: BaseException) -> bool:
+    """Whether a kafka-python connection failure is a TLS or SASL refusal (retrying cannot help)."""
+    return any(
+        isinstance(exc, ssl.SSLError)
+        or type(exc).__name__ in ("UnsupportedSaslMechanismError", "IllegalSaslStateError")
+        for exc in _chain(failure)
+    )
+
+
+def explain(
+    address: str, config: Mapping[str, Any], failure: BaseException | None = None
+) -> KafkaEosError | None:
+    """The named error for a connection to ``address`` that failed with ``failure`` (librdkafka-style
+    ``config``), or None when the failure is not a TLS / SASL refusal (then it is reachability)."""
+    protocol = str(_setting(config, "security.protocol", "PLAINTEXT")).upper()
+    for exc in _chain(failure):
+        name = type(exc).__name__
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            return _certificate_error(address, config, exc)
+        if isinstance(exc, ssl.SSLError):
+            return _tls_error(address, config, exc, time.monotonic() + PROBE_TIMEOUT_S) or _tls_probe(
+                address, config
+            )
+        if name in ("SaslAuthenticationFailedError",):
+            return _credentials_error(address, config, exc)
+        if name == "UnsupportedSaslMechanismError":
+            return _mechanism_error(address, config, exc)
+        if name == "IllegalSaslStateError":
+            return _no_sasl_error(address, config)
+    if protocol in ("SSL", "SASL_SSL"):
+        return _tls_probe(address, config)
+    # A plaintext client: is the port a TLS port?
+    if speaks_tls(address, config, time.monotonic() + PROBE_TIMEOUT_S):
+        return SecurityProtocolMismatchError(
+            f"{address} is a TLS listener but security.protocol is {protocol}: set security.protocol "
+            f"to {'SASL_SSL' if protocol.startswith('SASL') else 'SSL'} and ssl.ca.location to the CA "
+            f"of the broker certificate (see it: openssl s_client -connect {address} -showcerts </dev/null)"
+        )
+    return None
+
+
+def _credentials_error(address: str, config: Mapping[str, Any], exc: BaseException) -> KafkaEosError:
+    user = _setting(config, "sasl.username") or "(none)"
+    mechanism = _setting(config, "sasl.mechanisms") or _setting(config, "sasl.mechanism") or "PLAIN"
+    return AuthenticationError(
+        f"{address} refused the credentials of SASL user {user!r} ({mechanism}): the password is "
+        "wrong or the user does not exist for this mechanism; check sasl.username / sasl.password "
+        "(or $KAFKA_EOS_SASL_PASSWORD), and for SCRAM that the user has credentials "
+        "(kafka-configs.sh --describe --entity-type users)"
+    )
+
+
+def _mechanism_error(address: str, config: Mapping[str, Any], exc: BaseException) -> KafkaEosError:
+    mechanism = _setting(config, "sasl.mechanisms") or _setting(config, "sasl.mechanism") or "PLAIN"
+    detail = str(exc).strip()
+    return AuthenticationError(
+        f"SASL mechanism {mechanism} is not enabled on the listener at {address} ({detail[:200]}); set "
+        "sasl.mechanism to one the listener enables (its sasl.enabled.mechanisms)",
+        runbook="authentication-failed",
+    )
+
+
+def _no_sasl_error(address: str, config: Mapping[str, Any]) -> KafkaEosError:
+    protocol = str(_setting(config, "security.protocol", "")).upper()
+    return SecurityProtocolMismatchError(
+        f"{address} is a listener without SASL but security.protocol is {protocol}: set "
+        f"security.protocol to {'SSL' if protocol == 'SASL_SSL' else 'PLAINTEXT'} (and drop the sasl.* "
+        "settings), or use the broker's SASL listener port"
+    )
+
+
+# -- librdkafka -------------------------------------------------------------------------------
+
+_LIBRDKAFKA_SSL = -181  # RD_KAFKA_RESP_ERR__SSL
+_LIBRDKAFKA_AUTH = -169  # RD_KAFKA_RESP_ERR__AUTHENTICATION
+_LIBRDKAFKA_TRANSPORT = -195  # RD_KAFKA_RESP_ERR__TRANSPORT
+
+
+def is_security_failure(code: int, text: str) -> bool:
+    """Whether a librdkafka error callback reports a TLS / SASL refusal (never healed by retrying)."""
+    upper = text.upper()
+    if code in (_LIBRDKAFKA_SSL, _LIBRDKAFKA_AUTH):
+        return True
+    return code == _LIBRDKAFKA_TRANSPORT and any(
+        marker in upper
+        for marker in (
+            "SECURITY.PROTOCOL",
+            "PLAINTEXT BROKER LISTENER",
+            "SSL LISTENER",
+            "SSL ROUTINES",
+            "SSL HANDSHAKE",
+            "CERTIFICATE VERIFY",
+        )
+    )
+
+
+def explain_librdkafka(config: Mapping[str, Any], code: int, text: str) -> KafkaEosError:
+    """The named error for a librdkafka security failure (``code``/``text`` from ``error_cb``)."""
+    address = _address_of(text) or str(_setting(config, "bootstrap.servers", "")).split(",")[0].strip()
+    upper = text.upper()
+    if code == _LIBRDKAFKA_AUTH:
+        if "MECHANISM" in upper and (
+            "UNSUPPORTED" in upper or "NOT ENABLED" in upper or "NOT SUPPORTED" in upper
+        ):
+            return _mechanism_error(address, config, RuntimeError(text))
+        if "ILLEGAL_SASL_STATE" in upper or "ILLEGAL SASL STATE" in upper:
+            return _no_sasl_error(address, config)
+        if "INVALID CREDENTIALS" in upper or "AUTHENTICATION FAILED" in upper:
+            return _credentials_error(address, config, RuntimeError(text))
+    named = explain(address, config, None)
+    if named is not None:
+        return named
+    return (AuthenticationError if code == _LIBRDKAFKA_AUTH else SecurityProtocolMismatchError)(
+        f"the connection to {address} was refused during the {'SASL' if code == _LIBRDKAFKA_AUTH else 'TLS'} "
+        f"handshake ({text.strip()[:300]}); check security.protocol, the ssl.* and sasl.* settings"
+    )
+
+
+def _address_of(text: str) -> str | None:
+    """``host:port`` out of librdkafka's ``sasl_ssl://host:port/1: ...`` prefix."""
+    head = text.split("://", 1)
+    if len(head) != 2:
+        return None
+    hostport = head[1].split("/", 1)[0]
+    return hostport if ":" in hostport else None
+
+
+_CONNECT_SLICE_S = 0.2
+
+
+def init_transactions_watched(
+    producer: Any,
+    timeout_s: float,
+    seen: list[tuple[int, str]],
+    config: Mapping[str, Any],
+    topic: str | None = None,
+) -> None:
+    """``producer.init_transactions(timeout_s)``, ending at the first TLS / SASL refusal.
+
+    librdkafka serves ``error_cb`` only from ``poll()``, never during ``init_transactions``, so a
+    refused handshake would be seen only after the whole timeout. So first the connection is
+    awaited in short Metadata slices (``list_topics``, no transaction state touched; ``topic``
+    keeps it to one topic), polling in between: ``seen`` is what the producer's ``error_cb``
+    appended, as ``(code, text)``. Once a broker answers, ``init_transactions`` gets the time left.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            producer.list_topics(topic, timeout=max(0.01, min(_CONNECT_SLICE_S, left)))
+            break
+        except Exception:
+            if time.monotonic() >= deadline:
+                break  # init_transactions reports the timeout in its own words
+        producer.poll(0)
+        for code, text in list(seen):
+            if is_security_failure(code, text):
+                raise explain_librdkafka(config, code, text)
+    producer.init_transactions(max(0.01, deadline - time.monotonic()))
