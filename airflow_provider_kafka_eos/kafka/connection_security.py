@@ -30,6 +30,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
 
 __all__ = [
     "PROBE_TIMEOUT_S",
+    "early_refusal",
     "explain",
     "explain_librdkafka",
     "init_transactions_watched",
@@ -131,6 +132,86 @@ def _answers_plaintext(address: str, deadline: float) -> bool:
     return correlation == 1 and 0 < size < 1 << 20
 
 
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def _sasl_handshake(address: str, config: Mapping[str, Any], mechanism: str) -> tuple[int, list[str]] | None:
+    """SaslHandshake v1 for ``mechanism``: ``(error code, enabled mechanisms)``, or None when the
+    listener closed or sent no answer (bounded by :data:`PROBE_TIMEOUT_S`)."""
+    host, port = _split(address)
+    deadline = time.monotonic() + PROBE_TIMEOUT_S
+    client_id, mech = b"kafka-eos-probe", mechanism.encode()
+    body = struct.pack(">hhih", 17, 1, 1, len(client_id)) + client_id + struct.pack(">h", len(mech)) + mech
+    tls = str(_setting(config, "security.protocol", "")).upper().endswith("SSL")
+    try:
+        with contextlib.ExitStack() as stack:
+            sock = stack.enter_context(
+                socket.create_connection((host, port), timeout=max(0.05, deadline - time.monotonic()))
+            )
+            if tls:
+                sock = stack.enter_context(
+                    _tls_context(config, verify=False).wrap_socket(sock, server_hostname=host)
+                )
+            sock.sendall(struct.pack(">i", len(body)) + body)
+            size, correlation = struct.unpack(">ii", _recv_exactly(sock, 8))
+            if correlation != 1 or not 0 < size < 1 << 16:
+                return None
+            payload = _recv_exactly(sock, size - 4)
+    except (OSError, ConnectionError, ValueError):
+        return None
+    error_code, count = struct.unpack(">hi", payload[:6])
+    mechanisms, offset = [], 6
+    for _ in range(max(0, count)):
+        (length,) = struct.unpack(">h", payload[offset : offset + 2])
+        mechanisms.append(payload[offset + 2 : offset + 2 + length].decode(errors="replace"))
+        offset += 2 + length
+    return error_code, mechanisms
+
+
+def early_refusal(address: str, config: Mapping[str, Any]) -> KafkaEosError | None:
+    """After a first unexplained close: a refusal the listener states outright (a TLS port met by a
+    plaintext client, a SASL mechanism it does not enable, no SASL at all), else None."""
+    protocol = str(_setting(config, "security.protocol", "PLAINTEXT")).upper()
+    if protocol in ("PLAINTEXT", "SASL_PLAINTEXT") and speaks_tls(address, config):
+        return _plaintext_at_tls_port(address, protocol)
+    if protocol.startswith("SASL"):
+        named = _sasl_probe(address, config)
+        if not isinstance(named, AuthenticationError) or "not enabled" in named.cause:
+            return named
+    return None
+
+
+def _plaintext_at_tls_port(address: str, protocol: str) -> KafkaEosError:
+    return SecurityProtocolMismatchError(
+        f"{address} is a TLS listener but security.protocol is {protocol}: set security.protocol "
+        f"to {'SASL_SSL' if protocol.startswith('SASL') else 'SSL'} and ssl.ca.location to the CA "
+        f"of the broker certificate (see it: openssl s_client -connect {address} -showcerts </dev/null)"
+    )
+
+
+def _sasl_probe(address: str, config: Mapping[str, Any]) -> KafkaEosError | None:
+    """A SASL client refused without a reason it could read: ask the listener which refusal it was."""
+    mechanism = str(_setting(config, "sasl.mechanisms") or _setting(config, "sasl.mechanism") or "GSSAPI")
+    answer = _sasl_handshake(address, config, mechanism.upper())
+    if answer is None:
+        return None
+    code, enabled = answer
+    if code == 33:  # UNSUPPORTED_SASL_MECHANISM
+        return _mechanism_error(address, config, RuntimeError(f"the listener enables {', '.join(enabled)}"))
+    if code == 34:  # ILLEGAL_SASL_STATE: a listener without SASL
+        return _no_sasl_error(address, config)
+    if code == 0:
+        return _credentials_error(address, config, RuntimeError("authentication failed"))
+    return None
+
+
 def speaks_tls(address: str, config: Mapping[str, Any], deadline: float | None = None) -> bool:
     """Whether ``address`` completes a TLS handshake (unverified; bounded by :data:`PROBE_TIMEOUT_S`)."""
     deadline = deadline if deadline is not None else time.monotonic() + PROBE_TIMEOUT_S
@@ -190,10 +271,20 @@ def _tls_probe(address: str, config: Mapping[str, Any]) -> KafkaEosError | None:
     return None
 
 
+def _ssl_reason(exc: BaseException) -> str | None:
+    """OpenSSL's reason of an ssl error, also when a client library kept only its text ("[SSL: X] ...")."""
+    if isinstance(exc, ssl.SSLError):
+        return getattr(exc, "reason", None) or type(exc).__name__
+    text = str(exc)
+    if "[SSL: " in text:
+        return text.split("[SSL: ", 1)[1].split("]", 1)[0]
+    return None
+
+
 def _tls_error(
-    address: str, config: Mapping[str, Any], err: ssl.SSLError, deadline: float
+    address: str, config: Mapping[str, Any], err: BaseException, deadline: float
 ) -> KafkaEosError | None:
-    reason = getattr(err, "reason", None) or ""
+    reason = _ssl_reason(err) or ""
     if isinstance(err, ssl.SSLEOFError) or reason in _NOT_TLS_REASONS or "EOF" in str(err):
         if _answers_plaintext(address, deadline):
             return SecurityProtocolMismatchError(
@@ -208,20 +299,24 @@ def _tls_error(
             f"against the broker's listener.security.protocol.map (try: openssl s_client -connect {address})"
         )
     if "CERTIFICATE_REQUIRED" in reason or "BAD_CERTIFICATE" in reason or "UNKNOWN_CA" in reason:
-        has_cert = bool(_setting(config, "ssl.certificate.location"))
-        return TlsCertificateError(
-            f"{address} requires a client certificate (mutual TLS) and refused "
-            + ("ours (not signed by a CA the broker trusts)" if has_cert else "the connection without one")
-            + "; set ssl.certificate.location and ssl.key.location to a certificate signed by the "
-            "broker's ssl.truststore CA"
-        )
+        return _client_certificate_error(address, config)
     return None
+
+
+def _client_certificate_error(address: str, config: Mapping[str, Any]) -> KafkaEosError:
+    has_cert = bool(_setting(config, "ssl.certificate.location"))
+    return TlsCertificateError(
+        f"{address} requires a client certificate (mutual TLS) and refused "
+        + ("ours (not signed by a CA the broker trusts)" if has_cert else "the connection without one")
+        + "; set ssl.certificate.location and ssl.key.location to a certificate signed by the "
+        "broker's ssl.truststore CA"
+    )
 
 
 def is_handshake_refusal(failure: BaseException) -> bool:
     """Whether a kafka-python connection failure is a TLS or SASL refusal (retrying cannot help)."""
     return any(
-        isinstance(exc, ssl.SSLError)
+        _ssl_reason(exc) is not None
         or type(exc).__name__ in ("UnsupportedSaslMechanismError", "IllegalSaslStateError")
         for exc in _chain(failure)
     )
@@ -237,7 +332,7 @@ def explain(
         name = type(exc).__name__
         if isinstance(exc, ssl.SSLCertVerificationError):
             return _certificate_error(address, config, exc)
-        if isinstance(exc, ssl.SSLError):
+        if _ssl_reason(exc) is not None:
             return _tls_error(address, config, exc, time.monotonic() + PROBE_TIMEOUT_S) or _tls_probe(
                 address, config
             )
@@ -248,15 +343,15 @@ def explain(
         if name == "IllegalSaslStateError":
             return _no_sasl_error(address, config)
     if protocol in ("SSL", "SASL_SSL"):
-        return _tls_probe(address, config)
-    # A plaintext client: is the port a TLS port?
-    if speaks_tls(address, config, time.monotonic() + PROBE_TIMEOUT_S):
-        return SecurityProtocolMismatchError(
-            f"{address} is a TLS listener but security.protocol is {protocol}: set security.protocol "
-            f"to {'SASL_SSL' if protocol.startswith('SASL') else 'SSL'} and ssl.ca.location to the CA "
-            f"of the broker certificate (see it: openssl s_client -connect {address} -showcerts </dev/null)"
-        )
-    return None
+        # kafka-python says "socket disconnected" only after its TLS handshake succeeded.
+        handshake_done = any("socket disconnected" in str(exc) for exc in _chain(failure))
+        named = None if handshake_done else _tls_probe(address, config)
+        if named is None and protocol == "SASL_SSL":
+            named = _sasl_probe(address, config)
+        return named
+    if speaks_tls(address, config):
+        return _plaintext_at_tls_port(address, protocol)
+    return _sasl_probe(address, config) if protocol == "SASL_PLAINTEXT" else None
 
 
 def _credentials_error(address: str, config: Mapping[str, Any], exc: BaseException) -> KafkaEosError:
@@ -294,6 +389,7 @@ def _no_sasl_error(address: str, config: Mapping[str, Any]) -> KafkaEosError:
 _LIBRDKAFKA_SSL = -181  # RD_KAFKA_RESP_ERR__SSL
 _LIBRDKAFKA_AUTH = -169  # RD_KAFKA_RESP_ERR__AUTHENTICATION
 _LIBRDKAFKA_TRANSPORT = -195  # RD_KAFKA_RESP_ERR__TRANSPORT
+_LIBRDKAFKA_ALL_DOWN = -187  # RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN
 
 
 def is_security_failure(code: int, text: str) -> bool:
@@ -319,14 +415,19 @@ def explain_librdkafka(config: Mapping[str, Any], code: int, text: str) -> Kafka
     address = _address_of(text) or str(_setting(config, "bootstrap.servers", "")).split(",")[0].strip()
     upper = text.upper()
     if code == _LIBRDKAFKA_AUTH:
+        if any(
+            m in upper
+            for m in ("ILLEGAL_SASL_STATE", "ILLEGAL SASL STATE", "NOT VALID IN CURRENT SASL STATE")
+        ):
+            return _no_sasl_error(address, config)
         if "MECHANISM" in upper and (
             "UNSUPPORTED" in upper or "NOT ENABLED" in upper or "NOT SUPPORTED" in upper
         ):
             return _mechanism_error(address, config, RuntimeError(text))
-        if "ILLEGAL_SASL_STATE" in upper or "ILLEGAL SASL STATE" in upper:
-            return _no_sasl_error(address, config)
         if "INVALID CREDENTIALS" in upper or "AUTHENTICATION FAILED" in upper:
             return _credentials_error(address, config, RuntimeError(text))
+    if any(m in upper for m in ("ALERT BAD CERTIFICATE", "CERTIFICATE REQUIRED", "ALERT UNKNOWN CA")):
+        return _client_certificate_error(address, config)
     named = explain(address, config, None)
     if named is not None:
         return named
@@ -364,6 +465,7 @@ def init_transactions_watched(
     appended, as ``(code, text)``. Once a broker answers, ``init_transactions`` gets the time left.
     """
     deadline = time.monotonic() + timeout_s
+    checked, probed = 0, False
     while True:
         left = deadline - time.monotonic()
         try:
@@ -373,7 +475,16 @@ def init_transactions_watched(
             if time.monotonic() >= deadline:
                 break  # init_transactions reports the timeout in its own words
         producer.poll(0)
-        for code, text in list(seen):
+        fresh, checked = seen[checked:], len(seen)
+        for code, text in fresh:
             if is_security_failure(code, text):
                 raise explain_librdkafka(config, code, text)
+        if not probed and any(code in (_LIBRDKAFKA_TRANSPORT, _LIBRDKAFKA_ALL_DOWN) for code, _ in fresh):
+            # librdkafka logs why (e.g. a plaintext client at a TLS port) but reports only
+            # "brokers are down": ask the listener once.
+            probed = True
+            address = str(_setting(config, "bootstrap.servers", "")).split(",")[0].strip()
+            named = explain(address, config, None)
+            if named is not None:
+                raise named
     producer.init_transactions(max(0.01, deadline - time.monotonic()))

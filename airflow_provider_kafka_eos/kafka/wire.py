@@ -37,8 +37,13 @@ from kafka.net.compat import KafkaNetClient
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest
 
 from airflow_provider_kafka_eos.kafka.config import REDACTED, KafkaClientConfig, is_secret_key
-from airflow_provider_kafka_eos.kafka.connection_security import explain, is_handshake_refusal, speaks_tls
-from airflow_provider_kafka_eos.kafka.errors import AuthorizationError, BrokerUnreachableError
+from airflow_provider_kafka_eos.kafka.connection_security import (
+    early_refusal,
+    explain,
+    is_handshake_refusal,
+    speaks_tls,
+)
+from airflow_provider_kafka_eos.kafka.errors import AuthorizationError, BrokerUnreachableError, KafkaEosError
 
 __all__ = ["COORDINATOR_TRANSACTION", "Wire", "error_name"]
 
@@ -185,11 +190,16 @@ class Wire:
                     # Kafka closes the connection right after refusing credentials; kafka-python may
                     # see the close before the SaslAuthenticate answer. Twice in a row is no accident.
                     # A plaintext client at a TLS port sees the same (closed before ApiVersions is
-                    # answered): on the second time, one bounded TLS probe says whether that is it.
+                    # answered). The first time, one bounded probe asks the listener whether it is a
+                    # TLS port or refuses the SASL mechanism (a refusal needs no second attempt).
                     dropped.append(exc)
-                    if len(dropped) < 2 or not (sasl or speaks_tls(first_address, settings)):
+                    early = early_refusal(first_address, settings) if len(dropped) == 1 else None
+                    if early is not None:
+                        refusals.append(early)
+                    elif len(dropped) >= 2 and (sasl or speaks_tls(first_address, settings)):
+                        refusals.append(exc)
+                    else:
                         return
-                    refusals.append(exc)
                 else:
                     return
                 manager.close()  # wrong credentials do not heal: end the bootstrap loop now
@@ -209,6 +219,8 @@ class Wire:
         except (*_CONNECTION_ERRORS, kerr.KafkaError) as exc:
             auth_failure = auth_errors[0] if auth_errors else _auth_failure(created)
             _discard(created)
+            if refusals and isinstance(refusals[0], KafkaEosError):
+                raise refusals[0] from None
             if auth_failure is not None or refusals:
                 named = explain(first_address, settings, auth_failure or refusals[0])
                 if named is not None:

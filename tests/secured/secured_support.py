@@ -24,8 +24,13 @@ PREFIX = "secured-"
 def acl_entries(principal: str) -> list[dict[str, Any]]:
     """What a pipeline principal needs: its topics, transactional ids and the verify consumer's group."""
     return [
-        {"principal": principal, "resource_type": rtype, "pattern_type": "PREFIXED", "name": name,
-         "operation": "ALL"}
+        {
+            "principal": principal,
+            "resource_type": rtype,
+            "pattern_type": "PREFIXED",
+            "name": name,
+            "operation": "ALL",
+        }
         for rtype, name in (("TOPIC", PREFIX), ("TRANSACTIONAL_ID", PREFIX), ("GROUP", "kafka-eos-verify-"))
     ]
 
@@ -78,3 +83,40 @@ def two_partition_pipeline(config: Mapping[str, Any], admin_config: Mapping[str,
     assert sorted(o.outcome for o in outcomes) == ["committed", "committed"]
     assert_exactly_once(count_keys(dict(config), topic), expected)
     return time.monotonic() - started
+
+
+LIMIT_S = 1.0
+
+
+def refusal_on_both_paths(
+    config: Mapping[str, Any], error_cls: type[Exception]
+) -> list[tuple[str, str, float]]:
+    """Connect with ``config`` through the kafka-python wire and the librdkafka producer; each must
+    raise ``error_cls`` within :data:`LIMIT_S`. Returns ``(path, message, seconds)`` per path."""
+    import pytest
+
+    from airflow_provider_kafka_eos.kafka.wire import Wire
+
+    client = KafkaClientConfig.from_mapping(dict(config))
+    results = []
+    started = time.monotonic()
+    with pytest.raises(error_cls) as caught:
+        Wire(client, connect_timeout_ms=10_000)
+    results.append(("kafka-python", str(caught.value), time.monotonic() - started))
+    txn = PartitionTransaction(
+        confluent_config=client.confluent(),
+        transactional_id=unique("refused"),
+        topic=unique("refused"),
+        transaction_timeout_ms=60_000,
+        protocol=TransactionProtocol(transaction_version=2, end_txn_version=5),
+        describe=lambda ids: {},
+        init_timeout_s=10,
+    )
+    started = time.monotonic()
+    with pytest.raises(error_cls) as caught:
+        txn.begin()
+    results.append(("librdkafka", str(caught.value), time.monotonic() - started))
+    for path, message, took in results:
+        assert took < LIMIT_S, (path, took, message)
+        assert "password" not in message.lower() or "sasl.password" in message, message
+    return results

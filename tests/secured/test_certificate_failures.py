@@ -30,8 +30,9 @@ def pki(tmp_path_factory):
         "other": other,
         "good": ca.issue("good", common_name="broker", names=("127.0.0.1", "localhost")),
         "wrong-name": ca.issue("wrong-name", common_name="broker", names=("broker-1.kafka.internal",)),
-        "expired": ca.issue("expired", common_name="broker", names=("127.0.0.1",), not_before_days=-3,
-                            valid_days=-1),
+        "expired": ca.issue(
+            "expired", common_name="broker", names=("127.0.0.1",), not_before_days=-3, valid_days=-1
+        ),
     }
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from secured_support import acl_entries, two_partition_pipeline, write_acl_file
+from secured_support import acl_entries, refusal_on_both_paths, two_partition_pipeline, write_acl_file
 
+from airflow_provider_kafka_eos.kafka.errors import SecurityProtocolMismatchError, TlsCertificateError
 from airflow_provider_kafka_eos.testing.apache_kafka.cluster import ApacheKafkaCluster
 
 pytestmark = pytest.mark.secured
@@ -41,3 +42,26 @@ def test_a_certificate_without_acls_is_refused(mtls_node):
     config = KafkaClientConfig.from_mapping(mtls_node.mtls_config(stranger))
     with TransactionAdmin(config) as admin, pytest.raises(AuthorizationError):
         admin.describe(["secured-not-mine"])
+
+
+def test_sasl_client_at_a_listener_without_sasl_is_named(mtls_node):
+    etl = mtls_node.issue_client_certificate("etl-sasl")
+    config = mtls_node.mtls_config(
+        etl,
+        **{
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "etl",
+            "sasl.password": "etl-secret",
+        },
+    )
+    for _path, message, _took in refusal_on_both_paths(config, SecurityProtocolMismatchError):
+        assert (
+            f"{mtls_node.bootstrap} is a listener without SASL but security.protocol is SASL_SSL" in message
+        )
+
+
+def test_missing_client_certificate_is_named(mtls_node):
+    config = mtls_node.client_config()
+    for _path, message, _took in refusal_on_both_paths(config, TlsCertificateError):
+        assert f"{mtls_node.bootstrap} requires a client certificate (mutual TLS)" in message

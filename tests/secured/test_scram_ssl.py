@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from secured_support import acl_entries, two_partition_pipeline, write_acl_file
+from secured_support import acl_entries, refusal_on_both_paths, two_partition_pipeline, write_acl_file
 
+from airflow_provider_kafka_eos.kafka.errors import AuthenticationError, SecurityProtocolMismatchError
 from airflow_provider_kafka_eos.testing.apache_kafka.cluster import ApacheKafkaCluster
 
 pytestmark = pytest.mark.secured
-
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +23,13 @@ def scram_node(tmp_path_factory):
         },
     )
     cluster = ApacheKafkaCluster(
-        {"tls": True, "sasl": True, "sasl_mechanism": "SCRAM-SHA-512", "acl_file": acl_file,
-         "data_dir": str(directory / "kafka")}
+        {
+            "tls": True,
+            "sasl": True,
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "acl_file": acl_file,
+            "data_dir": str(directory / "kafka"),
+        }
     )
     yield cluster
     cluster.stop()
@@ -34,3 +39,38 @@ def test_two_partition_pipeline_as_a_scram_user_over_tls(scram_node):
     config = scram_node.sasl_config("etl", "etl-secret")
     assert config["security.protocol"] == "SASL_SSL" and config["sasl.mechanism"] == "SCRAM-SHA-512"
     two_partition_pipeline(config, scram_node.admin_config())
+
+
+def _base(scram_node, **settings):
+    return {"bootstrap.servers": scram_node.bootstrap, **settings}
+
+
+def test_wrong_password_is_named_within_a_second(scram_node):
+    config = scram_node.sasl_config("etl", "not-the-secret")
+    for _path, message, _took in refusal_on_both_paths(config, AuthenticationError):
+        assert f"{scram_node.bootstrap} refused the credentials of SASL user 'etl'" in message
+        assert "not-the-secret" not in message
+        assert "--runbook authentication-failed" in message
+
+
+def test_mechanism_not_enabled_on_the_listener_is_named(scram_node):
+    config = scram_node.sasl_config("etl", "etl-secret", **{"sasl.mechanism": "PLAIN"})
+    for _path, message, _took in refusal_on_both_paths(config, AuthenticationError):
+        assert f"SASL mechanism PLAIN is not enabled on the listener at {scram_node.bootstrap}" in message
+
+
+def test_plaintext_client_at_the_tls_port_is_named(scram_node):
+    config = _base(scram_node, **{"security.protocol": "PLAINTEXT"})
+    for _path, message, _took in refusal_on_both_paths(config, SecurityProtocolMismatchError):
+        assert f"{scram_node.bootstrap} is a TLS listener but security.protocol is PLAINTEXT" in message
+
+
+def test_tls_client_at_a_plaintext_port_is_named(scram_node):
+    internal = scram_node.nodes[0].probe_address  # the node's SASL_PLAINTEXT listener
+    config = {
+        "bootstrap.servers": internal,
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(scram_node.tls_dir / "ca.pem"),
+    }
+    for _path, message, _took in refusal_on_both_paths(config, SecurityProtocolMismatchError):
+        assert f"{internal} is a plaintext listener" in message
