@@ -371,7 +371,7 @@ def _mechanism_error(address: str, config: Mapping[str, Any], exc: BaseException
     return AuthenticationError(
         f"SASL mechanism {mechanism} is not enabled on the listener at {address} ({detail[:200]}); set "
         "sasl.mechanism to one the listener enables (its sasl.enabled.mechanisms)",
-        runbook="authentication-failed",
+        runbook="sasl-authentication",
     )
 
 

@@ -107,7 +107,7 @@ class AuthorizationError(KafkaEosError):
 class AuthenticationError(AuthorizationError):
     """The broker refused the credentials or the SASL mechanism (it answered; waiting will not help)."""
 
-    default_runbook = "authentication-failed"
+    default_runbook = "sasl-authentication"
 
 
 class SecureConnectionError(KafkaEosError):

@@ -50,7 +50,7 @@ def test_wrong_password_is_named_within_a_second(scram_node):
     for _path, message, _took in refusal_on_both_paths(config, AuthenticationError):
         assert f"{scram_node.bootstrap} refused the credentials of SASL user 'etl'" in message
         assert "not-the-secret" not in message
-        assert "--runbook authentication-failed" in message
+        assert "--runbook sasl-authentication" in message
 
 
 def test_mechanism_not_enabled_on_the_listener_is_named(scram_node):
