@@ -176,15 +176,16 @@ def _sasl_handshake(address: str, config: Mapping[str, Any], mechanism: str) -> 
 
 
 def early_refusal(address: str, config: Mapping[str, Any]) -> KafkaEosError | None:
-    """After a first unexplained close: a refusal the listener states outright (a TLS port met by a
-    plaintext client, a SASL mechanism it does not enable, no SASL at all), else None."""
+    """After a first unexplained close: the refusal the listener states when asked (a TLS port met by
+    a plaintext client, a SASL mechanism it does not enable, no SASL at all, or an enabled mechanism
+    and so refused credentials), else None (then it was no refusal: the client retries)."""
     protocol = str(_setting(config, "security.protocol", "PLAINTEXT")).upper()
     if protocol in ("PLAINTEXT", "SASL_PLAINTEXT") and speaks_tls(address, config):
         return _plaintext_at_tls_port(address, protocol)
     if protocol.startswith("SASL"):
-        named = _sasl_probe(address, config)
-        if not isinstance(named, AuthenticationError) or "not enabled" in named.cause:
-            return named
+        # The listener is up and enables the mechanism, yet closed during the SASL exchange: Kafka
+        # does exactly that after refusing credentials (kafka-python may see the close first).
+        return _sasl_probe(address, config)
     return None
 
 

@@ -191,12 +191,12 @@ class PartitionTransaction:
             init_transactions_watched(
                 producer, self._init_timeout_s, self._connection_errors, self._connection, self.topic
             )
-        except KafkaEosError:
-            del producer
-            self.release()
-            raise
         except Exception as exc:
-            error = _translate(exc, self.transactional_id, "init_transactions")
+            error = (
+                exc.with_traceback(None)  # its traceback would keep the producer alive
+                if isinstance(exc, KafkaEosError)
+                else _translate(exc, self.transactional_id, "init_transactions")
+            )
             # A producer that could not initialise holds no transaction; drop it (and this
             # frame's reference, which the traceback would keep) so it stops dialling the brokers.
             del producer

@@ -117,6 +117,7 @@ def refusal_on_both_paths(
         txn.begin()
     results.append(("librdkafka", str(caught.value), time.monotonic() - started))
     for path, message, took in results:
+        print(f"refusal {error_cls.__name__} {path} {took * 1000:.0f} ms: {message.split('. Next step')[0]}")
         assert took < LIMIT_S, (path, took, message)
         assert "password" not in message.lower() or "sasl.password" in message, message
     return results
