@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kafka.net.sasl.oauth import AbstractTokenProvider
+
 from airflow_provider_kafka_eos.kafka.errors import ConfigError
 from airflow_provider_kafka_eos.kafka.jaas import JaasSyntaxError, parse_jaas_config
 from airflow_provider_kafka_eos.kafka.java_properties import read_properties_file
@@ -478,7 +480,7 @@ class KafkaClientConfig:
         )
 
 
-class ClientCredentialsTokenProvider:
+class ClientCredentialsTokenProvider(AbstractTokenProvider):
     """OAuth 2 client-credentials tokens for kafka-python's OAUTHBEARER (librdkafka's ``oidc`` method).
 
     Caches the token until shortly before it expires. The secret lives only in this object
@@ -488,8 +490,6 @@ class ClientCredentialsTokenProvider:
     def __init__(
         self, *, token_endpoint_url: str, client_id: str, client_secret: str, scope: str | None = None
     ):
-        from kafka.net.sasl.oauth import AbstractTokenProvider  # noqa: F401  (fail early if the API moved)
-
         self._url = token_endpoint_url
         self._client_id = client_id
         self._secret = client_secret

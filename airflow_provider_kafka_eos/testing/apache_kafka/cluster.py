@@ -242,6 +242,8 @@ class ApacheKafkaCluster(BrokerHandle):
         opts = self.options
         if opts.mtls:
             return self.mtls_config(self._mtls_admin, **extra)
+        if opts.internal_listener and opts.uses_sasl and opts.sasl_mechanism == "OAUTHBEARER":
+            return PlainAdmin.config(self, **extra)  # tokens come from the test's identity provider
         if opts.internal_listener and opts.uses_sasl:
             users = opts.security_doc()["users"]
             name = next((u for u in ("admin", *sorted(users)) if u in users), None)
@@ -396,6 +398,12 @@ class ApacheKafkaCluster(BrokerHandle):
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={node.directory / 'log4j2.properties'}",
             f"-Dkafka.logs.dir={node.directory}",
+            # Kafka 4.x fetches OAUTHBEARER JWKS / token URLs only from this allow-list.
+            *(
+                [f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.options.oidc_jwks_url}"]
+                if self.options.oidc_jwks_url
+                else []
+            ),
             "-cp",
             classpath,
             *main,

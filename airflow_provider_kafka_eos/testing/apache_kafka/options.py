@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import urllib.parse
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -21,7 +22,7 @@ CLIENT_LISTENER = "CLIENT"
 # nodes replicate over it and the launcher probes readiness and creates ACLs through it, so the
 # client listener carries exactly the mode under test and nothing of the launcher's own.
 INTERNAL_LISTENER = "INTERNAL"
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 # The mTLS mode's super user: the launcher issues a client certificate with this subject.
 MTLS_ADMIN_DN = "CN=admin,O=kafka-eos"
 
@@ -44,6 +45,7 @@ class KafkaOptions:
     tls: bool = False  # the client listener speaks TLS: SSL, or SASL_SSL with sasl
     mtls: bool = False  # SSL with required client certificates; principal = certificate DN (no SASL)
     sasl_mechanism: str = "PLAIN"  # of the client listener; SCRAM users are added at format time
+    oidc_jwks_url: str | None = None  # OAUTHBEARER: the JWKS the broker validates tokens against
     transaction_max_timeout_ms: int = 900_000
     abort_check_interval_ms: int = 10_000
     transaction_version: int = 2
@@ -91,6 +93,8 @@ class KafkaOptions:
             raise ValueError("mtls authenticates by client certificate: it cannot be combined with sasl")
         if self.sasl_mechanism != "PLAIN" and not self.sasl:
             raise ValueError(f"sasl_mechanism {self.sasl_mechanism} needs sasl")
+        if (self.sasl_mechanism == "OAUTHBEARER") != bool(self.oidc_jwks_url):
+            raise ValueError("sasl_mechanism OAUTHBEARER and oidc_jwks_url go together (see oidc.py)")
 
     @property
     def secured(self) -> bool:
@@ -298,6 +302,16 @@ def _secured_listeners(
         if mechanism == "PLAIN":
             entries = " ".join(f"user_{name}={_jaas_quote(pw)}" for name, pw in sorted(doc["users"].items()))
             jaas = f"org.apache.kafka.common.security.plain.PlainLoginModule required {entries};"
+        elif mechanism == "OAUTHBEARER":  # Kafka 4.4's OIDC validation: JWT signature, exp, aud
+            jaas = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+            props[f"listener.name.{client}.oauthbearer.sasl.server.callback.handler.class"] = (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+            )
+            props["sasl.oauthbearer.jwks.endpoint.url"] = str(opts.oidc_jwks_url)
+            props["sasl.oauthbearer.expected.audience"] = "kafka"
+            # The issuer of oidc.OidcServer's tokens: its own origin.
+            origin = urllib.parse.urlsplit(str(opts.oidc_jwks_url))
+            props["sasl.oauthbearer.expected.issuer"] = f"{origin.scheme}://{origin.netloc}"
         else:  # SCRAM: the credentials live in the metadata log (added at format time)
             jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
         props[f"listener.name.{client}.{mechanism.lower()}.sasl.jaas.config"] = jaas
