@@ -21,7 +21,7 @@ from typing import Any
 
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
-from airflow_provider_kafka_eos.kafka.errors import ConfigError
+from airflow_provider_kafka_eos.kafka.errors import AuthenticationError, ConfigError
 from airflow_provider_kafka_eos.kafka.jaas import JaasSyntaxError, parse_jaas_config
 from airflow_provider_kafka_eos.kafka.java_properties import read_properties_file
 
@@ -500,6 +500,7 @@ class ClientCredentialsTokenProvider(AbstractTokenProvider):
     def token(self) -> str:
         import json
         import time
+        import urllib.error
         import urllib.parse
         import urllib.request
 
@@ -518,9 +519,22 @@ class ClientCredentialsTokenProvider(AbstractTokenProvider):
         request = urllib.request.Request(  # noqa: S310 (scheme checked just above)
             self._url, data=urllib.parse.urlencode(form).encode(), method="POST"
         )
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (scheme checked)
-            payload = json.loads(response.read())
-        self._token = payload["access_token"]
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (scheme checked)
+                payload = json.loads(response.read())
+            token = payload["access_token"]
+        except urllib.error.HTTPError as exc:
+            raise AuthenticationError(
+                f"the token endpoint {self._url} refused client id {self._client_id!r} "
+                f"(HTTP {exc.code} {exc.reason}); check sasl.oauthbearer.client.id / .client.secret"
+            ) from None
+        except (OSError, ValueError, KeyError) as exc:
+            reason = getattr(exc, "reason", None) or type(exc).__name__
+            raise AuthenticationError(
+                f"no token from the token endpoint {self._url} ({reason}); check "
+                "sasl.oauthbearer.token.endpoint.url and that the identity provider is up"
+            ) from None
+        self._token = token
         self._expires_at = time.time() + float(payload.get("expires_in", 300))
         return self._token
 
@@ -562,3 +576,4 @@ def _translate_jaas(value: str, mechanism: str, source: str) -> dict[str, str]:
         f"{source}: key 'sasl.jaas.config' uses {module}, which cannot be translated "
         f"(mechanism {mechanism}); use librdkafka 'sasl.*' keys instead"
     )
+

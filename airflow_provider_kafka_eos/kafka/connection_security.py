@@ -23,6 +23,7 @@ from typing import Any
 
 from airflow_provider_kafka_eos.kafka.errors import (
     AuthenticationError,
+    ConfigError,
     KafkaEosError,
     SecurityProtocolMismatchError,
     TlsCertificateError,
@@ -318,7 +319,9 @@ def is_handshake_refusal(failure: BaseException) -> bool:
     """Whether a kafka-python connection failure is a TLS or SASL refusal (retrying cannot help)."""
     return any(
         _ssl_reason(exc) is not None
-        or type(exc).__name__ in ("UnsupportedSaslMechanismError", "IllegalSaslStateError")
+        or isinstance(exc, KafkaEosError)  # e.g. the OAUTHBEARER token provider's named refusal
+        or type(exc).__name__
+        in ("UnsupportedSaslMechanismError", "IllegalSaslStateError", "KafkaConfigurationError")
         for exc in _chain(failure)
     )
 
@@ -331,6 +334,10 @@ def explain(
     protocol = str(_setting(config, "security.protocol", "PLAINTEXT")).upper()
     for exc in _chain(failure):
         name = type(exc).__name__
+        if isinstance(exc, KafkaEosError):
+            return exc.with_traceback(None)
+        if name == "KafkaConfigurationError":
+            return ConfigError(f"kafka-python refused the connection settings for {address}: {exc}")
         if isinstance(exc, ssl.SSLCertVerificationError):
             return _certificate_error(address, config, exc)
         if _ssl_reason(exc) is not None:
@@ -358,6 +365,15 @@ def explain(
 def _credentials_error(address: str, config: Mapping[str, Any], exc: BaseException) -> KafkaEosError:
     user = _setting(config, "sasl.username") or "(none)"
     mechanism = _setting(config, "sasl.mechanisms") or _setting(config, "sasl.mechanism") or "PLAIN"
+    if str(mechanism).upper() == "OAUTHBEARER":
+        detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else "no reason given"
+        return AuthenticationError(
+            f"{address} refused the OAUTHBEARER token of client id "
+            f"{_setting(config, 'sasl.oauthbearer.client.id')!r} ({detail}): it is expired, for another "
+            "audience or issuer, or not signed by a key of the broker's JWKS "
+            "(sasl.oauthbearer.jwks.endpoint.url, .expected.audience, .expected.issuer); check the token "
+            "endpoint and the clocks of the client, the identity provider and the broker"
+        )
     return AuthenticationError(
         f"{address} refused the credentials of SASL user {user!r} ({mechanism}): the password is "
         "wrong or the user does not exist for this mechanism; check sasl.username / sasl.password "
@@ -415,6 +431,12 @@ def explain_librdkafka(config: Mapping[str, Any], code: int, text: str) -> Kafka
     """The named error for a librdkafka security failure (``code``/``text`` from ``error_cb``)."""
     address = _address_of(text) or str(_setting(config, "bootstrap.servers", "")).split(",")[0].strip()
     upper = text.upper()
+    if code == _LIBRDKAFKA_AUTH and "OAUTHBEARER" in upper and "TOKEN" in upper:
+        return AuthenticationError(
+            f"no OAUTHBEARER token for client id {_setting(config, 'sasl.oauthbearer.client.id')!r} from "
+            f"{_setting(config, 'sasl.oauthbearer.token.endpoint.url')} ({text.strip()[:300]}); check "
+            "sasl.oauthbearer.client.id / .client.secret / .token.endpoint.url and the identity provider"
+        )
     if code == _LIBRDKAFKA_AUTH:
         if any(
             m in upper

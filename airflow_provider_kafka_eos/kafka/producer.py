@@ -144,7 +144,11 @@ class PartitionTransaction:
         self.producer_epoch = -1
         settings = producer_settings(confluent_config, transactional_id, transaction_timeout_ms)
         # What connection_security needs to name a refused handshake (no secret kept here).
-        self._connection = {k: v for k, v in settings.items() if not callable(v) and not is_secret_key(k)}
+        self._connection = {
+            k: v
+            for k, v in settings.items()
+            if not callable(v) and (not is_secret_key(k) or k == "sasl.oauthbearer.token.endpoint.url")
+        }
         settings["stats_cb"] = self._on_stats
         settings["error_cb"] = self._on_error
         if producer_factory is None:

@@ -8,8 +8,9 @@ the principal is the token's subject.
 from __future__ import annotations
 
 import pytest
-from secured_support import acl_entries, two_partition_pipeline, write_acl_file
+from secured_support import acl_entries, refusal_on_both_paths, two_partition_pipeline, write_acl_file
 
+from airflow_provider_kafka_eos.kafka.errors import AuthenticationError
 from airflow_provider_kafka_eos.testing.apache_kafka.cluster import ApacheKafkaCluster
 from airflow_provider_kafka_eos.testing.apache_kafka.oidc import OidcServer
 
@@ -60,3 +61,30 @@ def test_two_partition_pipeline_as_a_token_subject(oauth_node, idp):
     before = idp.issued
     two_partition_pipeline(_oauth_config(oauth_node, idp, "etl", secret), oauth_node.admin_config())
     assert idp.issued > before  # both client paths fetched tokens from the endpoint
+
+
+def test_wrong_client_secret_is_named_on_both_paths(oauth_node, idp):
+    idp.add_client("etl-wrong")
+    config = _oauth_config(oauth_node, idp, "etl-wrong", "not-the-secret")
+    for _path, message, _took in refusal_on_both_paths(config, AuthenticationError):
+        assert idp.token_url in message and "etl-wrong" in message
+        assert "not-the-secret" not in message
+
+
+def test_token_endpoint_down_is_named(oauth_node, idp):
+    from airflow_provider_kafka_eos.testing.apache_kafka.cluster import free_port
+
+    config = _oauth_config(oauth_node, idp, "etl", "any")
+    config["sasl.oauthbearer.token.endpoint.url"] = f"http://127.0.0.1:{free_port()}/token"
+    for _path, message, _took in refusal_on_both_paths(config, AuthenticationError):
+        assert config["sasl.oauthbearer.token.endpoint.url"] in message
+
+
+def test_expired_token_is_named(oauth_node, idp):
+    secret = idp.add_client("etl-expired", lifetime_s=-120)
+    config = _oauth_config(oauth_node, idp, "etl-expired", secret)
+    kafka_python, librdkafka = refusal_on_both_paths(config, AuthenticationError)
+    # The broker refuses it on the kafka-python path; librdkafka refuses the expired token itself.
+    assert f"{oauth_node.bootstrap} refused the OAUTHBEARER token of client id 'etl-expired'" in kafka_python[1]
+    assert "no OAUTHBEARER token for client id 'etl-expired'" in librdkafka[1]
+    assert "Must supply an unexpired token" in librdkafka[1]

@@ -40,6 +40,7 @@ class OidcServer:
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self._kid = secrets.token_hex(8)
         self._clients: dict[str, str] = {}
+        self._lifetimes: dict[str, int] = {}
         self.issued = 0
         server = self
 
@@ -71,7 +72,8 @@ class OidcServer:
                 if server._clients.get(client_id) != secret:
                     self._json(401, {"error": "invalid_client"})
                     return
-                self._json(200, server.token_response(client_id, form.get("scope")))
+                lifetime = server._lifetimes.get(client_id, TOKEN_LIFETIME_S)
+                self._json(200, server.token_response(client_id, form.get("scope"), lifetime_s=lifetime))
 
             def _json(self, status: int, body: dict[str, Any]) -> None:
                 data = json.dumps(body).encode()
@@ -90,8 +92,11 @@ class OidcServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="oidc-idp", daemon=True)
         self._thread.start()
 
-    def add_client(self, client_id: str, secret: str | None = None) -> str:
-        """Register a client; returns its secret."""
+    def add_client(
+        self, client_id: str, secret: str | None = None, *, lifetime_s: int = TOKEN_LIFETIME_S
+    ) -> str:
+        """Register a client (``lifetime_s`` < 0 issues expired tokens); returns its secret."""
+        self._lifetimes[client_id] = lifetime_s
         self._clients[client_id] = secret or secrets.token_urlsafe(18)
         return self._clients[client_id]
 
@@ -124,7 +129,7 @@ class OidcServer:
         }
         token = jwt.encode(claims, self._key, algorithm="RS256", headers={"kid": self._kid})
         self.issued += 1
-        return {"access_token": token, "token_type": "Bearer", "expires_in": lifetime_s}
+        return {"access_token": token, "token_type": "Bearer", "expires_in": max(lifetime_s, 1)}
 
     def close(self) -> None:
         self._httpd.shutdown()
