@@ -13,6 +13,10 @@ server.pem, whose names are the node hosts, localhost and 127.0.0.1):
         certificate's subject DN (User:CN=...,O=...), ACLs name it; DATA_DIR/tls/client-admin.pem
         (User:CN=admin,O=kafka-eos) is a super user
   --tls   SSL without client authentication (no ACLs)
+  --tls --sasl-mechanism OAUTHBEARER   SASL_SSL with OAUTHBEARER validated by Kafka's OIDC support
+        against a loopback identity provider this command serves (JWKS + client-credentials token
+        endpoint, printed on stderr); its clients are the ACL file's users (or admin/admin-secret),
+        the user name as client id and the password as client secret; the principal is User:<client id>
 
 A client of a TLS mode sets security.protocol (SSL or SASL_SSL) and ssl.ca.location=DATA_DIR/tls/ca.pem;
 docs/security.md shows whole client configurations.
@@ -61,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--sasl-mechanism",
-        choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+        choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"),
         default=None,
         help="the client listener's SASL mechanism (implies --sasl; SCRAM users added at format time)",
     )
@@ -100,6 +104,14 @@ def main(argv: list[str] | None = None) -> int:
         default_partitions=args.partitions,
         auto_create_topics=args.auto_create_topics,
     )
+    idp = None
+    if options.sasl_mechanism == "OAUTHBEARER":
+        from .oidc import OidcServer
+
+        idp = OidcServer()
+        for name, secret in options.security_doc()["users"].items():
+            idp.add_client(name, secret)
+        options.oidc_jwks_url = idp.jwks_url
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -108,9 +120,13 @@ def main(argv: list[str] | None = None) -> int:
         cluster = ApacheKafkaCluster(options)
     except (JarFetchError, KafkaStartError, ValueError, OSError) as exc:
         print(f"run kafka: {exc}", file=sys.stderr, flush=True)
+        if idp is not None:
+            idp.close()
         return 1
     try:
         print(f"data and node logs in {cluster.data_dir}", file=sys.stderr, flush=True)
+        if idp is not None:
+            print(f"OAUTHBEARER token endpoint {idp.token_url}", file=sys.stderr, flush=True)
         if options.uses_tls:
             print(
                 f"{options.client_protocol}: CA {cluster.tls_dir / 'ca.pem'}", file=sys.stderr, flush=True
@@ -119,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         stop.wait()
     finally:
         cluster.stop()
+        if idp is not None:
+            idp.close()
     return 0
 
 
