@@ -19,6 +19,7 @@ import ssl
 import struct
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.errors import (
@@ -31,6 +32,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
 
 __all__ = [
     "PROBE_TIMEOUT_S",
+    "check_client_files",
     "early_refusal",
     "explain",
     "explain_librdkafka",
@@ -511,3 +513,59 @@ def init_transactions_watched(
             if named is not None:
                 raise named
     producer.init_transactions(max(0.01, deadline - time.monotonic()))
+
+
+_CLIENT_FILES = {
+    "ssl.ca.location": "the CA file",
+    "ssl.certificate.location": "the client certificate",
+    "ssl.key.location": "the client key",
+}
+
+
+def check_client_files(config: Mapping[str, Any]) -> None:
+    """The TLS files a client is about to use: present, readable, and the key opens with its password.
+
+    Both client libraries report a missing file or a wrong key password in their own words (or,
+    kafka-python, by retrying the connection until its timeout); this names the setting and the
+    file before any connection, without the password. Runs where the client runs (a Spark
+    executor's files are checked on the executor).
+    """
+    for key, what in _CLIENT_FILES.items():
+        path = _setting(config, key)
+        if not path or (key == "ssl.ca.location" and str(path) == "probe"):
+            continue
+        try:
+            with open(path, "rb") as fh:
+                fh.read(1)
+        except IsADirectoryError:
+            if key == "ssl.ca.location":
+                continue  # a directory of CA certificates (librdkafka and OpenSSL accept it)
+            raise ConfigError(f"{key}: {what} {path} is a directory, not a PEM file") from None
+        except OSError as exc:
+            raise ConfigError(
+                f"{key}: {what} {path} cannot be read ({exc.strerror or type(exc).__name__}); "
+                "fix the path or the file's permissions for the user the client runs as",
+                runbook="tls-certificate",
+            ) from None
+    cert, key = _setting(config, "ssl.certificate.location"), _setting(config, "ssl.key.location")
+    if cert and key:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        password = _setting(config, "ssl.key.password")
+        try:
+            ctx.load_cert_chain(cert, key, password=(lambda: str(password)) if password else (lambda: ""))
+        except (ssl.SSLError, ValueError, OSError) as exc:
+            reason = getattr(exc, "reason", None) or type(exc).__name__
+            try:
+                encrypted = b"ENCRYPTED" in Path(key).read_bytes()[:4096]
+            except OSError:
+                encrypted = False
+            hint = (
+                "ssl.key.password is wrong or missing for this encrypted key"
+                if encrypted
+                else "the key does not match the certificate, or one of them is not PEM"
+            )
+            raise ConfigError(
+                f"ssl.key.location: the client key {key} cannot be loaded with the certificate {cert} "
+                f"({reason}): {hint}",
+                runbook="tls-certificate",
+            ) from None

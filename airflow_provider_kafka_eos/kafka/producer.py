@@ -31,7 +31,7 @@ from typing import Any
 
 from airflow_provider_kafka_eos.kafka.committable import Committable, TopicPartition
 from airflow_provider_kafka_eos.kafka.config import is_secret_key
-from airflow_provider_kafka_eos.kafka.connection_security import init_transactions_watched
+from airflow_provider_kafka_eos.kafka.connection_security import check_client_files, init_transactions_watched
 from airflow_provider_kafka_eos.kafka.errors import (
     BrokerUnreachableError,
     KafkaEosError,
@@ -155,6 +155,7 @@ class PartitionTransaction:
             from confluent_kafka import Producer
 
             producer_factory = Producer
+        check_client_files(settings)  # a missing file or a wrong key password, named first
         self._producer: Any = producer_factory(settings)
 
     # -- librdkafka callbacks ----------------------------------------------------------------

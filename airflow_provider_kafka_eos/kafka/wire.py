@@ -38,6 +38,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest
 
 from airflow_provider_kafka_eos.kafka.config import REDACTED, KafkaClientConfig, is_secret_key
 from airflow_provider_kafka_eos.kafka.connection_security import (
+    check_client_files,
     early_refusal,
     explain,
     is_handshake_refusal,
@@ -146,6 +147,7 @@ class Wire:
                 raise BrokerUnreachableError(f"no time left to contact {config.bootstrap_servers}")
             connect_timeout_ms = max(1, min(connect_timeout_ms, left_ms))
             request_timeout_ms = max(1, min(request_timeout_ms, left_ms))
+        check_client_files(config.confluent())
         kwargs = config.kafka_python()
         kwargs.setdefault("client_id", client_id)
         kwargs["request_timeout_ms"] = request_timeout_ms
