@@ -74,3 +74,51 @@ def test_tls_client_at_a_plaintext_port_is_named(scram_node):
     }
     for _path, message, _took in refusal_on_both_paths(config, SecurityProtocolMismatchError):
         assert f"{internal} is a plaintext listener" in message
+
+
+def _store_style_properties(path, node, password):
+    """A client.properties as Java's Properties.store writes it (``\\=`` inside the JAAS value)."""
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username\\="etl" password\\="{password}";'
+    )
+    path.write_text(
+        "#written by java.util.Properties.store\n"
+        f"bootstrap.servers={node.bootstrap.replace(':', chr(92) + ':')}\n"
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        f"sasl.jaas.config={jaas}\n"
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={node.tls_dir / 'ca.pem'}\n"
+    )
+    path.chmod(0o600)
+    return path
+
+
+def _cli(*args):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tool = str(Path(sys.executable).with_name("kafka-eos-txn"))
+    return subprocess.run([tool, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_cli_with_a_store_style_client_properties_lists_over_sasl_ssl(scram_node, tmp_path):
+    config = _store_style_properties(tmp_path / "client.properties", scram_node, "etl-secret")
+    result = _cli(
+        "--action", "list", "--command-config", str(config), "--prefix", "secured-", "--timeout", "20s"
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_cli_with_a_wrong_password_names_the_refusal(scram_node, tmp_path):
+    config = _store_style_properties(tmp_path / "client.properties", scram_node, "not-the-secret")
+    result = _cli(
+        "--action", "list", "--command-config", str(config), "--prefix", "secured-", "--timeout", "20s"
+    )
+    assert result.returncode != 0
+    assert (
+        f"{scram_node.bootstrap} refused the credentials of SASL user 'etl' (SCRAM-SHA-512)" in result.stderr
+    )
+    assert "not-the-secret" not in result.stderr + result.stdout
