@@ -45,10 +45,16 @@ def unique(stem: str) -> str:
     return f"{PREFIX}{stem}-{uuid.uuid4().hex[:8]}"
 
 
-def two_partition_pipeline(config: Mapping[str, Any], admin_config: Mapping[str, Any]) -> float:
-    """Create a 2-partition topic, write one transaction per partition through the provider's
-    librdkafka path, commit both through the transaction admin (kafka-python wire), and count
-    keys as a read_committed consumer. Returns the seconds it took."""
+PRODUCER_PATHS = ("librdkafka", "arrow")
+
+
+def two_partition_pipeline(
+    config: Mapping[str, Any], admin_config: Mapping[str, Any], path: str = "librdkafka"
+) -> float:
+    """Create a 2-partition topic, write one transaction per partition through one of the
+    provider's producer paths (``librdkafka``: confluent-kafka; ``arrow``: RecordBatch v2 over the
+    kafka-python wire), commit both through the transaction admin, and count keys as a
+    read_committed consumer. Returns the seconds it took."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     started = time.monotonic()
@@ -64,18 +70,38 @@ def two_partition_pipeline(config: Mapping[str, Any], admin_config: Mapping[str,
             tid = unique(f"p{partition}")
             keys = [f"{tid}/{i}".encode() for i in range(50)]
             expected += keys
-            txn = PartitionTransaction(
-                confluent_config=client.confluent(),
-                transactional_id=tid,
-                topic=topic,
-                transaction_timeout_ms=60_000,
-                protocol=protocol,
-                describe=txn_admin.describe,
-                init_timeout_s=30,
-            )
-            txn.begin()
-            txn.write_rows(keys, [b"v"] * len(keys), partitions=[partition] * len(keys))
-            committable = txn.prepare()
+            if path == "arrow":
+                import pyarrow as pa
+
+                from airflow_provider_kafka_eos.kafka.arrow_producer import ArrowPartitionTransaction
+
+                arrow = ArrowPartitionTransaction(
+                    admin=txn_admin,
+                    transactional_id=tid,
+                    topic=topic,
+                    transaction_timeout_ms=60_000,
+                    protocol=protocol,
+                )
+                arrow.begin()
+                arrow.write_columns(
+                    pa.array(keys, pa.binary()),
+                    pa.array([b"v"] * len(keys), pa.binary()),
+                    partitions=pa.array([partition] * len(keys), pa.int32()),
+                )
+                committable = arrow.prepare()
+            else:
+                txn = PartitionTransaction(
+                    confluent_config=client.confluent(),
+                    transactional_id=tid,
+                    topic=topic,
+                    transaction_timeout_ms=60_000,
+                    protocol=protocol,
+                    describe=txn_admin.describe,
+                    init_timeout_s=30,
+                )
+                txn.begin()
+                txn.write_rows(keys, [b"v"] * len(keys), partitions=[partition] * len(keys))
+                committable = txn.prepare()
             assert committable is not None
             committables.append(committable)
         assert count_keys(dict(config), topic) == {}  # prepared, not visible to read_committed

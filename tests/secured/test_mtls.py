@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from secured_support import acl_entries, refusal_on_both_paths, two_partition_pipeline, write_acl_file
+from secured_support import (
+    PRODUCER_PATHS,
+    acl_entries,
+    refusal_on_both_paths,
+    two_partition_pipeline,
+    write_acl_file,
+)
 
 from airflow_provider_kafka_eos.kafka.errors import SecurityProtocolMismatchError, TlsCertificateError
 from airflow_provider_kafka_eos.testing.apache_kafka.cluster import ApacheKafkaCluster
@@ -25,12 +31,13 @@ def mtls_node(tmp_path_factory):
     cluster.stop()
 
 
-def test_two_partition_pipeline_as_a_certificate_principal(mtls_node):
+@pytest.mark.parametrize("path", PRODUCER_PATHS)
+def test_two_partition_pipeline_as_a_certificate_principal(mtls_node, path):
     etl = mtls_node.issue_client_certificate("etl")
     assert etl.subject == ETL_DN
     config = mtls_node.mtls_config(etl)
     assert config["security.protocol"] == "SSL"
-    two_partition_pipeline(config, mtls_node.admin_config())
+    two_partition_pipeline(config, mtls_node.admin_config(), path)
 
 
 def test_a_certificate_without_acls_is_refused(mtls_node):

@@ -8,7 +8,13 @@ the principal is the token's subject.
 from __future__ import annotations
 
 import pytest
-from secured_support import acl_entries, refusal_on_both_paths, two_partition_pipeline, write_acl_file
+from secured_support import (
+    PRODUCER_PATHS,
+    acl_entries,
+    refusal_on_both_paths,
+    two_partition_pipeline,
+    write_acl_file,
+)
 
 from airflow_provider_kafka_eos.kafka.errors import AuthenticationError
 from airflow_provider_kafka_eos.testing.apache_kafka.cluster import ApacheKafkaCluster
@@ -56,10 +62,11 @@ def _oauth_config(node, idp, client_id, secret):
     )
 
 
-def test_two_partition_pipeline_as_a_token_subject(oauth_node, idp):
+@pytest.mark.parametrize("path", PRODUCER_PATHS)
+def test_two_partition_pipeline_as_a_token_subject(oauth_node, idp, path):
     secret = idp.add_client("etl")
     before = idp.issued
-    two_partition_pipeline(_oauth_config(oauth_node, idp, "etl", secret), oauth_node.admin_config())
+    two_partition_pipeline(_oauth_config(oauth_node, idp, "etl", secret), oauth_node.admin_config(), path)
     assert idp.issued > before  # both client paths fetched tokens from the endpoint
 
 

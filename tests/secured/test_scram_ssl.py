@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from secured_support import acl_entries, refusal_on_both_paths, two_partition_pipeline, write_acl_file
+from secured_support import (
+    PRODUCER_PATHS,
+    acl_entries,
+    refusal_on_both_paths,
+    two_partition_pipeline,
+    write_acl_file,
+)
 
 from airflow_provider_kafka_eos.kafka.errors import AuthenticationError, SecurityProtocolMismatchError
 from airflow_provider_kafka_eos.testing.apache_kafka.cluster import ApacheKafkaCluster
@@ -35,10 +41,11 @@ def scram_node(tmp_path_factory):
     cluster.stop()
 
 
-def test_two_partition_pipeline_as_a_scram_user_over_tls(scram_node):
+@pytest.mark.parametrize("path", PRODUCER_PATHS)
+def test_two_partition_pipeline_as_a_scram_user_over_tls(scram_node, path):
     config = scram_node.sasl_config("etl", "etl-secret")
     assert config["security.protocol"] == "SASL_SSL" and config["sasl.mechanism"] == "SCRAM-SHA-512"
-    two_partition_pipeline(config, scram_node.admin_config())
+    two_partition_pipeline(config, scram_node.admin_config(), path)
 
 
 def _base(scram_node, **settings):
