@@ -30,6 +30,8 @@ from itertools import repeat
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.committable import Committable, TopicPartition
+from airflow_provider_kafka_eos.kafka.config import is_secret_key
+from airflow_provider_kafka_eos.kafka.connection_security import check_client_files, init_transactions_watched
 from airflow_provider_kafka_eos.kafka.errors import (
     BrokerUnreachableError,
     KafkaEosError,
@@ -134,18 +136,26 @@ class PartitionTransaction:
         self._stats: dict[str, Any] = {}
         self._delivery_errors: list[str] = []
         self._fatal_error: str | None = None
+        self._connection_errors: list[tuple[int, str]] = []  # for connection_security (TLS / SASL)
         self._partitions: set[int] = set()
         self._produced = 0
         self._since_poll = 0
         self.producer_id = -1
         self.producer_epoch = -1
         settings = producer_settings(confluent_config, transactional_id, transaction_timeout_ms)
+        # What connection_security needs to name a refused handshake (no secret kept here).
+        self._connection = {
+            k: v
+            for k, v in settings.items()
+            if not callable(v) and (not is_secret_key(k) or k == "sasl.oauthbearer.token.endpoint.url")
+        }
         settings["stats_cb"] = self._on_stats
         settings["error_cb"] = self._on_error
         if producer_factory is None:
             from confluent_kafka import Producer
 
             producer_factory = Producer
+        check_client_files(settings)  # a missing file or a wrong key password, named first
         self._producer: Any = producer_factory(settings)
 
     # -- librdkafka callbacks ----------------------------------------------------------------
@@ -161,6 +171,8 @@ class PartitionTransaction:
         # a bare SystemError that names no cause; keep it, so the error raised names the real one.
         if err.fatal():
             self._fatal_error = str(err)
+        if len(self._connection_errors) < 20:
+            self._connection_errors.append((err.code(), err.str()))
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
         if err is not None:
@@ -181,9 +193,15 @@ class PartitionTransaction:
         """
         producer = self._require_producer()
         try:
-            producer.init_transactions(self._init_timeout_s)
+            init_transactions_watched(
+                producer, self._init_timeout_s, self._connection_errors, self._connection, self.topic
+            )
         except Exception as exc:
-            error = _translate(exc, self.transactional_id, "init_transactions")
+            error = (
+                exc.with_traceback(None)  # its traceback would keep the producer alive
+                if isinstance(exc, KafkaEosError)
+                else _translate(exc, self.transactional_id, "init_transactions")
+            )
             # A producer that could not initialise holds no transaction; drop it (and this
             # frame's reference, which the traceback would keep) so it stops dialling the brokers.
             del producer
