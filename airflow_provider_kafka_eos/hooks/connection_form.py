@@ -52,7 +52,8 @@ FIELDS: dict[str, tuple[str, dict[str, Any], str]] = {
     "sasl.mechanisms": (
         "SASL mechanism",
         {"type": ["string", "null"], "enum": [None, *SASL_MECHANISMS]},
-        "SASL_PLAINTEXT / SASL_SSL only. Username and password go in the Login and Password fields above.",
+        "SASL_PLAINTEXT / SASL_SSL only. The credentials go in the SASL username and SASL password "
+        "fields above.",
     ),
     "ssl.ca.location": (
         "TLS CA file",
