@@ -73,6 +73,11 @@ class KafkaEosHook(BaseHook):
             return self._config
         from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig, is_secret_key
         from airflow_provider_kafka_eos.kafka.errors import ConfigError
+        from airflow_provider_kafka_eos.kafka.log_levels import quiet_client_loggers
+
+        # Every Kafka client of a task is built from this config: kafka-python's chatter goes to
+        # WARNING here (KAFKA_EOS_CLIENT_LOG_LEVEL turns it up; kafka/log_levels.py).
+        quiet_client_loggers()
 
         conn = self.get_connection(self.kafka_eos_conn_id)
         source = f"connection {self.kafka_eos_conn_id!r} extra"
