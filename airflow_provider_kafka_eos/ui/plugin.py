@@ -3,9 +3,12 @@
 An entry point, not provider info's ``plugins``: Airflow 3.3 loads provider-info plugins only with
 ``[core] lazy_load_providers = False``, entry-point plugins always.
 
-Today it only installs :class:`~airflow_provider_kafka_eos.ui.test_button.HostlessConnectionTestMiddleware`
-on the API server, so the connection Test button works for a stored ``kafka_eos`` connection on
-Airflow 3.3 (see that module). Airflow loads it in the API server only; tasks never import it.
+It installs, in the API server only (tasks never import it):
+
+- :class:`~airflow_provider_kafka_eos.ui.test_button.HostlessConnectionTestMiddleware`, so the
+  connection Test button works for a stored ``kafka_eos`` connection on Airflow 3.3;
+- the operators' view (``ui/view.py``) at ``/kafka-eos/``, read-only, behind Airflow's
+  permissions, linked from the UI's Browse menu.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from __future__ import annotations
 from airflow.plugins_manager import AirflowPlugin
 
 from airflow_provider_kafka_eos.ui.test_button import HostlessConnectionTestMiddleware
+from airflow_provider_kafka_eos.ui.view import app as view_app
+
+VIEW_PREFIX = "/kafka-eos"
 
 
 class KafkaEosPlugin(AirflowPlugin):
@@ -23,5 +29,15 @@ class KafkaEosPlugin(AirflowPlugin):
             "middleware": HostlessConnectionTestMiddleware,
             "args": [],
             "kwargs": {},
+        }
+    ]
+    fastapi_apps = [{"app": view_app, "url_prefix": VIEW_PREFIX, "name": "kafka_eos checkpoints"}]
+    external_views = [
+        {
+            "name": "Kafka EOS checkpoints",
+            "href": f"{VIEW_PREFIX}/",
+            "destination": "nav",
+            "category": "browse",
+            "url_route": "kafka-eos-checkpoints",
         }
     ]

@@ -1,6 +1,7 @@
-"""The connection Test button through a real Airflow 3.3 API server, with the bodies its UI posts.
+"""The provider's UI parts through a real Airflow 3.3 API server: the Test button and the checkpoints view.
 
-Only the API server runs (no scheduler: nothing is scheduled here). The bodies are what the
+Only the API server runs (no scheduler: nothing is scheduled here), with Airflow's simple auth
+manager and two users: ``admin`` and ``viewer`` (a viewer may not read connections). The bodies are what the
 3.3 React UI sends (read from its bundle): the add/edit form and the connection list post
 ``host: ""`` and ``port: 0`` (``Number("")`` / ``Number(null)``) for a type whose host and port
 are hidden, and the list posts the stored password as its mask ``***``. Without the provider's
@@ -24,6 +25,15 @@ from airflow_provider_kafka_eos.testing.embedded import unique_name
 
 pytestmark = pytest.mark.broker
 
+PASSWORDS = {"admin": secrets.token_hex(8), "viewer": secrets.token_hex(8)}
+
+
+def _token(stack: AirflowStack, user: str) -> str:
+    response = httpx.post(f"{stack.base}/auth/token", json={"username": user, "password": PASSWORDS[user]},
+                          timeout=10)
+    response.raise_for_status()
+    return response.json()["access_token"]
+
 
 @pytest.fixture(scope="module")
 def api_server(kafka_broker, tmp_path_factory):
@@ -38,7 +48,9 @@ def api_server(kafka_broker, tmp_path_factory):
             "AIRFLOW__CORE__AUTH_MANAGER": (
                 "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
             ),
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
             "AIRFLOW__CORE__TEST_CONNECTION": "Enabled",  # Airflow's default is Disabled
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(port),
@@ -46,6 +58,7 @@ def api_server(kafka_broker, tmp_path_factory):
             "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
         }
     )
+    (home / "passwords.json").write_text(json.dumps(PASSWORDS))
     stack = AirflowStack(home, env, port)
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, cwd=home, check=True,
                    capture_output=True, timeout=300)
@@ -56,14 +69,13 @@ def api_server(kafka_broker, tmp_path_factory):
             stderr=subprocess.STDOUT, start_new_session=True,
         )
     try:
-        wait_for("the API server", lambda: stack.request("GET", "/monitor/health"), 240, stack)
+        stack._token = wait_for("the API server", lambda: _token(stack, "admin"), 240, stack)
         yield stack
     finally:
         stack.stop()
 
 
 def _post_test(stack: AirflowStack, body: dict) -> httpx.Response:
-    stack.request("GET", "/monitor/health")  # makes sure the token is fetched
     return httpx.post(f"{stack.base}/api/v2/connections/test", json=body, timeout=60,
                       headers={"Authorization": f"Bearer {stack._token}"})
 
@@ -126,3 +138,75 @@ def test_airflow_itself_still_refuses_port_0_for_other_types(api_server):
     response = _post_test(api_server, _form_body(conn_id, {}, conn_type="generic"))
     assert response.status_code == 400
     assert "differs from the stored connection" in response.text
+
+
+# -- the checkpoints view (/kafka-eos/) ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def store_connection(api_server, kafka_broker, tmp_path_factory):
+    """A stored connection whose store holds one PREPARED and one COMMITTED checkpoint."""
+    from airflow_provider_kafka_eos.kafka.checkpoint import commit_checkpoint
+    from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.testing.transactions import produce_transaction, write_prepared_manifest
+
+    base = tmp_path_factory.mktemp("view-store").as_uri()
+    pipeline, topic = unique_name("viewpipe").replace("-", "_"), unique_name("view-topic")
+    first, second = f"{pipeline}-0-1", f"{pipeline}-0-2"
+    produce_transaction(kafka_broker.bootstrap, first, topic, [b"a", b"b"])
+    produce_transaction(kafka_broker.bootstrap, second, topic, [b"c"])
+    config = KafkaClientConfig.from_mapping({"bootstrap.servers": kafka_broker.bootstrap})
+    with TransactionAdmin(config) as admin:
+        committed = write_prepared_manifest(admin, base, pipeline, topic, [first], checkpoint_id=1)
+        write_prepared_manifest(admin, base, pipeline, topic, [second], checkpoint_id=2)
+        commit_checkpoint(admin, committed, committed_by="test")
+    conn_id = unique_name("eos_view").replace("-", "_")
+    extra = {"bootstrap.servers": kafka_broker.bootstrap, "manifest_base_uri": base}
+    api_server.request("POST", "/connections", json={"connection_id": conn_id, "conn_type": "kafka_eos",
+                                                     "extra": json.dumps(extra)})
+    return {"conn_id": conn_id, "pipeline": pipeline, "base": base}
+
+
+def _view(stack: AirflowStack, path: str, user: str | None = "admin", **params) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {_token(stack, user)}"} if user else {}
+    return httpx.get(f"{stack.base}/kafka-eos{path}", params=params, headers=headers, timeout=60)
+
+
+def test_the_view_lists_prepared_and_committed_checkpoints(api_server, store_connection):
+    response = _view(api_server, "/api/checkpoints", conn_id=store_connection["conn_id"])
+    assert response.status_code == 200, response.text
+    data = response.json()
+    assert data["store"] == store_connection["base"]
+    rows = [r for r in data["checkpoints"] if r["pipeline_id"] == store_connection["pipeline"]]
+    assert [(r["checkpoint_id"], r["status"], r["transactions"]) for r in rows] == [
+        (2, "PREPARED", 1), (1, "COMMITTED", 1)
+    ]
+    from airflow_provider_kafka_eos.kafka.manifest import manifest_uri
+
+    base, pipeline = store_connection["base"], store_connection["pipeline"]
+    assert [r["manifest"] for r in rows] == [manifest_uri(base, pipeline, 2), manifest_uri(base, pipeline, 1)]
+    page = _view(api_server, "/", conn_id=store_connection["conn_id"])
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    assert "<td>PREPARED</td>" in page.text and "<td>COMMITTED</td>" in page.text
+    assert store_connection["pipeline"] in page.text
+
+
+def test_the_view_is_behind_airflows_permissions(api_server, store_connection):
+    anonymous = _view(api_server, "/api/checkpoints", user=None, conn_id=store_connection["conn_id"])
+    assert anonymous.status_code == 401
+    denied = _view(api_server, "/api/checkpoints", user="viewer", conn_id=store_connection["conn_id"])
+    assert denied.status_code == 403 and store_connection["conn_id"] in denied.text
+
+
+def test_an_unreadable_store_is_a_named_error_on_the_page(api_server, kafka_broker, tmp_path):
+    conn_id = unique_name("eos_nostore").replace("-", "_")
+    missing = (tmp_path / "no-store").as_uri()
+    api_server.request("POST", "/connections", json={
+        "connection_id": conn_id, "conn_type": "kafka_eos",
+        "extra": json.dumps({"bootstrap.servers": kafka_broker.bootstrap, "manifest_base_uri": missing})})
+    page = _view(api_server, "/", conn_id=conn_id)
+    assert page.status_code == 503
+    assert "Cannot read the checkpoints" in page.text
+    assert "no-store" in page.text and "does not exist" in page.text
+    assert not (tmp_path / "no-store").exists()  # nothing was created or changed

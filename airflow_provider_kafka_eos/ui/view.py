@@ -1,0 +1,126 @@
+"""The operators' view, first cut: a pipeline's checkpoints, read-only, inside Airflow's API server.
+
+Mounted by the provider's plugin at ``/kafka-eos`` (``ui/plugin.py``): ``/kafka-eos/`` is an HTML
+table, ``/kafka-eos/api/checkpoints`` the same rows as JSON. Both read the manifest store of a
+``kafka_eos`` connection (``?conn_id=``, default ``kafka_eos_default``) and change nothing.
+
+Permissions are Airflow's: the caller is the Airflow user of the request (the UI's session
+cookie or a bearer token, resolved by Airflow's own ``get_user``), and must be allowed to read
+that connection (the store is configured on it); otherwise 401 / 403. A store that is not
+configured, malformed or unreadable is a named error on the page (HTTP 503), never an empty list.
+
+Not yet here: lingering transactions and the partitions whose LSO they hold, the runbook
+rendered in Airflow, links into ``eos_manual_resolution``'s form (docs/ui.md, "Not yet").
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi.responses import HTMLResponse, JSONResponse
+
+from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
+
+DEFAULT_CONN_ID = "kafka_eos_default"
+COLUMNS = ("pipeline_id", "checkpoint_id", "status", "run", "records", "transactions", "age_s", "manifest")
+
+app = FastAPI(title="Kafka exactly-once: checkpoints", docs_url=None, redoc_url=None, openapi_url=None)
+
+
+def checkpoint_rows(manifests: list[tuple[str, Any]], now_ms: int) -> list[dict[str, Any]]:
+    """One row per manifest, newest first: what an operator needs to pick the one to act on."""
+    rows = []
+    for uri, manifest in manifests:
+        counts = [c.record_count for c in manifest.committables]
+        rows.append(
+            {
+                "pipeline_id": manifest.pipeline_id,
+                "checkpoint_id": manifest.checkpoint_id,
+                "status": manifest.status.value,
+                "run": manifest.prepared_by.describe() if manifest.prepared_by else None,
+                "records": None if any(c is None for c in counts) else sum(counts),
+                "transactions": len(manifest.committables),
+                "age_s": max(0, (now_ms - manifest.created_at_ms) // 1000),
+                "manifest": uri,
+            }
+        )
+    return sorted(rows, key=lambda r: (r["pipeline_id"], -r["checkpoint_id"]))
+
+
+async def _rows_for(conn_id: str, pipeline_id: str | None, user: Any) -> dict[str, Any]:
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
+
+    if not get_auth_manager().is_authorized_connection(
+        method="GET", details=ConnectionDetails(conn_id=conn_id), user=user
+    ):
+        raise HTTPException(403, f"not allowed to read connection {conn_id!r}")
+    from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+    from airflow_provider_kafka_eos.kafka.checkpoint import ManifestStore
+
+    hook = KafkaEosHook(kafka_eos_conn_id=conn_id)
+    store = ManifestStore.configured(hook.manifest_base_uri(), source=hook.manifest_store_source())
+    manifests = store.manifests(pipeline_id or None)
+    return {
+        "conn_id": conn_id,
+        "store": store.base_uri,
+        "checkpoints": checkpoint_rows(manifests, int(time.time() * 1000)),
+    }
+
+
+def _user_dep():
+    from airflow.api_fastapi.core_api.security import get_user
+
+    return Depends(get_user)
+
+
+ConnId = Annotated[str, Query(min_length=1, max_length=250)]
+Pipeline = Annotated[str | None, Query(max_length=250)]
+
+
+@app.get("/api/checkpoints")
+async def checkpoints_json(
+    user: Annotated[Any, _user_dep()], conn_id: ConnId = DEFAULT_CONN_ID, pipeline_id: Pipeline = None
+) -> JSONResponse:
+    try:
+        return JSONResponse(await _rows_for(conn_id, pipeline_id, user))
+    except KafkaEosError as err:
+        return JSONResponse({"conn_id": conn_id, "error": str(err)}, status_code=503)
+
+
+@app.get("/", response_class=HTMLResponse)
+async def checkpoints_page(
+    user: Annotated[Any, _user_dep()], conn_id: ConnId = DEFAULT_CONN_ID, pipeline_id: Pipeline = None
+) -> HTMLResponse:
+    esc = html.escape
+    try:
+        data = await _rows_for(conn_id, pipeline_id, user)
+    except KafkaEosError as err:
+        body = (
+            f"<p class='error'><b>Cannot read the checkpoints</b>: {esc(str(err))}</p>"
+            "<p>Nothing was changed.</p>"
+        )
+        return HTMLResponse(_page(conn_id, body), status_code=503)
+    head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS)
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{esc('' if row[c] is None else str(row[c]))}</td>" for c in COLUMNS) + "</tr>"
+        for row in data["checkpoints"]
+    )
+    body = (
+        f"<p>Manifest store <code>{esc(data['store'])}</code> of connection <code>{esc(conn_id)}</code>: "
+        f"{len(data['checkpoints'])} checkpoint(s). Read-only.</p>"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+    )
+    return HTMLResponse(_page(conn_id, body))
+
+
+def _page(conn_id: str, body: str) -> str:
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>Kafka exactly-once: checkpoints</title>"
+        "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}.error{color:#b00}</style></head>"
+        f"<body><h1>Checkpoints</h1>{body}</body></html>"
+    )
