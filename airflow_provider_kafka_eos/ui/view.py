@@ -1,16 +1,20 @@
-"""The operators' view, first cut: a pipeline's checkpoints, read-only, inside Airflow's API server.
+"""The operators' view, first cut: checkpoints and open transactions, read-only, in Airflow's API server.
 
 Mounted by the provider's plugin at ``/kafka-eos`` (``ui/plugin.py``): ``/kafka-eos/`` is an HTML
-table, ``/kafka-eos/api/checkpoints`` the same rows as JSON. Both read the manifest store of a
-``kafka_eos`` connection (``?conn_id=``, default ``kafka_eos_default``) and change nothing.
+page, ``/kafka-eos/api/checkpoints`` and ``/kafka-eos/api/transactions`` its tables as JSON. They
+read the manifest store and the cluster of a ``kafka_eos`` connection (``?conn_id=``, default
+``kafka_eos_default``) and change nothing. Transactions are the sensor's scan (``classify.scan``):
+each Ongoing transaction under ``?prefixes=`` (comma-separated; blank: the whole cluster) at
+least ``?min_age_s=`` old, classified against the PREPARED manifests (orphan / commit-pending /
+foreign), with the partitions whose last stable offset it holds.
 
 Permissions are Airflow's: the caller is the Airflow user of the request (the UI's session
 cookie or a bearer token, resolved by Airflow's own ``get_user``), and must be allowed to read
 that connection (the store is configured on it); otherwise 401 / 403. A store that is not
 configured, malformed or unreadable is a named error on the page (HTTP 503), never an empty list.
 
-Not yet here: lingering transactions and the partitions whose LSO they hold, the runbook
-rendered in Airflow, links into ``eos_manual_resolution``'s form (docs/ui.md, "Not yet").
+Not yet here: the runbook rendered in Airflow, links into ``eos_manual_resolution``'s form
+(docs/ui.md, "Not yet").
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
 
 DEFAULT_CONN_ID = "kafka_eos_default"
 COLUMNS = ("pipeline_id", "checkpoint_id", "status", "run", "records", "transactions", "age_s", "manifest")
+TXN_COLUMNS = ("transactional_id", "kind", "age_s", "partitions", "manifest_uri", "reason", "next_step")
 
 app = FastAPI(title="Kafka exactly-once: checkpoints", docs_url=None, redoc_url=None, openapi_url=None)
 
@@ -50,7 +55,7 @@ def checkpoint_rows(manifests: list[tuple[str, Any]], now_ms: int) -> list[dict[
     return sorted(rows, key=lambda r: (r["pipeline_id"], -r["checkpoint_id"]))
 
 
-async def _rows_for(conn_id: str, pipeline_id: str | None, user: Any) -> dict[str, Any]:
+def _require_connection_read(conn_id: str, user: Any) -> None:
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
 
@@ -58,6 +63,41 @@ async def _rows_for(conn_id: str, pipeline_id: str | None, user: Any) -> dict[st
         method="GET", details=ConnectionDetails(conn_id=conn_id), user=user
     ):
         raise HTTPException(403, f"not allowed to read connection {conn_id!r}")
+
+
+def transaction_rows(findings: Any) -> list[dict[str, Any]]:
+    rows = []
+    for finding in findings.transactions:
+        data = finding.to_dict()
+        rows.append({c: data.get(c) for c in TXN_COLUMNS if c not in ("age_s", "partitions")}
+                    | {"age_s": finding.age_ms // 1000, "partitions": ", ".join(finding.partitions)})
+    return sorted(rows, key=lambda r: (-r["age_s"], r["transactional_id"]))
+
+
+async def _transactions_for(conn_id: str, prefixes: str | None, min_age_s: int, user: Any) -> dict[str, Any]:
+    import asyncio
+
+    from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+    from airflow_provider_kafka_eos.kafka.classify import ScanSpec, scan
+
+    _require_connection_read(conn_id, user)
+    wanted = tuple(p.strip() for p in (prefixes or "").split(",") if p.strip()) or None
+    hook = KafkaEosHook(kafka_eos_conn_id=conn_id)
+
+    def blocking() -> Any:
+        spec = ScanSpec(
+            min_age_ms=min_age_s * 1000, prefixes=wanted, manifest_base_uri=hook.manifest_base_uri()
+        )
+        with hook.transaction_admin() as admin:
+            return scan(admin, spec)
+
+    findings = await asyncio.to_thread(blocking)
+    return {"conn_id": conn_id, "prefixes": list(wanted or ()), "min_age_s": min_age_s,
+            "transactions": transaction_rows(findings)}
+
+
+async def _rows_for(conn_id: str, pipeline_id: str | None, user: Any) -> dict[str, Any]:
+    _require_connection_read(conn_id, user)
     from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
     from airflow_provider_kafka_eos.kafka.checkpoint import ManifestStore
 
@@ -91,28 +131,59 @@ async def checkpoints_json(
         return JSONResponse({"conn_id": conn_id, "error": str(err)}, status_code=503)
 
 
+Prefixes = Annotated[str | None, Query(max_length=2000)]
+MinAge = Annotated[int, Query(ge=0, le=7 * 24 * 3600)]
+
+
+@app.get("/api/transactions")
+async def transactions_json(
+    user: Annotated[Any, _user_dep()],
+    conn_id: ConnId = DEFAULT_CONN_ID,
+    prefixes: Prefixes = None,
+    min_age_s: MinAge = 0,
+) -> JSONResponse:
+    try:
+        return JSONResponse(await _transactions_for(conn_id, prefixes, min_age_s, user))
+    except KafkaEosError as err:
+        return JSONResponse({"conn_id": conn_id, "error": str(err)}, status_code=503)
+
+
+def _table(columns: tuple[str, ...], rows: list[dict[str, Any]]) -> str:
+    esc = html.escape
+    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{esc('' if row[c] is None else str(row[c]))}</td>" for c in columns) + "</tr>"
+        for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
 @app.get("/", response_class=HTMLResponse)
 async def checkpoints_page(
-    user: Annotated[Any, _user_dep()], conn_id: ConnId = DEFAULT_CONN_ID, pipeline_id: Pipeline = None
+    user: Annotated[Any, _user_dep()],
+    conn_id: ConnId = DEFAULT_CONN_ID,
+    pipeline_id: Pipeline = None,
+    prefixes: Prefixes = None,
+    min_age_s: MinAge = 0,
 ) -> HTMLResponse:
     esc = html.escape
     try:
         data = await _rows_for(conn_id, pipeline_id, user)
+        txns = await _transactions_for(conn_id, prefixes, min_age_s, user)
     except KafkaEosError as err:
         body = (
             f"<p class='error'><b>Cannot read the checkpoints</b>: {esc(str(err))}</p>"
             "<p>Nothing was changed.</p>"
         )
         return HTMLResponse(_page(conn_id, body), status_code=503)
-    head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS)
-    rows = "".join(
-        "<tr>" + "".join(f"<td>{esc('' if row[c] is None else str(row[c]))}</td>" for c in COLUMNS) + "</tr>"
-        for row in data["checkpoints"]
-    )
+    scope = ", ".join(txns["prefixes"]) or "the whole cluster"
     body = (
         f"<p>Manifest store <code>{esc(data['store'])}</code> of connection <code>{esc(conn_id)}</code>: "
         f"{len(data['checkpoints'])} checkpoint(s). Read-only.</p>"
-        f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+        + _table(COLUMNS, data["checkpoints"])
+        + f"<h2>Open transactions</h2><p>Ongoing for at least {txns['min_age_s']} s under {esc(scope)}: "
+        f"{len(txns['transactions'])}. <i>partitions</i> are those whose last stable offset each holds.</p>"
+        + _table(TXN_COLUMNS, txns["transactions"])
     )
     return HTMLResponse(_page(conn_id, body))
 

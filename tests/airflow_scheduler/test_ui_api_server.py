@@ -192,6 +192,27 @@ def test_the_view_lists_prepared_and_committed_checkpoints(api_server, store_con
     assert store_connection["pipeline"] in page.text
 
 
+def test_the_view_lists_open_transactions_classified_with_their_partitions(
+    api_server, kafka_broker, store_connection
+):
+    """The PREPARED checkpoint's transaction is commit-pending; a stray one under the prefix, an orphan."""
+    from airflow_provider_kafka_eos.testing.transactions import produce_transaction
+
+    pipeline = store_connection["pipeline"]
+    orphan = f"{pipeline}-1-9"
+    produce_transaction(kafka_broker.bootstrap, orphan, unique_name("view-orphan"), [b"x"], partitions=[0])
+    response = _view(api_server, "/api/transactions", conn_id=store_connection["conn_id"],
+                      prefixes=f"{pipeline}-")
+    assert response.status_code == 200, response.text
+    rows = {r["transactional_id"]: r for r in response.json()["transactions"]}
+    assert set(rows) == {f"{pipeline}-0-2", orphan}
+    assert rows[f"{pipeline}-0-2"]["kind"] == "commit-pending"
+    assert rows[f"{pipeline}-0-2"]["manifest_uri"].endswith("2.json")
+    assert rows[orphan]["kind"] == "orphan" and rows[orphan]["partitions"].endswith("-0")
+    page = _view(api_server, "/", conn_id=store_connection["conn_id"], prefixes=f"{pipeline}-")
+    assert page.status_code == 200 and f"<td>{orphan}</td>" in page.text and "<td>orphan</td>" in page.text
+
+
 def test_the_view_is_behind_airflows_permissions(api_server, store_connection):
     anonymous = _view(api_server, "/api/checkpoints", user=None, conn_id=store_connection["conn_id"])
     assert anonymous.status_code == 401
