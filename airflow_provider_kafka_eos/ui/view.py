@@ -13,8 +13,9 @@ cookie or a bearer token, resolved by Airflow's own ``get_user``), and must be a
 that connection (the store is configured on it); otherwise 401 / 403. A store that is not
 configured, malformed or unreadable is a named error on the page (HTTP 503), never an empty list.
 
-Not yet here: the runbook rendered in Airflow, links into ``eos_manual_resolution``'s form
-(docs/ui.md, "Not yet").
+``/kafka-eos/runbook/`` renders the runbook pages shipped in the package (any logged-in user);
+each transaction row links to its page. Not yet here: links into ``eos_manual_resolution``'s
+form (docs/ui.md, "Not yet").
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
 
 DEFAULT_CONN_ID = "kafka_eos_default"
 COLUMNS = ("pipeline_id", "checkpoint_id", "status", "run", "records", "transactions", "age_s", "manifest")
-TXN_COLUMNS = ("transactional_id", "kind", "age_s", "partitions", "manifest_uri", "reason", "next_step")
+TXN_COLUMNS = (
+    "transactional_id", "kind", "age_s", "partitions", "manifest_uri", "reason", "next_step", "runbook"
+)
 
 app = FastAPI(title="Kafka exactly-once: checkpoints", docs_url=None, redoc_url=None, openapi_url=None)
 
@@ -69,8 +72,9 @@ def transaction_rows(findings: Any) -> list[dict[str, Any]]:
     rows = []
     for finding in findings.transactions:
         data = finding.to_dict()
-        rows.append({c: data.get(c) for c in TXN_COLUMNS if c not in ("age_s", "partitions")}
-                    | {"age_s": finding.age_ms // 1000, "partitions": ", ".join(finding.partitions)})
+        rows.append({c: data.get(c) for c in TXN_COLUMNS if c not in ("age_s", "partitions", "runbook")}
+                    | {"age_s": finding.age_ms // 1000, "partitions": ", ".join(finding.partitions),
+                       "runbook": finding.kind.runbook})
     return sorted(rows, key=lambda r: (-r["age_s"], r["transactional_id"]))
 
 
@@ -148,13 +152,17 @@ async def transactions_json(
         return JSONResponse({"conn_id": conn_id, "error": str(err)}, status_code=503)
 
 
+def _cell(column: str, value: Any) -> str:
+    text = html.escape("" if value is None else str(value))
+    if column == "runbook" and value:
+        return f"<td><a href='runbook/{text}'>{text}</a></td>"
+    return f"<td>{text}</td>"
+
+
 def _table(columns: tuple[str, ...], rows: list[dict[str, Any]]) -> str:
     esc = html.escape
     head = "".join(f"<th>{esc(c)}</th>" for c in columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{esc('' if row[c] is None else str(row[c]))}</td>" for c in columns) + "</tr>"
-        for row in rows
-    )
+    body = "".join("<tr>" + "".join(_cell(c, row[c]) for c in columns) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -188,10 +196,42 @@ async def checkpoints_page(
     return HTMLResponse(_page(conn_id, body))
 
 
-def _page(conn_id: str, body: str) -> str:
+@app.get("/runbook/", response_class=HTMLResponse)
+async def runbook_index(user: Annotated[Any, _user_dep()]) -> HTMLResponse:
+    from airflow_provider_kafka_eos import runbook
+
+    items = "".join(
+        f"<li><a href='{html.escape(p)}'>{html.escape(runbook.title(p))}</a></li>" for p in runbook.pages()
+    )
+    return HTMLResponse(_page("", f"<h2>Runbook</h2><ul>{items}</ul>", heading="Kafka exactly-once runbook"))
+
+
+@app.get("/runbook/{page}", response_class=HTMLResponse)
+async def runbook_page(page: str, user: Annotated[Any, _user_dep()]) -> HTMLResponse:
+    """One runbook page, rendered (raw HTML in the Markdown is not passed through)."""
+    from airflow_provider_kafka_eos import runbook
+
+    try:
+        text = runbook.read(page)
+    except KeyError as err:
+        raise HTTPException(404, str(err.args[0])) from None
+    return HTMLResponse(_page("", _markdown(text), heading="Kafka exactly-once runbook"))
+
+
+def _markdown(text: str) -> str:
+    try:
+        from markdown_it import MarkdownIt
+    except ImportError:  # markdown-it-py comes with rich (an Airflow dependency); plain text otherwise
+        return f"<pre>{html.escape(text)}</pre>"
+    # Links between pages are "other-page.md": served here as "other-page".
+    rendered = MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
+    return rendered.replace('.md"', '"')
+
+
+def _page(conn_id: str, body: str, heading: str = "Checkpoints") -> str:
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>Kafka exactly-once: checkpoints</title>"
         "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}.error{color:#b00}</style></head>"
-        f"<body><h1>Checkpoints</h1>{body}</body></html>"
+        f"<body><h1>{html.escape(heading)}</h1>{body}</body></html>"
     )

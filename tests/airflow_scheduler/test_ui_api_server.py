@@ -211,6 +211,7 @@ def test_the_view_lists_open_transactions_classified_with_their_partitions(
     assert rows[orphan]["kind"] == "orphan" and rows[orphan]["partitions"].endswith("-0")
     page = _view(api_server, "/", conn_id=store_connection["conn_id"], prefixes=f"{pipeline}-")
     assert page.status_code == 200 and f"<td>{orphan}</td>" in page.text and "<td>orphan</td>" in page.text
+    assert "<a href='runbook/orphaned-transaction'>" in page.text
 
 
 def test_the_view_is_behind_airflows_permissions(api_server, store_connection):
@@ -231,3 +232,17 @@ def test_an_unreadable_store_is_a_named_error_on_the_page(api_server, kafka_brok
     assert "Cannot read the checkpoints" in page.text
     assert "no-store" in page.text and "does not exist" in page.text
     assert not (tmp_path / "no-store").exists()  # nothing was created or changed
+
+
+def test_the_runbook_is_rendered_in_airflow(api_server):
+    from airflow_provider_kafka_eos import runbook
+
+    index = _view(api_server, "/runbook/")
+    assert index.status_code == 200
+    assert all(f"href='{page}'" in index.text for page in runbook.pages())
+    page = _view(api_server, "/runbook/orphaned-transaction")
+    assert page.status_code == 200
+    assert f"<h1>{runbook.title('orphaned-transaction')}</h1>" in page.text  # the page's own heading
+    assert "<script" not in page.text
+    assert _view(api_server, "/runbook/no-such-page").status_code == 404
+    assert _view(api_server, "/runbook/orphaned-transaction", user=None).status_code == 401
