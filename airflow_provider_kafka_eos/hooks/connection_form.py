@@ -73,14 +73,15 @@ FIELDS: dict[str, tuple[str, dict[str, Any], str]] = {
     TWO_PHASE_COMMIT_KEY: (
         "Two-phase commit (KIP-939)",
         {"type": ["boolean", "null"], "default": False},
-        "On: the Test button fails unless the cluster advertises and enables KIP-939 2PC, which "
-        "pipelines with two_phase_commit=True need.",
+        "On: the pipelines on this connection use KIP-939 2PC. The Test button fails unless the cluster "
+        "advertises and enables it; preflight refuses a pipeline without two_phase_commit=True.",
     ),
     TRANSACTION_TIMEOUT_MS_KEY: (
         "Transaction timeout (ms)",
         {"type": ["integer", "null"], "minimum": 1, "examples": [900000]},
-        "The transaction.timeout.ms your pipelines use; the Test button fails if it exceeds the "
-        "brokers' transaction.max.timeout.ms. Blank: not checked.",
+        "The transaction.timeout.ms your pipelines use. The Test button fails if it exceeds the "
+        "brokers' transaction.max.timeout.ms; preflight refuses a pipeline using another value. Blank: "
+        "not checked.",
     ),
 }
 

@@ -177,8 +177,15 @@ class KafkaEosHook(BaseHook):
         two_phase_commit: bool = False,
         raise_on_failure: bool = True,
     ) -> PreflightReport:
-        """Run :func:`~airflow_provider_kafka_eos.kafka.preflight.run_preflight` with this connection."""
+        """Run :func:`~airflow_provider_kafka_eos.kafka.preflight.run_preflight` with this connection.
+
+        A pipeline that contradicts what its connection states (``two_phase_commit``,
+        ``transaction_timeout_ms``) is refused first, with a ConfigError naming both values: the
+        connection's fields are what the Test button checked against the cluster.
+        """
         from airflow_provider_kafka_eos.kafka.preflight import run_preflight
+
+        self._check_stated_expectations(int(transaction_timeout_ms), two_phase_commit)
 
         budget = (
             job_duration_budget.total_seconds()
@@ -196,6 +203,23 @@ class KafkaEosHook(BaseHook):
             raise_on_failure=raise_on_failure,
             timeout_ms=self.connect_timeout_ms,
         )
+
+    def _check_stated_expectations(self, transaction_timeout_ms: int, two_phase_commit: bool) -> None:
+        from airflow_provider_kafka_eos.kafka.errors import ConfigError
+
+        stated_timeout, stated_2pc = self.transaction_timeout_ms(), self.two_phase_commit()
+        source = f"connection {self.kafka_eos_conn_id!r}"
+        if stated_timeout is not None and stated_timeout != transaction_timeout_ms:
+            raise ConfigError(
+                f"the pipeline's transaction_timeout_ms {transaction_timeout_ms} differs from the "
+                f"transaction_timeout_ms {stated_timeout} stated on {source}: make them equal (or clear "
+                "the connection's field)"
+            )
+        if stated_2pc and not two_phase_commit:
+            raise ConfigError(
+                f"{source} states two_phase_commit, but this pipeline runs without it: pass "
+                "two_phase_commit=True (producer='arrow') or switch the connection's field off"
+            )
 
     @classmethod
     def get_connection_form_widgets(cls) -> dict[str, Any]:

@@ -239,3 +239,53 @@ def test_the_test_button_checks_2pc_when_the_connection_asks_for_it(
           extra=_form_extra(**{"bootstrap.servers": broker.bootstrap, "two_phase_commit": True}))
     ok, message = KafkaEosHook("eos_form_2pc_on").test_connection()
     assert ok and "2PC advertised yes" in message, message
+
+
+def _preflight(hook: KafkaEosHook, *, timeout_ms: int, two_phase: bool = False):
+    from datetime import timedelta
+
+    from airflow_provider_kafka_eos.kafka.preflight import RetrySchedule
+
+    return hook.preflight(
+        transactional_id_prefix="stated", topics=["stated-topic"], transaction_timeout_ms=timeout_ms,
+        job_duration_budget=timedelta(minutes=5), two_phase_commit=two_phase,
+        commit_schedule=RetrySchedule.of(
+            retries=3, retry_delay=timedelta(minutes=1), retry_exponential_backoff=2.0,
+            execution_timeout=timedelta(minutes=1),
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    "stated, pipeline_timeout, pipeline_2pc, why",
+    [
+        (
+            {"transaction_timeout_ms": 600_000}, 900_000, False,
+            "the pipeline's transaction_timeout_ms 900000 differs from the transaction_timeout_ms 600000",
+        ),
+        (
+            {"two_phase_commit": True}, 600_000, False,
+            "states two_phase_commit, but this pipeline runs without it",
+        ),
+    ],
+)
+def test_preflight_refuses_a_pipeline_that_contradicts_its_connection(
+    monkeypatch, stated, pipeline_timeout, pipeline_2pc, why
+):
+    # 127.0.0.1:1: had the check not come first, the error would be BrokerUnreachableError.
+    conn_id = _conn(monkeypatch, "eos_stated", extra={"bootstrap.servers": "127.0.0.1:1", **stated})
+    with pytest.raises(ConfigError) as err:
+        hook = KafkaEosHook(conn_id, connect_timeout_ms=1000)
+        _preflight(hook, timeout_ms=pipeline_timeout, two_phase=pipeline_2pc)
+    assert why in str(err.value) and "eos_stated" in str(err.value)
+
+
+@pytest.mark.broker
+def test_preflight_goes_on_when_the_pipeline_matches_its_connection(kafka_broker, monkeypatch):
+    from airflow_provider_kafka_eos.kafka.errors import PreflightError
+
+    conn_id = _conn(monkeypatch, "eos_stated_ok",
+                    extra={"bootstrap.servers": kafka_broker.bootstrap, "transaction_timeout_ms": 600_000})
+    with pytest.raises(PreflightError) as err:  # the cluster check ran: its window finding, not ours
+        _preflight(KafkaEosHook(conn_id), timeout_ms=600_000)
+    assert "vs transaction.timeout.ms = 600s" in str(err.value)
