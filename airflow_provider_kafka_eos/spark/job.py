@@ -175,6 +175,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
     from pyspark.sql import SparkSession
 
     from airflow_provider_kafka_eos.kafka.errors import UsageError
+    from airflow_provider_kafka_eos.kafka.log_levels import spark_log_level
     from airflow_provider_kafka_eos.spark.faults import FaultPlan
     from airflow_provider_kafka_eos.spark.writer import (
         DEFAULT_TRANSACTION_TIMEOUT_MS,
@@ -191,6 +192,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
         log.warning("fault injection active (tests only): %s", plan)
 
     spark = SparkSession.builder.appName(args.app_name or f"kafka-eos-{args.pipeline_id}").getOrCreate()
+    spark.sparkContext.setLogLevel(spark_log_level())  # WARN unless KAFKA_EOS_SPARK_LOG_LEVEL says
     df = application(spark, params)
     if df is None or not hasattr(df, "mapInArrow"):
         raise UsageError(f"--application {args.application!r} returned {type(df).__name__}, not a DataFrame")
@@ -261,11 +263,13 @@ def input_record(args: argparse.Namespace) -> Any:
 
 def main(argv: Sequence[str] | None = None, *, fault_plan: Any = None) -> int:
     from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, UsageError
+    from airflow_provider_kafka_eos.kafka.log_levels import quiet_client_loggers
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     args = build_arg_parser().parse_args(argv)
     try:
+        quiet_client_loggers()  # kafka-python / py4j at WARNING unless KAFKA_EOS_CLIENT_LOG_LEVEL says
         uri = run(args, fault_plan=fault_plan)
     except (UsageError, ConfigError) as exc:
         print(f"{ERROR_PREFIX}{exc}", file=sys.stderr, flush=True)
