@@ -22,12 +22,16 @@ Protocol, as Kafka's Java producer does it:
 
 Memory is bounded: rows are buffered up to ``buffer_bytes`` (Arrow slices, no copy), then
 encoded and sent wave by wave (one batch of at most ``batch_bytes`` per partition).
+The connection's producer keys (compression, batch and buffer sizes, linger, request size,
+timeouts, retries) reach it as :class:`ArrowProducerSettings` (``kafka/producer_config.py``,
+which refuses by name what this producer cannot honour).
 The transaction is never ended here: the commit task commits it (commit-by-resume).
 No Airflow imports: this runs inside Spark executors.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import defaultdict
@@ -50,9 +54,15 @@ from airflow_provider_kafka_eos.kafka.errors import (
     ProducerFencedError,
     UsageError,
 )
-from airflow_provider_kafka_eos.kafka.partitioner import partitions_for_keys
+from airflow_provider_kafka_eos.kafka.partitioner import StickyNullKeyPartitioner, partitions_for_keys
 from airflow_provider_kafka_eos.kafka.producer import TransactionProtocol, verified_committable
-from airflow_provider_kafka_eos.kafka.record_batch import EncodedBatch, encode_batch, record_sizes
+from airflow_provider_kafka_eos.kafka.producer_config import ArrowProducerSettings
+from airflow_provider_kafka_eos.kafka.record_batch import (
+    BATCH_OVERHEAD,
+    EncodedBatch,
+    encode_batch,
+    record_sizes,
+)
 from airflow_provider_kafka_eos.kafka.wire import error_name
 
 __all__ = ["ArrowPartitionTransaction", "ProducerStats"]
@@ -83,6 +93,10 @@ _FENCED = frozenset({47, 90})  # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED
 _AUTH = frozenset({29, 53})  # TOPIC_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 _INVALID_TXN_STATE = 48
 _PRODUCE_MAX_VERSION = 12  # v13 addresses topics by id; v12 is what TV2's implicit add needs
+_TOO_LARGE = frozenset({10, 18})  # MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE
+# A Produce request's bytes besides its batches: header, client id, transactional id, topic name,
+# per-partition framing. Generous, so that a request of batches below the limit stays below it.
+_REQUEST_OVERHEAD = 1024
 
 
 @dataclass
@@ -114,11 +128,20 @@ class ArrowPartitionTransaction:
         transaction_timeout_ms: int,
         protocol: TransactionProtocol,
         two_phase: bool = False,
-        batch_bytes: int = 1_000_000,
-        buffer_bytes: int = 32 * 1024 * 1024,
-        delivery_timeout_ms: int = 120_000,
-        request_timeout_ms: int = 30_000,
+        settings: ArrowProducerSettings | None = None,
+        batch_bytes: int | None = None,
+        buffer_bytes: int | None = None,
+        delivery_timeout_ms: int | None = None,
+        request_timeout_ms: int | None = None,
+        sticky: StickyNullKeyPartitioner | None = None,
     ) -> None:
+        """``settings``: the connection's producer keys (``arrow_producer_settings``); the keyword
+        arguments after it override single fields (tests and benchmarks)."""
+        overrides = {name: value for name, value in (
+            ("batch_bytes", batch_bytes), ("buffer_bytes", buffer_bytes),
+            ("delivery_timeout_ms", delivery_timeout_ms), ("request_timeout_ms", request_timeout_ms),
+        ) if value is not None}
+        self.settings = dataclasses.replace(settings or ArrowProducerSettings(), **overrides)
         self.admin = admin
         self.wire = admin.wire
         self.transactional_id = transactional_id
@@ -126,10 +149,15 @@ class ArrowPartitionTransaction:
         self.transaction_timeout_ms = int(transaction_timeout_ms)
         self.protocol = protocol
         self.two_phase = two_phase
-        self.batch_bytes = batch_bytes
-        self.buffer_bytes = buffer_bytes
-        self.delivery_timeout_ms = delivery_timeout_ms
-        self.request_timeout_ms = request_timeout_ms
+        self.batch_bytes = self.settings.batch_bytes
+        self.buffer_bytes = self.settings.buffer_bytes
+        self.delivery_timeout_ms = self.settings.delivery_timeout_ms
+        self.request_timeout_ms = self.settings.request_timeout_ms
+        limit = self.settings.max_request_bytes
+        if limit is not None:
+            # One batch must fit one request; a record that cannot fit is refused by name.
+            self.batch_bytes = max(1, min(self.batch_bytes, limit - _REQUEST_OVERHEAD - BATCH_OVERHEAD))
+        self._sticky = sticky if sticky is not None else StickyNullKeyPartitioner(self.batch_bytes)
         self.producer_id = -1
         self.producer_epoch = -1
         self.stats = ProducerStats()
@@ -142,7 +170,8 @@ class ArrowPartitionTransaction:
         self._written: set[int] = set()
         self._pending: list[tuple[pa.Array, pa.Array, pa.Array | None, pa.Array | None, np.ndarray]] = []
         self._pending_bytes = 0
-        self._sticky = 0
+        self._pending_records = 0
+        self._pending_since = 0.0
         self._produced = 0
         self._released = False
 
@@ -174,14 +203,47 @@ class ArrowPartitionTransaction:
         if n == 0:
             return 0
         keys, values, headers, partitions = (_combine(c) for c in (keys, values, headers, partitions))
-        targets = self._partitions_for(keys, partitions, n)
+        sizes = record_sizes(keys, values)
+        self._check_record_sizes(keys, sizes)
+        targets = self._partitions_for(keys, partitions, sizes)
+        if not self._pending:
+            self._pending_since = time.monotonic()
         self._pending.append((keys, values, headers, partitions, targets))
-        self._pending_bytes += int(record_sizes(keys, values).sum())
+        self._pending_bytes += int(sizes.sum())
+        self._pending_records += n
         self.stats.peak_buffered_bytes = max(self.stats.peak_buffered_bytes, self._pending_bytes)
         self._produced += n
-        if self._pending_bytes >= self.buffer_bytes:
+        if self._buffer_full():
             self._send_pending()
         return n
+
+    def _buffer_full(self) -> bool:
+        """Send now? The buffer's bytes or records reached their bound, or its oldest rows waited
+        ``linger.ms`` (checked as rows arrive; :meth:`flush` sends the rest)."""
+        s = self.settings
+        if self._pending_bytes >= self.buffer_bytes:
+            return True
+        if s.buffer_records is not None and self._pending_records >= s.buffer_records:
+            return True
+        return s.linger_ms is not None and (time.monotonic() - self._pending_since) * 1000 >= s.linger_ms
+
+    def _check_record_sizes(self, keys: Any, sizes: np.ndarray) -> None:
+        """A record larger than one Produce request may be (``message.max.bytes``) can never be
+        sent: refuse it by its key before it is buffered."""
+        limit = self.settings.max_request_bytes
+        if limit is None:
+            return
+        too_large = np.flatnonzero(sizes + BATCH_OVERHEAD + _REQUEST_OVERHEAD > limit)
+        if too_large.size:
+            row = int(too_large[0])
+            key = keys[row].as_py() if keys is not None else None
+            raise UsageError(
+                f"record with key {key!r} is about {int(sizes[row])} bytes, larger than the producer's "
+                f"request limit message.max.bytes (max.request.size) = {limit} bytes allows, for topic "
+                f"{self.topic}; raise message.max.bytes in the connection (and the topic's max.message.bytes "
+                "on the broker) or make the record smaller",
+                transactional_id=self.transactional_id,
+            )
 
     def flush(self) -> None:
         """Send everything buffered and wait for every acknowledgement."""
@@ -219,9 +281,10 @@ class ArrowPartitionTransaction:
 
     # -- partitioning ------------------------------------------------------------------------
 
-    def _partitions_for(self, keys: Any, partitions: Any, n: int) -> np.ndarray:
-        """Explicit partition column first; else Java's murmur2 of the key; null keys stick to one
-        partition per call and rotate (as Java's sticky partitioner spreads them)."""
+    def _partitions_for(self, keys: Any, partitions: Any, sizes: np.ndarray) -> np.ndarray:
+        """Explicit partition column first; else Java's murmur2 of the key; null keys as Java's
+        uniform sticky partitioner places them (one partition per batch, random start per task)."""
+        n = len(sizes)
         if partitions is not None:
             target = np.asarray(partitions.cast(pa.int32()).fill_null(-1).to_numpy(zero_copy_only=False))
         elif keys is not None:
@@ -233,8 +296,9 @@ class ArrowPartitionTransaction:
                 missing = target < 0
                 by_key = partitions_for_keys(keys, self._num_partitions)
                 target = np.where(missing & (by_key >= 0), by_key, target)
-            target = np.where(target < 0, self._sticky % self._num_partitions, target).astype(np.int32)
-            self._sticky += 1
+            missing = target < 0
+            target = target.astype(np.int32, copy=True)
+            target[missing] = self._sticky.assign(sizes[missing], self._num_partitions)
         bad = target >= self._num_partitions
         if bad.any():
             raise UsageError(
@@ -249,7 +313,7 @@ class ArrowPartitionTransaction:
     def _send_pending(self) -> None:
         if not self._pending:
             return
-        pending, self._pending, self._pending_bytes = self._pending, [], 0
+        pending, self._pending, self._pending_bytes, self._pending_records = self._pending, [], 0, 0
         keys = _concat([p[0] for p in pending])
         values = _concat([p[1] for p in pending])
         headers = _concat([p[2] for p in pending])
@@ -266,7 +330,8 @@ class ArrowPartitionTransaction:
         ends = np.concatenate([bounds, [len(sorted_targets)]])
         queues: dict[int, list[tuple[int, int]]] = {}
         for start, end in zip(starts.tolist(), ends.tolist(), strict=True):  # one step per partition
-            queues[int(sorted_targets[start])] = _chunks(sizes[start:end], start, self.batch_bytes)
+            queues[int(sorted_targets[start])] = _chunks(sizes[start:end], start, self.batch_bytes,
+                                                         self.settings.batch_records)
         # One wave in flight while the next is encoded (the IO runs on the wire's network thread
         # and in the sender thread; numpy/Arrow/crc32c release the GIL for the large steps).
         in_flight: Future[None] | None = None
@@ -292,6 +357,7 @@ class ArrowPartitionTransaction:
                     producer_id=self.producer_id,
                     producer_epoch=self.producer_epoch,
                     base_sequence=self._encoded_sequence[partition],
+                    codec=self.settings.codec,
                 )
                 self._encoded_sequence[partition] += wave[partition].record_count
             if in_flight is not None:
@@ -310,6 +376,7 @@ class ArrowPartitionTransaction:
         backoff = 0.02
         todo = dict(wave)
         last: dict[int, str] = {}
+        resends = 0
         while todo:
             if self.protocol.transaction_version < 2:
                 self._add_partitions(sorted(set(todo) - self._added), deadline)
@@ -318,9 +385,10 @@ class ArrowPartitionTransaction:
                 by_leader[self._leaders.get(partition, -1)].append(partition)
             requests, groups = [], []
             for leader, parts in by_leader.items():
-                request = self._produce_request({p: todo[p] for p in parts})
-                requests.append((request, leader if leader >= 0 else None))
-                groups.append(parts)
+                for share in self._request_shares(parts, todo):
+                    request = self._produce_request({p: todo[p] for p in share})
+                    requests.append((request, leader if leader >= 0 else None))
+                    groups.append(share)
             self.stats.produce_requests += len(requests)
             refresh = False
             for parts, response in zip(groups, self.wire.send_all(requests, raise_errors=False), strict=True):
@@ -340,10 +408,20 @@ class ArrowPartitionTransaction:
                             refresh |= code in _REFRESH_METADATA
                             last[partition] = error_name(code)
                         else:
-                            raise self._produce_error(partition, code, getattr(row, "error_message", None))
+                            raise self._produce_error(partition, code, getattr(row, "error_message", None),
+                                                      batch=todo[partition])
             if not todo:
                 return
             self.stats.retries += 1
+            resends += 1
+            if self.settings.retries is not None and resends > self.settings.retries:
+                partition = min(todo)
+                raise BrokerUnreachableError(
+                    f"{len(todo)} batch(es) were not acknowledged after {self.settings.retries} resend(s) "
+                    f"(the connection's retries; partition {self.topic}-{partition}: last answer "
+                    f"{last.get(partition, 'none')})",
+                    transactional_id=self.transactional_id,
+                )
             if time.monotonic() + backoff > deadline:
                 partition = min(todo)
                 raise BrokerUnreachableError(
@@ -356,6 +434,23 @@ class ArrowPartitionTransaction:
             backoff = min(backoff * 2, 0.5)
             if refresh:
                 self._refresh_metadata(required=False)
+
+    def _request_shares(self, parts: list[int], todo: dict[int, EncodedBatch]) -> list[list[int]]:
+        """One leader's partitions split so that no request exceeds ``message.max.bytes``
+        (every batch alone fits: ``batch_bytes`` was cut to the limit)."""
+        limit = self.settings.max_request_bytes
+        if limit is None:
+            return [parts]
+        shares: list[list[int]] = [[]]
+        used = _REQUEST_OVERHEAD
+        for partition in sorted(parts):
+            size = len(todo[partition].data) + 16  # + partition index and records length framing
+            if shares[-1] and used + size > limit:
+                shares.append([])
+                used = _REQUEST_OVERHEAD
+            shares[-1].append(partition)
+            used += size
+        return shares
 
     def _acknowledged(self, partition: int, batch: EncodedBatch) -> None:
         self._next_sequence[partition] = batch.last_sequence + 1
@@ -443,7 +538,7 @@ class ArrowPartitionTransaction:
         while True:
             request = MetadataRequest(
                 topics=[MetadataRequest.MetadataRequestTopic(name=self.topic)],
-                allow_auto_topic_creation=True,
+                allow_auto_topic_creation=self.settings.allow_auto_create_topics,
                 max_version=12,
             )
             try:
@@ -480,11 +575,20 @@ class ArrowPartitionTransaction:
             backoff = min(backoff * 2, 0.5)
 
     def _produce_error(
-        self, partition: int, code: int, message: str | None, api: str = "Produce"
+        self, partition: int, code: int, message: str | None, api: str = "Produce",
+        batch: EncodedBatch | None = None,
     ) -> KafkaEosError:
         where = f"{api} to {self.topic}-{partition} was refused with {error_name(code)}"
         detail = f" ({message})" if message else ""
         tid = self.transactional_id
+        if code in _TOO_LARGE and batch is not None:
+            return UsageError(
+                f"{where}{detail}: a record batch of {len(batch.data)} bytes ({batch.record_count} "
+                "record(s)) is larger than the broker accepts (the topic's max.message.bytes or the "
+                "broker's message.max.bytes); set a smaller batch.size in the connection, or raise the "
+                "topic's max.message.bytes",
+                transactional_id=tid,
+            )
         if code in _FENCED:
             return ProducerFencedError(
                 f"{where}{detail}: a newer attempt owns this transactional id",
@@ -522,9 +626,11 @@ def _concat(columns: list[Any]) -> Any:
     return columns[0] if len(columns) == 1 else pa.concat_arrays([c.cast(columns[0].type) for c in columns])
 
 
-def _chunks(sizes: np.ndarray, offset: int, budget: int) -> list[tuple[int, int]]:
+def _chunks(
+    sizes: np.ndarray, offset: int, budget: int, max_records: int | None = None
+) -> list[tuple[int, int]]:
     """Split one partition's rows (their byte sizes) into [start, end) runs of at most ``budget``
-    bytes (at least one row each); positions are shifted by ``offset``."""
+    bytes and ``max_records`` rows (at least one row each); positions are shifted by ``offset``."""
     total = np.cumsum(sizes)
     cuts = []
     start = 0
@@ -533,6 +639,8 @@ def _chunks(sizes: np.ndarray, offset: int, budget: int) -> list[tuple[int, int]
     while start < n:
         end = int(np.searchsorted(total, base + budget, side="right"))
         end = max(end, start + 1)
+        if max_records is not None:
+            end = min(end, start + max_records)
         cuts.append((offset + start, offset + end))
         base = int(total[end - 1])
         start = end

@@ -35,6 +35,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
     KafkaEosError,
     ProducerFencedError,
 )
+from airflow_provider_kafka_eos.kafka.producer_config import LIBRDKAFKA, check_producer_settings
 
 __all__ = [
     "DEFAULT_PARTITIONER",
@@ -85,10 +86,11 @@ def producer_settings(
 ) -> dict[str, Any]:
     """The confluent-kafka config of a prepare-and-leave-open producer.
 
-    The user's connection config comes first; the transactional settings are ours and win,
-    because an at-least-once setting here (``enable.idempotence=false``, ``acks=1``) would
-    silently break the guarantee.
+    The user's connection config comes first; a setting that would break the guarantee
+    (``enable.idempotence=false``, ``acks=1``) or that the writer owns (``transactional.id``) is
+    refused by name (``kafka/producer_config.py``), never silently overridden.
     """
+    check_producer_settings(confluent_config, LIBRDKAFKA)
     settings = dict(confluent_config)
     settings.update(
         {

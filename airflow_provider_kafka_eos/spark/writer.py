@@ -35,6 +35,11 @@ from airflow_provider_kafka_eos.kafka.errors import (
 from airflow_provider_kafka_eos.kafka.manifest import Manifest, ManifestStatus, write_manifest
 from airflow_provider_kafka_eos.kafka.naming import NamingStrategy, pipeline_identity
 from airflow_provider_kafka_eos.kafka.producer import TransactionProtocol
+from airflow_provider_kafka_eos.kafka.producer_config import (
+    ArrowProducerSettings,
+    arrow_producer_settings,
+    check_producer_settings,
+)
 from airflow_provider_kafka_eos.spark import requirements, shipping
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
 
@@ -95,6 +100,7 @@ def write_exactly_once(
         KafkaClientConfig.from_mapping(kafka_config)
     _validate(topic, transactional_id_prefix, checkpoint_id, transaction_timeout_ms)
     producer = _choose_producer(producer, two_phase_commit)
+    arrow_settings = _producer_settings(config, producer)  # refused by name before anything is written
     requirements.check_spark_version(df.sparkSession.version, where="this Spark session")
     requirements.check_distribution_pair()
     refuse_speculation(df.sparkSession)
@@ -131,7 +137,8 @@ def write_exactly_once(
         committables = _prepare_all(df, config=config, topic=topic, id_for_partition=id_for_partition,
                                     transaction_timeout_ms=transaction_timeout_ms, protocol=protocol,
                                     columns=(key_col, value_col, headers_col, partition_col), plan=plan,
-                                    producer=producer, two_phase=two_phase_commit)
+                                    producer=producer, two_phase=two_phase_commit,
+                                    arrow_settings=arrow_settings)
         _check_one_per_transactional_id(committables)
         _verify_still_prepared(admin, committables)
 
@@ -181,7 +188,8 @@ def _base_uri(manifest_base_uri: str | None, manifest_uri: str | None) -> str | 
 def _prepare_all(df: Any, *, config: KafkaClientConfig, topic: str, id_for_partition: Any,
                  transaction_timeout_ms: int, protocol: TransactionProtocol,
                  columns: tuple[str, str, str | None, str | None], plan: FaultPlan,
-                 producer: str, two_phase: bool) -> list[Committable]:
+                 producer: str, two_phase: bool,
+                 arrow_settings: ArrowProducerSettings | None = None) -> list[Committable]:
     """Run the partition preparer on every Spark partition; the committables the tasks returned."""
     key_col, value_col, headers_col, partition_col = columns
     prepare = _partition_preparer(
@@ -196,6 +204,7 @@ def _prepare_all(df: Any, *, config: KafkaClientConfig, topic: str, id_for_parti
         producer=producer,
         two_phase=two_phase,
         install_specs=requirements.install_specs(),
+        arrow_settings=arrow_settings,
     )
     shipping.ship_to_executors(df.sparkSession)  # executors need nothing of ours installed
     selected = [df[key_col].alias("k"), df[value_col].alias("v")]
@@ -247,8 +256,13 @@ def _partition_preparer(
     producer: str = "librdkafka",
     two_phase: bool = False,
     install_specs: dict[str, str] | None = None,
+    arrow_settings: ArrowProducerSettings | None = None,
 ):
     """The function Spark runs once per partition (it is pickled with everything it closes over)."""
+    # The connection's request.timeout.ms bounds the task's requests too (the Arrow producer's
+    # Produce requests travel on this admin's connections).
+    admin_timeouts = ({"request_timeout_ms": arrow_settings.request_timeout_ms}
+                      if arrow_settings is not None and "request.timeout.ms" in confluent_config else {})
 
     def prepare_partition(batches: Iterator[Any]) -> Iterator[Any]:
         # First, before any package of the write is imported: one clear line when one is missing.
@@ -270,7 +284,8 @@ def _partition_preparer(
         # The verification after flush needs an admin connection: open it while rows are written.
         connecting = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-eos-admin")
         admin_future = connecting.submit(
-            lambda: TransactionAdmin(KafkaClientConfig.from_mapping(confluent_config, source="spark task"))
+            lambda: TransactionAdmin(KafkaClientConfig.from_mapping(confluent_config, source="spark task"),
+                                     **admin_timeouts)
         )
 
         if producer == "arrow":
@@ -283,6 +298,7 @@ def _partition_preparer(
                 transaction_timeout_ms=transaction_timeout_ms,
                 protocol=protocol,
                 two_phase=two_phase,
+                settings=arrow_settings,
             )
         else:
             txn = PartitionTransaction(
@@ -389,6 +405,15 @@ def _choose_producer(producer: str | None, two_phase_commit: bool) -> str:
             runbook="two-phase-commit",
         )
     return producer
+
+
+def _producer_settings(config: KafkaClientConfig, producer: str) -> ArrowProducerSettings | None:
+    """Every producer key of the connection honoured by the chosen path, or a ConfigError naming the
+    key and the path (``kafka/producer_config.py``); the Arrow producer's settings, if it is chosen."""
+    if producer == "arrow":
+        return arrow_producer_settings(config.confluent(), source=config.source)
+    check_producer_settings(config.confluent(), producer, source=config.source)
+    return None
 
 
 def _validate(topic: str, prefix: str, checkpoint_id: int, timeout_ms: int) -> None:
