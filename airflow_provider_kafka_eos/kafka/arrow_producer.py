@@ -46,6 +46,7 @@ from kafka.protocol.producer import ProduceRequest
 from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest
 
 from airflow_provider_kafka_eos.kafka.committable import Committable
+from airflow_provider_kafka_eos.kafka.compression import codec_for
 from airflow_provider_kafka_eos.kafka.errors import (
     AuthorizationError,
     BrokerUnreachableError,
@@ -109,6 +110,7 @@ class ProducerStats:
     produce_requests: int = 0
     retries: int = 0
     peak_buffered_bytes: int = 0
+    largest_request_bytes: int = 0  # record batches of the largest Produce request (plus its framing)
 
 
 class ArrowPartitionTransaction:
@@ -158,6 +160,9 @@ class ArrowPartitionTransaction:
             # One batch must fit one request; a record that cannot fit is refused by name.
             self.batch_bytes = max(1, min(self.batch_bytes, limit - _REQUEST_OVERHEAD - BATCH_OVERHEAD))
         self._sticky = sticky if sticky is not None else StickyNullKeyPartitioner(self.batch_bytes)
+        if self.settings.codec.compresses:  # the executor may lack the codec package the driver has
+            codec_for(self.settings.codec.name, self.settings.codec.level,
+                      where=f"connection (producer path 'arrow', task of {transactional_id})")
         self.producer_id = -1
         self.producer_epoch = -1
         self.stats = ProducerStats()
@@ -387,6 +392,8 @@ class ArrowPartitionTransaction:
             for leader, parts in by_leader.items():
                 for share in self._request_shares(parts, todo):
                     request = self._produce_request({p: todo[p] for p in share})
+                    size = _REQUEST_OVERHEAD + sum(len(todo[p].data) + 16 for p in share)
+                    self.stats.largest_request_bytes = max(self.stats.largest_request_bytes, size)
                     requests.append((request, leader if leader >= 0 else None))
                     groups.append(share)
             self.stats.produce_requests += len(requests)

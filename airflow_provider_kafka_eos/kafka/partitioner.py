@@ -186,8 +186,9 @@ class StickyNullKeyPartitioner:
     """Partitions for records without a key: Java's uniform sticky partitioner (KIP-480, KIP-794).
 
     Each producer starts at a random partition (``rng``; a fresh system-seeded one by default)
-    and keeps sending null-keyed records there until ``batch_bytes`` of them went to it, then
-    moves to the next partition. Java picks the next partition at random; rotating in order gives
+    and keeps sending null-keyed records there until the next one would not fit a batch of
+    ``batch_bytes`` (the same cut the producer makes when it splits rows into batches), then moves
+    to the next partition. Java picks the next partition at random; rotating in order gives
     the same even spread with less variance. The byte count carries over between calls, so the
     switch happens per batch, not per Arrow batch handed in.
     """
@@ -206,12 +207,23 @@ class StickyNullKeyPartitioner:
         sizes = np.asarray(sizes, dtype=np.int64)
         if self._current is None:
             self._current = self._rng.randrange(num_partitions)
-        starts = self._filled + np.cumsum(sizes) - sizes
-        runs = starts // self.batch_bytes
-        out = ((self._current + runs) % num_partitions).astype(np.int32)
-        total = self._filled + int(sizes.sum())
-        self._current = (self._current + total // self.batch_bytes) % num_partitions
-        self._filled = total % self.batch_bytes
+        out = np.empty(len(sizes), dtype=np.int32)
+        total = np.cumsum(sizes)
+        current, filled = self._current % num_partitions, self._filled
+        start, base = 0, 0
+        while start < len(sizes):  # one step per batch, not per record
+            end = int(np.searchsorted(total, base + self.batch_bytes - filled, side="right"))
+            if end == start:
+                if filled:  # the next record does not fit this batch: the batch is done
+                    current, filled = (current + 1) % num_partitions, 0
+                    continue
+                end = start + 1  # a record larger than a batch is a batch of its own
+            out[start:end] = current
+            filled += int(total[end - 1]) - base
+            base, start = int(total[end - 1]), end
+            if filled >= self.batch_bytes:
+                current, filled = (current + 1) % num_partitions, 0
+        self._current, self._filled = current, filled
         return out
 
 

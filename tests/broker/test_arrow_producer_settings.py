@@ -1,0 +1,171 @@
+"""The connection's producer keys on the wire: the Arrow producer honours them, seen from a broker.
+
+Each test produces through ``ArrowPartitionTransaction`` with settings made from connection keys
+(``arrow_producer_settings``), commits by resume, and ends with a read_committed consumer that
+counts every key. What the keys change is read back raw: a Fetch returns the stored record
+batches, whose headers carry the codec bits, the record counts and the sizes (the broker keeps
+a batch's bytes when the topic's compression.type is ``producer``, Kafka's default).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from kafka.protocol.consumer import FetchRequest
+from kafka.structs import TopicPartition
+
+from airflow_provider_kafka_eos.kafka.arrow_producer import ArrowPartitionTransaction
+from airflow_provider_kafka_eos.kafka.compression import CODECS
+from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
+from airflow_provider_kafka_eos.kafka.producer import TransactionProtocol
+from airflow_provider_kafka_eos.kafka.producer_config import arrow_producer_settings
+from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+from airflow_provider_kafka_eos.testing.broker.records import BatchHeader, split_batches
+from airflow_provider_kafka_eos.testing.broker.txn_testkit import create_topic
+from airflow_provider_kafka_eos.testing.transactions import wait_until_committed
+from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+
+pytestmark = pytest.mark.broker
+
+
+def _admin(bootstrap: str) -> TransactionAdmin:
+    return TransactionAdmin(KafkaClientConfig.from_mapping({"bootstrap.servers": bootstrap}))
+
+
+def _transaction(admin: TransactionAdmin, tid: str, topic: str, keys: dict) -> ArrowPartitionTransaction:
+    txn = ArrowPartitionTransaction(
+        admin=admin, transactional_id=tid, topic=topic, transaction_timeout_ms=60_000,
+        protocol=TransactionProtocol.from_admin(admin), settings=arrow_producer_settings(keys),
+    )
+    txn.begin()
+    return txn
+
+
+def _commit(admin: TransactionAdmin, txn: ArrowPartitionTransaction) -> None:
+    committable = txn.prepare()
+    assert committable is not None
+    assert [o.outcome for o in admin.commit([committable])] == ["committed"]
+    wait_until_committed(admin, [txn.transactional_id])
+
+
+def stored_batches(admin: TransactionAdmin, topic: str, partitions: int) -> list[BatchHeader]:
+    return [header for _, header in placed_batches(admin, topic, partitions)]
+
+
+def placed_batches(admin: TransactionAdmin, topic: str, partitions: int) -> list[tuple[int, BatchHeader]]:
+    """Every data batch (control batches left out) of the topic, as the broker stores it (a Fetch
+    from offset 0 to each partition's leader; 64 MiB per partition is more than any test writes)."""
+    fetch_topic = FetchRequest.FetchTopic
+    leaders = admin.wire.leaders([TopicPartition(topic, p) for p in range(partitions)])
+    headers: list[tuple[int, BatchHeader]] = []
+    for partition in range(partitions):
+        request = FetchRequest(
+            replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=64 << 20, isolation_level=1, session_id=0,
+            session_epoch=-1, forgotten_topics_data=[], rack_id="",
+            topics=[fetch_topic(topic=topic, partitions=[fetch_topic.FetchPartition(
+                partition=partition, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
+                partition_max_bytes=64 << 20)])],
+            max_version=12,
+        )
+        response = admin.wire.send(request, leaders[TopicPartition(topic, partition)])
+        for answer in response.responses:
+            for row in answer.partitions:
+                assert row.error_code == 0, row
+                headers += [(partition, h) for h, _ in split_batches(bytes(row.records or b""))
+                            if not h.is_control]
+    return headers
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compression_type_reaches_the_stored_batches(kafka_broker, unique_name, codec):
+    topic, tid = unique_name(f"arrow-{codec}"), unique_name("arrow-tid")
+    create_topic(kafka_broker.bootstrap, topic, partitions=3)
+    n = 3000
+    keys = [f"key-{i}" for i in range(n)]
+    values = pa.array([f"value {i % 10} " * 30 for i in range(n)], pa.string())  # compressible
+    with _admin(kafka_broker.bootstrap) as admin:
+        txn = _transaction(admin, tid, topic, {"compression.type": codec, "batch.size": 50_000})
+        txn.write_columns(pa.array(keys), values)
+        _commit(admin, txn)
+        batches = stored_batches(admin, topic, 3)
+    assert sum(b.record_count for b in batches) == n
+    assert {b.attributes & 0x07 for b in batches} == {CODECS[codec].attribute}
+    uncompressed = sum(len(k) + len(v) for k, v in zip(keys, values.to_pylist(), strict=True))
+    assert sum(b.size for b in batches) < uncompressed / 4
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), keys)
+
+
+def test_message_max_bytes_cuts_batches_and_requests_and_names_a_record_too_large(kafka_broker, unique_name):
+    topic, tid = unique_name("arrow-maxreq"), unique_name("arrow-tid")
+    create_topic(kafka_broker.bootstrap, topic, partitions=4)
+    limit = 20_000
+    keys = [f"k{i}" for i in range(2000)]
+    with _admin(kafka_broker.bootstrap) as admin:
+        txn = _transaction(admin, tid, topic, {"message.max.bytes": limit})
+        txn.write_columns(pa.array(keys), pa.array([b"x" * 100] * len(keys)))
+        txn.flush()
+        # A record that cannot fit one request is refused by its key, before it is buffered.
+        with pytest.raises(UsageError, match=r"record with key 'too-big'.*message.max.bytes.*20000"):
+            txn.write_columns(pa.array(["k-ok", "too-big"]), pa.array([b"y", b"z" * limit]))
+        # one wave holds a batch per partition (4 x ~19 kB): spread over requests within the limit
+        assert limit // 2 < txn.stats.largest_request_bytes <= limit
+        assert txn.stats.produce_requests > txn.stats.batches // 2
+        _commit(admin, txn)
+        batches = stored_batches(admin, topic, 4)
+    assert all(b.size <= limit for b in batches)
+    assert max(b.size for b in batches) > limit // 2  # filled, not cut needlessly small
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), keys)
+
+
+def test_batch_num_messages_linger_and_buffer_messages(kafka_broker, unique_name):
+    topic = unique_name("arrow-batching")
+    create_topic(kafka_broker.bootstrap, topic, partitions=2)
+    keys = [f"k{i}" for i in range(1000)]
+    column, values = pa.array(keys), pa.array([b"v"] * len(keys))
+    with _admin(kafka_broker.bootstrap) as admin:
+        held = _transaction(admin, unique_name("tid"), topic, {"batch.num.messages": 70})
+        held.write_columns(column.slice(0, 500), values.slice(0, 500))
+        assert held.stats.batches == 0  # no linger.ms: rows wait for a full buffer or the end
+        _commit(admin, held)
+        lingering = _transaction(admin, unique_name("tid"), topic, {"linger.ms": 0})
+        lingering.write_columns(column.slice(500, 250), values.slice(500, 250))
+        assert lingering.stats.records == 250  # linger.ms=0: sent as soon as they arrived
+        _commit(admin, lingering)
+        counted = _transaction(admin, unique_name("tid"), topic, {"queue.buffering.max.messages": 200})
+        counted.write_columns(column.slice(750, 150), values.slice(750, 150))
+        assert counted.stats.records == 0
+        counted.write_columns(column.slice(900, 100), values.slice(900, 100))
+        assert counted.stats.records == 250 and counted.stats.batches > 0  # 250 >= 200 held: sent
+        _commit(admin, counted)
+        batches = stored_batches(admin, topic, 2)
+    held_batches = [b for b in batches if b.producer_id == held.producer_id]
+    assert max(b.record_count for b in held_batches) == 70 and len(held_batches) >= 500 // 70
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), keys)
+
+
+def test_allow_auto_create_topics_false_does_not_create_the_topic(kafka_broker, unique_name):
+    topic = unique_name("arrow-absent")
+    with _admin(kafka_broker.bootstrap) as admin:
+        with pytest.raises(KafkaEosError, match=f"topic {topic} has no usable metadata"):
+            _transaction(admin, unique_name("tid"), topic,
+                         {"allow.auto.create.topics": "false", "delivery.timeout.ms": 1500})
+        assert topic not in admin.wire.admin.list_topics()
+
+
+def test_null_keys_fill_a_batch_then_move_to_the_next_partition(kafka_broker, unique_name):
+    topic, tid = unique_name("arrow-sticky"), unique_name("arrow-tid")
+    create_topic(kafka_broker.bootstrap, topic, partitions=5)
+    n = 1000
+    values = pa.array([f"null-keyed-{i:05d}" for i in range(n)])  # 16 bytes + 12 of framing each
+    with _admin(kafka_broker.bootstrap) as admin:
+        txn = _transaction(admin, tid, topic, {"batch.size": 2800})  # 100 records per batch
+        for start in range(0, n, 300):  # Arrow batches that do not line up with record batches
+            txn.write_columns(None, values.slice(start, 300))
+        _commit(admin, txn)
+        batches = placed_batches(admin, topic, 5)
+    # ten full batches, two per partition: a batch's worth on one partition, then the next one
+    assert sorted(b.record_count for _, b in batches) == [100] * 10
+    assert sorted(p for p, _ in batches) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    counts = count_keys(kafka_broker.bootstrap, topic)
+    assert counts == {b"": n}  # count_keys files null keys under b""
