@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from kafka.protocol.consumer import FetchRequest
-from kafka.structs import TopicPartition
 
 from airflow_provider_kafka_eos.kafka.arrow_producer import ArrowPartitionTransaction
 from airflow_provider_kafka_eos.kafka.compression import CODECS
@@ -21,8 +19,8 @@ from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
 from airflow_provider_kafka_eos.kafka.producer import TransactionProtocol
 from airflow_provider_kafka_eos.kafka.producer_config import arrow_producer_settings
 from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
-from airflow_provider_kafka_eos.testing.broker.records import BatchHeader, split_batches
 from airflow_provider_kafka_eos.testing.broker.txn_testkit import create_topic
+from airflow_provider_kafka_eos.testing.stored_batches import placed_batches, stored_batches
 from airflow_provider_kafka_eos.testing.transactions import wait_until_committed
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
@@ -47,34 +45,6 @@ def _commit(admin: TransactionAdmin, txn: ArrowPartitionTransaction) -> None:
     assert committable is not None
     assert [o.outcome for o in admin.commit([committable])] == ["committed"]
     wait_until_committed(admin, [txn.transactional_id])
-
-
-def stored_batches(admin: TransactionAdmin, topic: str, partitions: int) -> list[BatchHeader]:
-    return [header for _, header in placed_batches(admin, topic, partitions)]
-
-
-def placed_batches(admin: TransactionAdmin, topic: str, partitions: int) -> list[tuple[int, BatchHeader]]:
-    """Every data batch (control batches left out) of the topic, as the broker stores it (a Fetch
-    from offset 0 to each partition's leader; 64 MiB per partition is more than any test writes)."""
-    fetch_topic = FetchRequest.FetchTopic
-    leaders = admin.wire.leaders([TopicPartition(topic, p) for p in range(partitions)])
-    headers: list[tuple[int, BatchHeader]] = []
-    for partition in range(partitions):
-        request = FetchRequest(
-            replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=64 << 20, isolation_level=1, session_id=0,
-            session_epoch=-1, forgotten_topics_data=[], rack_id="",
-            topics=[fetch_topic(topic=topic, partitions=[fetch_topic.FetchPartition(
-                partition=partition, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
-                partition_max_bytes=64 << 20)])],
-            max_version=12,
-        )
-        response = admin.wire.send(request, leaders[TopicPartition(topic, partition)])
-        for answer in response.responses:
-            for row in answer.partitions:
-                assert row.error_code == 0, row
-                headers += [(partition, h) for h, _ in split_batches(bytes(row.records or b""))
-                            if not h.is_control]
-    return headers
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
