@@ -247,7 +247,7 @@ class ArrowPartitionTransaction:
                 f"request limit message.max.bytes (max.request.size) = {limit} bytes allows, for topic "
                 f"{self.topic}; raise message.max.bytes in the connection (and the topic's max.message.bytes "
                 "on the broker) or make the record smaller",
-                transactional_id=self.transactional_id,
+                transactional_id=self.transactional_id, runbook="configuration",
             )
 
     def flush(self) -> None:
@@ -594,7 +594,7 @@ class ArrowPartitionTransaction:
                 "record(s)) is larger than the broker accepts (the topic's max.message.bytes or the "
                 "broker's message.max.bytes); set a smaller batch.size in the connection, or raise the "
                 "topic's max.message.bytes",
-                transactional_id=tid,
+                transactional_id=tid, runbook="configuration",
             )
         if code in _FENCED:
             return ProducerFencedError(

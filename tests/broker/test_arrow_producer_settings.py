@@ -139,3 +139,30 @@ def test_null_keys_fill_a_batch_then_move_to_the_next_partition(kafka_broker, un
     assert sorted(p for p, _ in batches) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
     counts = count_keys(kafka_broker.bootstrap, topic)
     assert counts == {b"": n}  # count_keys files null keys under b""
+
+
+def test_a_batch_above_the_topics_max_message_bytes_is_named_with_the_next_step(kafka_broker, unique_name):
+    if kafka_broker.embedded:
+        pytest.skip("needs a broker that enforces a topic's max.message.bytes; the embedded broker does not "
+                    "(docs/embedded-broker-fidelity.md row 15)")
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = unique_name("arrow-small-topic")
+    admin_client = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    new = NewTopic(topic, 1, 1, config={"max.message.bytes": "5000"})
+    admin_client.create_topics([new])[topic].result(30)
+    del admin_client
+    keys = [f"k{i}" for i in range(100)]
+    column, values = pa.array(keys), pa.array([b"v" * 200] * len(keys))
+    with _admin(kafka_broker.bootstrap) as admin:
+        refused = _transaction(admin, unique_name("tid"), topic, {})
+        refused.write_columns(column, values)
+        with pytest.raises(UsageError, match=r"SIZE_TOO_LARGE.*batch of \d+ bytes.*batch\.size"):
+            refused.flush()
+        admin.fence(refused.transactional_id, 60_000)  # abort what the failed task left open
+        # the next step the error names: a smaller batch.size
+        fitting = _transaction(admin, unique_name("tid"), topic, {"batch.size": 4000})
+        fitting.write_columns(column, values)
+        _commit(admin, fitting)
+        assert max(b.size for b in stored_batches(admin, topic, 1)) <= 5000
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), keys)
