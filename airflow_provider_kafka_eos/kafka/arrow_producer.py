@@ -173,7 +173,8 @@ class ArrowPartitionTransaction:
         self._executor: ThreadPoolExecutor | None = None
         self._added: set[int] = set()
         self._written: set[int] = set()
-        self._pending: list[tuple[pa.Array, pa.Array, pa.Array | None, pa.Array | None, np.ndarray]] = []
+        # (keys, values, headers, timestamps in ms or None, partition of each row)
+        self._pending: list[tuple[pa.Array, pa.Array, pa.Array | None, np.ndarray | None, np.ndarray]] = []
         self._pending_bytes = 0
         self._pending_records = 0
         self._pending_since = 0.0
@@ -201,8 +202,13 @@ class ArrowPartitionTransaction:
         values: pa.Array | pa.ChunkedArray,
         headers: pa.Array | pa.ChunkedArray | None = None,
         partitions: pa.Array | pa.ChunkedArray | None = None,
+        timestamps: pa.Array | pa.ChunkedArray | None = None,
     ) -> int:
-        """Buffer one batch of rows (Arrow columns); send when the buffer is full. Returns the row count."""
+        """Buffer one batch of rows (Arrow columns); send when the buffer is full. Returns the row count.
+
+        ``timestamps``: each record's CreateTime (epoch milliseconds, or an Arrow timestamp column);
+        a null, or no column, is the time the rows are encoded (as Java stamps a record without one).
+        """
         self._check_open()
         n = len(values)
         if n == 0:
@@ -213,7 +219,7 @@ class ArrowPartitionTransaction:
         targets = self._partitions_for(keys, partitions, sizes)
         if not self._pending:
             self._pending_since = time.monotonic()
-        self._pending.append((keys, values, headers, partitions, targets))
+        self._pending.append((keys, values, headers, _millis(timestamps), targets))
         self._pending_bytes += int(sizes.sum())
         self._pending_records += n
         self.stats.peak_buffered_bytes = max(self.stats.peak_buffered_bytes, self._pending_bytes)
@@ -322,6 +328,7 @@ class ArrowPartitionTransaction:
         keys = _concat([p[0] for p in pending])
         values = _concat([p[1] for p in pending])
         headers = _concat([p[2] for p in pending])
+        stamps = _stamps([(p[3], len(p[1])) for p in pending])
         targets = np.concatenate([p[4] for p in pending])
         order = np.argsort(targets, kind="stable")
         sorted_targets = targets[order]
@@ -329,6 +336,7 @@ class ArrowPartitionTransaction:
         keys = keys.take(take) if keys is not None else None
         values = values.take(take)
         headers = headers.take(take) if headers is not None else None
+        stamps = stamps[order] if stamps is not None else None
         sizes = record_sizes(keys, values)
         bounds = np.flatnonzero(np.diff(sorted_targets)) + 1
         starts = np.concatenate([[0], bounds])
@@ -341,13 +349,13 @@ class ArrowPartitionTransaction:
         # and in the sender thread; numpy/Arrow/crc32c release the GIL for the large steps).
         in_flight: Future[None] | None = None
         try:
-            in_flight = self._encode_and_send(queues, keys, values, headers)
+            in_flight = self._encode_and_send(queues, keys, values, headers, stamps)
         finally:
             if in_flight is not None:
                 in_flight.result()
 
     def _encode_and_send(self, queues: dict[int, list[tuple[int, int]]], keys: Any, values: Any,
-                         headers: Any) -> Future[None] | None:
+                         headers: Any, stamps: np.ndarray | None = None) -> Future[None] | None:
         in_flight: Future[None] | None = None
         while queues:
             wave: dict[int, EncodedBatch] = {}
@@ -359,6 +367,7 @@ class ArrowPartitionTransaction:
                     keys.slice(start, end - start) if keys is not None else None,
                     values.slice(start, end - start),
                     headers=headers.slice(start, end - start) if headers is not None else None,
+                    timestamps_ms=stamps[start:end] if stamps is not None else None,
                     producer_id=self.producer_id,
                     producer_epoch=self.producer_epoch,
                     base_sequence=self._encoded_sequence[partition],
@@ -631,6 +640,28 @@ def _concat(columns: list[Any]) -> Any:
     if columns[0] is None:
         return None
     return columns[0] if len(columns) == 1 else pa.concat_arrays([c.cast(columns[0].type) for c in columns])
+
+
+def _millis(column: Any) -> np.ndarray | None:
+    """A timestamp column as epoch milliseconds (int64; -1 marks a null: stamped when encoded)."""
+    if column is None:
+        return None
+    if pa.types.is_timestamp(column.type):
+        column = column.cast(pa.timestamp("ms", tz=column.type.tz)).cast(pa.int64())
+    elif not pa.types.is_integer(column.type):
+        raise TypeError(f"the timestamp column must be a timestamp or epoch milliseconds, not {column.type}")
+    return np.asarray(column.cast(pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _stamps(parts: list[tuple[np.ndarray | None, int]]) -> np.ndarray | None:
+    """The buffered rows' timestamps in one array; rows without one get the current time."""
+    if all(stamps is None for stamps, _ in parts):
+        return None
+    now = int(time.time() * 1000)
+    joined = np.concatenate([stamps if stamps is not None else np.full(n, -1, np.int64)
+                             for stamps, n in parts])
+    joined[joined < 0] = now
+    return joined
 
 
 def _chunks(

@@ -68,6 +68,7 @@ def write_exactly_once(
     value_col: str = "value",
     headers_col: str | None = None,
     partition_col: str | None = None,
+    timestamp_col: str | None = None,
     pipeline_id: str | None = None,
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS,
     abort_strategy: str | AbortStrategy | None = None,
@@ -92,6 +93,8 @@ def write_exactly_once(
     ``two_phase_commit=True`` opens every partition's transaction with KIP-939's Enable2Pc (the
     coordinator never times it out; each committable records ``two_phase``); it needs the Arrow
     producer. ``producer`` is ``"arrow"`` or ``"librdkafka"`` (default :data:`DEFAULT_PRODUCER`).
+    ``timestamp_col`` (a timestamp, or a long of epoch milliseconds) is each record's CreateTime on
+    both paths; without it (or where it is null) the producer stamps the record when it sends it.
     """
     store = ManifestStore.configured(_base_uri(manifest_base_uri, manifest_uri), source="manifest_base_uri")
     pipeline_id, transactional_id_prefix = pipeline_identity(pipeline_id, transactional_id_prefix)
@@ -136,7 +139,8 @@ def write_exactly_once(
         started_ms = _now_ms()
         committables = _prepare_all(df, config=config, topic=topic, id_for_partition=id_for_partition,
                                     transaction_timeout_ms=transaction_timeout_ms, protocol=protocol,
-                                    columns=(key_col, value_col, headers_col, partition_col), plan=plan,
+                                    columns=(key_col, value_col, headers_col, partition_col, timestamp_col),
+                                    plan=plan,
                                     producer=producer, two_phase=two_phase_commit,
                                     arrow_settings=arrow_settings)
         _check_one_per_transactional_id(committables)
@@ -187,11 +191,11 @@ def _base_uri(manifest_base_uri: str | None, manifest_uri: str | None) -> str | 
 
 def _prepare_all(df: Any, *, config: KafkaClientConfig, topic: str, id_for_partition: Any,
                  transaction_timeout_ms: int, protocol: TransactionProtocol,
-                 columns: tuple[str, str, str | None, str | None], plan: FaultPlan,
+                 columns: tuple[str, str, str | None, str | None, str | None], plan: FaultPlan,
                  producer: str, two_phase: bool,
                  arrow_settings: ArrowProducerSettings | None = None) -> list[Committable]:
     """Run the partition preparer on every Spark partition; the committables the tasks returned."""
-    key_col, value_col, headers_col, partition_col = columns
+    key_col, value_col, headers_col, partition_col, timestamp_col = columns
     prepare = _partition_preparer(
         confluent_config=config.confluent(),
         topic=topic,
@@ -200,6 +204,7 @@ def _prepare_all(df: Any, *, config: KafkaClientConfig, topic: str, id_for_parti
         protocol=protocol,
         has_headers=headers_col is not None,
         has_partition=partition_col is not None,
+        has_timestamp=timestamp_col is not None,
         plan=plan,
         producer=producer,
         two_phase=two_phase,
@@ -212,6 +217,8 @@ def _prepare_all(df: Any, *, config: KafkaClientConfig, topic: str, id_for_parti
         selected.append(df[headers_col].alias("h"))
     if partition_col is not None:
         selected.append(df[partition_col].cast("int").alias("p"))
+    if timestamp_col is not None:
+        selected.append(_epoch_millis(df, timestamp_col).alias("t"))
     rows = _collect_committables(df.select(*selected).mapInArrow(prepare, _COMMITTABLE_SCHEMA))
     return [Committable.from_dict(json.loads(r["committable"]), source="spark task result") for r in rows]
 
@@ -253,6 +260,7 @@ def _partition_preparer(
     has_headers: bool,
     has_partition: bool,
     plan: FaultPlan,
+    has_timestamp: bool = False,
     producer: str = "librdkafka",
     two_phase: bool = False,
     install_specs: dict[str, str] | None = None,
@@ -317,7 +325,7 @@ def _partition_preparer(
                 if kill_at is not None:  # tests only: die part way through this batch
                     batch = batch.slice(0, kill_at)
                 _write_batch(txn, batch, arrow=producer == "arrow", has_headers=has_headers,
-                             has_partition=has_partition)
+                             has_partition=has_partition, has_timestamp=has_timestamp)
                 written += batch.num_rows
                 if kill_at is not None:
                     txn.flush()
@@ -337,19 +345,33 @@ def _partition_preparer(
     return prepare_partition
 
 
-def _write_batch(txn: Any, batch: Any, *, arrow: bool, has_headers: bool, has_partition: bool) -> None:
-    """One Arrow batch into the partition's transaction (columns k, v[, h][, p])."""
+def _write_batch(txn: Any, batch: Any, *, arrow: bool, has_headers: bool, has_partition: bool,
+                 has_timestamp: bool = False) -> None:
+    """One Arrow batch into the partition's transaction (columns k, v[, h][, p][, t])."""
     headers = batch.column(2) if has_headers else None
     partitions = batch.column(2 + int(has_headers)) if has_partition else None
+    stamps = batch.column(2 + int(has_headers) + int(has_partition)) if has_timestamp else None
     if arrow:  # whole Arrow columns, no Python object per row
-        txn.write_columns(batch.column(0), batch.column(1), headers, partitions)
+        txn.write_columns(batch.column(0), batch.column(1), headers, partitions, stamps)
         return
     txn.write_rows(
         batch.column(0).to_pylist(),
         batch.column(1).to_pylist(),
         None if headers is None else headers.to_pylist(),
         None if partitions is None else partitions.to_pylist(),
+        None if stamps is None else stamps.to_pylist(),
     )
+
+
+def _epoch_millis(df: Any, column: str) -> Any:
+    """A timestamp column as epoch milliseconds (long); a numeric one is taken as milliseconds."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
+
+    kind = df.schema[column].dataType
+    if isinstance(kind, (TimestampType, TimestampNTZType, DateType)):
+        return F.unix_millis(df[column].cast("timestamp"))
+    return df[column].cast("long")
 
 
 def _check_one_per_transactional_id(committables: list[Committable]) -> None:
