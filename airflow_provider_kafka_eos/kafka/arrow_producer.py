@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from kafka.protocol.admin import DescribeConfigsRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest
@@ -155,11 +156,15 @@ class ArrowPartitionTransaction:
         self.buffer_bytes = self.settings.buffer_bytes
         self.delivery_timeout_ms = self.settings.delivery_timeout_ms
         self.request_timeout_ms = self.settings.request_timeout_ms
+        # The largest record that can be sent (None: no known limit) and which setting sets it.
+        self._record_limit: tuple[int, str] | None = None
         limit = self.settings.max_request_bytes
         if limit is not None:
             # One batch must fit one request; a record that cannot fit is refused by name.
-            self.batch_bytes = max(1, min(self.batch_bytes, limit - _REQUEST_OVERHEAD - BATCH_OVERHEAD))
+            self._fit(limit - _REQUEST_OVERHEAD - BATCH_OVERHEAD,
+                      f"the producer's request limit message.max.bytes (max.request.size) = {limit} bytes")
         self._sticky = sticky if sticky is not None else StickyNullKeyPartitioner(self.batch_bytes)
+        self._own_sticky = sticky is None
         if self.settings.codec.compresses:  # the executor may lack the codec package the driver has
             codec_for(self.settings.codec.name, self.settings.codec.level,
                       where=f"connection (producer path 'arrow', task of {transactional_id})")
@@ -192,6 +197,37 @@ class ArrowPartitionTransaction:
         log.info("%s: transaction open under producer id %d, epoch %d%s", self.transactional_id,
                  self.producer_id, self.producer_epoch, " (two-phase commit)" if self.two_phase else "")
         self._refresh_metadata()
+        self._fit_topic_limit()
+
+    def _fit(self, largest_records: int, what: str) -> None:
+        """Cut batches to ``largest_records`` bytes of records when that is below ``batch_bytes``."""
+        if self._record_limit is None or largest_records < self._record_limit[0]:
+            self._record_limit = (largest_records, what)
+        if largest_records < self.batch_bytes:
+            self.batch_bytes = max(1, largest_records)
+            if getattr(self, "_own_sticky", False):
+                self._sticky.batch_bytes = self.batch_bytes
+
+    def _fit_topic_limit(self) -> None:
+        """Batches cut to fit the topic's ``max.message.bytes``, as far as DescribeConfigs may read
+        it (a principal without DESCRIBE_CONFIGS on the topic keeps ``batch.size``; a batch the
+        broker still refuses as too large is then named by :meth:`_produce_error`)."""
+        resource = DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=2, resource_name=self.topic, configuration_keys=["max.message.bytes"]  # 2: TOPIC
+        )
+        try:
+            response = self.wire.send(DescribeConfigsRequest(resources=[resource], include_synonyms=False))
+        except KafkaEosError as exc:
+            log.info("%s: the topic's max.message.bytes could not be read (%s); batches follow batch.size",
+                     self.transactional_id, exc.cause)
+            return
+        for result in response.results:
+            for entry in result.configs if not result.error_code else []:
+                if entry.name == "max.message.bytes" and str(entry.value or "").isdigit():
+                    limit = int(entry.value)
+                    # the broker counts a batch with its 12-byte log overhead (offset + length)
+                    self._fit(limit - 12 - BATCH_OVERHEAD,
+                              f"topic {self.topic}'s max.message.bytes = {limit} bytes")
 
     def identity(self) -> tuple[int, int]:
         return self.producer_id, self.producer_epoch
@@ -239,20 +275,19 @@ class ArrowPartitionTransaction:
         return s.linger_ms is not None and (time.monotonic() - self._pending_since) * 1000 >= s.linger_ms
 
     def _check_record_sizes(self, keys: Any, sizes: np.ndarray) -> None:
-        """A record larger than one Produce request may be (``message.max.bytes``) can never be
-        sent: refuse it by its key before it is buffered."""
-        limit = self.settings.max_request_bytes
-        if limit is None:
+        """A record larger than one Produce request may be (``message.max.bytes``) or than the topic
+        takes (``max.message.bytes``) can never be sent: refuse it by its key before it is buffered."""
+        if self._record_limit is None:
             return
-        too_large = np.flatnonzero(sizes + BATCH_OVERHEAD + _REQUEST_OVERHEAD > limit)
+        largest, what = self._record_limit
+        too_large = np.flatnonzero(sizes > largest)
         if too_large.size:
             row = int(too_large[0])
             key = keys[row].as_py() if keys is not None else None
             raise UsageError(
-                f"record with key {key!r} is about {int(sizes[row])} bytes, larger than the producer's "
-                f"request limit message.max.bytes (max.request.size) = {limit} bytes allows, for topic "
-                f"{self.topic}; raise message.max.bytes in the connection (and the topic's max.message.bytes "
-                "on the broker) or make the record smaller",
+                f"record with key {key!r} is about {int(sizes[row])} bytes, larger than {what} allows "
+                f"(for topic {self.topic}); raise that limit (message.max.bytes in the connection, the "
+                "topic's max.message.bytes on the broker) or make the record smaller",
                 transactional_id=self.transactional_id, runbook="configuration",
             )
 
