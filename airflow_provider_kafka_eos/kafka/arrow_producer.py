@@ -217,9 +217,9 @@ class ArrowPartitionTransaction:
         )
         try:
             response = self.wire.send(DescribeConfigsRequest(resources=[resource], include_synonyms=False))
-        except KafkaEosError as exc:
+        except Exception as exc:  # best effort: without it, the broker's MESSAGE_TOO_LARGE is named
             log.info("%s: the topic's max.message.bytes could not be read (%s); batches follow batch.size",
-                     self.transactional_id, exc.cause)
+                     self.transactional_id, getattr(exc, "cause", type(exc).__name__))
             return
         for result in response.results:
             for entry in result.configs if not result.error_code else []:
@@ -284,8 +284,9 @@ class ArrowPartitionTransaction:
         if too_large.size:
             row = int(too_large[0])
             key = keys[row].as_py() if keys is not None else None
+            shown = repr(key) if len(repr(key)) <= 100 else f"{repr(key)[:97]}..."
             raise UsageError(
-                f"record with key {key!r} is about {int(sizes[row])} bytes, larger than {what} allows "
+                f"record with key {shown} is about {int(sizes[row])} bytes, larger than {what} allows "
                 f"(for topic {self.topic}); raise that limit (message.max.bytes in the connection, the "
                 "topic's max.message.bytes on the broker) or make the record smaller",
                 transactional_id=self.transactional_id, runbook="configuration",
