@@ -119,3 +119,16 @@ def test_null_keys_spread_evenly_across_tasks() -> None:
     # the default generator is seeded from the system: two producers do not share a start sequence
     firsts = {int(StickyNullKeyPartitioner(100).assign(np.ones(1, np.int64), 1000)[0]) for _ in range(20)}
     assert len(firsts) > 1
+
+
+def test_a_null_keyed_record_larger_than_a_batch_is_a_batch_of_its_own() -> None:
+    from airflow_provider_kafka_eos.kafka.partitioner import StickyNullKeyPartitioner
+
+    sticky = StickyNullKeyPartitioner(batch_bytes=1000, rng=random.Random(1))
+    placed = sticky.assign(np.array([50, 2000, 50, 960, 10]), 3).tolist()
+    s = placed[0]
+    # 50 starts a batch; 2000 does not fit it: next partition, alone; then 50 + 960 > 1000: the 960
+    # starts the next batch, which the 10 still fits
+    assert placed == [s, (s + 1) % 3, (s + 2) % 3, s, s]
+    with pytest.raises(ValueError, match="batch_bytes"):
+        StickyNullKeyPartitioner(0)
