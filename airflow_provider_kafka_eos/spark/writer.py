@@ -275,7 +275,8 @@ def _partition_preparer(
     def prepare_partition(batches: Iterator[Any]) -> Iterator[Any]:
         # First, before any package of the write is imported: one clear line when one is missing.
         requirements.check_importable(install_specs, where=requirements.executor_python(), marked=True,
-                                      producer=producer)
+                                      producer=producer,
+                                      codec=arrow_settings.codec.name if arrow_settings is not None else None)
 
         from concurrent.futures import ThreadPoolExecutor
 
