@@ -125,6 +125,7 @@ _CLIENT_ROLE_KEYS = frozenset(
         "batch.size",
         "compression.type",
         "compression.codec",
+        "compression.level",
         "acks",
         "request.required.acks",
         "enable.idempotence",
@@ -157,6 +158,7 @@ _JAVA_TWINS = {
     "ssl.keystore.password": "ssl.keystore.password",
     "ssl.cipher.suites": "ssl.cipher.suites",
     "sasl.oauthbearer.token.endpoint.url": "sasl.oauthbearer.token.endpoint.url",
+    "max.request.size": "message.max.bytes",
     "max.block.ms": None,  # Java-producer only; nothing to translate, accepted and dropped
     "key.serializer": None,
     "value.serializer": None,
@@ -221,6 +223,8 @@ class KafkaClientConfig:
             key = raw_key.strip()
             if key == "sasl.mechanism":  # librdkafka accepts the Java spelling as an alias
                 key = "sasl.mechanisms"
+            if key == "max.request.size":  # Java's name of librdkafka's request size limit
+                key = "message.max.bytes"
             if key not in _CONNECTION_KEYS and key not in _CLIENT_ROLE_KEYS:
                 raise ConfigError(f"{source}: unknown or unsupported client configuration key {key!r}")
             if value is None:
@@ -301,7 +305,8 @@ class KafkaClientConfig:
         if extra:
             # The same key check as a connection extra, then one validation of the whole.
             for raw_key in extra:
-                key = "sasl.mechanisms" if raw_key == "sasl.mechanism" else raw_key
+                key = {"sasl.mechanism": "sasl.mechanisms", "max.request.size": "message.max.bytes"}.get(
+                    raw_key, raw_key)
                 if key not in _CONNECTION_KEYS and key not in _CLIENT_ROLE_KEYS:
                     raise ConfigError(f"{source}: unknown or unsupported client configuration key {key!r}")
             for key, value in (defaults or {}).items():

@@ -37,6 +37,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
     KafkaEosError,
     ProducerFencedError,
 )
+from airflow_provider_kafka_eos.kafka.producer_config import LIBRDKAFKA, check_producer_settings
 
 __all__ = [
     "DEFAULT_PARTITIONER",
@@ -87,10 +88,11 @@ def producer_settings(
 ) -> dict[str, Any]:
     """The confluent-kafka config of a prepare-and-leave-open producer.
 
-    The user's connection config comes first; the transactional settings are ours and win,
-    because an at-least-once setting here (``enable.idempotence=false``, ``acks=1``) would
-    silently break the guarantee.
+    The user's connection config comes first; a setting that would break the guarantee
+    (``enable.idempotence=false``, ``acks=1``) or that the writer owns (``transactional.id``) is
+    refused by name (``kafka/producer_config.py``), never silently overridden.
     """
+    check_producer_settings(confluent_config, LIBRDKAFKA)
     settings = dict(confluent_config)
     settings.update(
         {
@@ -223,10 +225,13 @@ class PartitionTransaction:
         values: Iterable[Any],
         headers: Iterable[Any] | None = None,
         partitions: Iterable[Any] | None = None,
+        timestamps: Iterable[Any] | None = None,
     ) -> int:
-        """Produce one batch of rows (parallel sequences); returns how many were produced."""
+        """Produce one batch of rows (parallel sequences); returns how many were produced.
+
+        ``timestamps``: CreateTime per row in epoch milliseconds (None: librdkafka stamps it)."""
         try:
-            count = self._produce_rows(keys, values, headers, partitions)
+            count = self._produce_rows(keys, values, headers, partitions, timestamps)
         except KafkaEosError:
             raise
         except Exception as exc:  # a fatal producer error (fenced, authorization) surfaces here
@@ -240,13 +245,14 @@ class PartitionTransaction:
         values: Iterable[Any],
         headers: Iterable[Any] | None,
         partitions: Iterable[Any] | None,
+        timestamps: Iterable[Any] | None = None,
     ) -> int:
         producer = self._require_producer()
         produce = producer.produce
         topic = self.topic
         callback = self._on_delivery
         count = 0
-        if headers is None and partitions is None:
+        if headers is None and partitions is None and timestamps is None:
             for key, value in zip(keys, values, strict=True):
                 try:
                     produce(topic, value, key, on_delivery=callback)
@@ -263,14 +269,17 @@ class PartitionTransaction:
                 values,
                 headers if headers is not None else repeat(None),
                 partitions if partitions is not None else repeat(None),
+                timestamps if timestamps is not None else repeat(None),
                 strict=False,  # repeat() is endless; keys/values bound the rows
             )
-            for key, value, row_headers, partition in rows:
+            for key, value, row_headers, partition, stamp in rows:
                 kwargs: dict[str, Any] = {"on_delivery": callback}
                 if row_headers:
                     kwargs["headers"] = _normalise_headers(row_headers)
                 if partition is not None:
                     kwargs["partition"] = int(partition)
+                if stamp is not None:
+                    kwargs["timestamp"] = int(stamp)
                 try:
                     produce(topic, value, key, **kwargs)
                 except BufferError:
