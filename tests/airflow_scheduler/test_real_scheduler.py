@@ -30,7 +30,11 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "dags"))
 from airflow_stack import PIPELINE_TOPIC, wait_for
 from eos_sample_events import write_batch
 
-pytestmark = [pytest.mark.airflow_services, pytest.mark.broker, pytest.mark.timeout(900)]
+# Airflow's scheduling, deferral and Asset events: one broker proves them (the writer, commit and
+# cleanup they drive run on real Kafka in tests/spark, tests/faults, tests/sensors and tests/dags).
+pytestmark = [
+    pytest.mark.airflow_services, pytest.mark.broker, pytest.mark.timeout(900), pytest.mark.provider_logic
+]
 
 
 def test_a_manual_cleanup_run_starts_beside_a_waiting_scheduled_one_and_its_sensor_fires_in_the_triggerer(
@@ -139,7 +143,6 @@ def test_the_pipeline_triggered_without_a_logical_date_commits_once_and_the_down
     assert len(stack.runs("eos_downstream")) == 1
 
 
-@pytest.mark.provider_logic  # the input claim is the manifest store's; one broker proves it
 def test_a_batch_triggered_again_by_hand_is_skipped_however_it_is_triggered_and_two_at_once_write_once(
     airflow_stack, kafka_broker
 ):

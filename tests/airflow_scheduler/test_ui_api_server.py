@@ -23,7 +23,8 @@ from airflow_stack import AirflowStack, free_port, wait_for
 
 from airflow_provider_kafka_eos.testing.embedded import unique_name
 
-pytestmark = pytest.mark.broker
+# The UI's side; the hook's connection test runs on real Kafka in tests/broker.
+pytestmark = [pytest.mark.broker, pytest.mark.provider_logic]
 
 PASSWORDS = {"admin": secrets.token_hex(8), "viewer": secrets.token_hex(8)}
 

@@ -119,6 +119,7 @@ def test_pipeline_runs_checkpoints_exactly_once_and_a_cleared_rerun_changes_noth
     assert all(SECRET not in p.read_text() for p in (tmp_path / "manifests").rglob("*.json"))
 
 
+@pytest.mark.provider_logic  # Airflow-side input rules; the first test proves the DAG on real Kafka
 def test_manual_trigger_without_logical_date_reads_the_batch_of_its_run_after(
     pipeline_dag, connections, kafka_broker, tmp_path, unique_name
 ):
@@ -144,6 +145,7 @@ def test_manual_trigger_without_logical_date_reads_the_batch_of_its_run_after(
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
 
 
+@pytest.mark.provider_logic  # Airflow-side input rules; the first test proves the DAG on real Kafka
 def test_a_date_without_events_skips_the_run_and_the_batch_param_picks_one(
     pipeline_dag, connections, kafka_broker, tmp_path, unique_name
 ):
@@ -180,6 +182,7 @@ def test_a_date_without_events_skips_the_run_and_the_batch_param_picks_one(
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
 
 
+@pytest.mark.provider_logic  # Airflow-side input rules; the first test proves the DAG on real Kafka
 def test_a_missing_input_dir_fails_the_submit_task_at_once_without_retries(
     pipeline_dag, connections, tmp_path, unique_name
 ):
