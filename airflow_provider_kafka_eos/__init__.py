@@ -17,6 +17,8 @@ PROJECT_URL = "https://github.com/airflow-provider-kafka-eos/airflow-provider-ka
 
 def get_provider_info() -> dict:
     """Provider metadata Airflow reads through the ``apache_airflow_provider`` entry point."""
+    from airflow_provider_kafka_eos.hooks import connection_form  # plain data, no Airflow import
+
     return {
         "package-name": "airflow-provider-kafka-eos",
         "name": "Kafka exactly-once (EOS) for PySpark",
@@ -31,15 +33,10 @@ def get_provider_info() -> dict:
                 "connection-type": CONNECTION_TYPE,
                 "hook-name": "Kafka (exactly-once)",  # what the UI lists, without importing the hook
                 "hook-class-name": "airflow_provider_kafka_eos.hooks.kafka_eos.KafkaEosHook",
-                # Same shape as Airflow's ``kafka`` connection: the whole librdkafka client
-                # config lives in ``extra`` as JSON, so existing connections can be reused.
-                "ui-field-behaviour": {
-                    "hidden-fields": ["schema", "login", "password", "port", "host"],
-                    "relabeling": {"extra": "Config Dict"},
-                    "placeholders": {
-                        "extra": '{"bootstrap.servers": "broker1:9092", "security.protocol": "SASL_SSL"}'
-                    },
-                },
+                # The extra is the whole librdkafka client config as JSON (the shape of Airflow's
+                # ``kafka`` connection); each form field is one key of it (hooks/connection_form.py).
+                "ui-field-behaviour": connection_form.ui_field_behaviour_info(),
+                "conn-fields": connection_form.conn_fields(),
             }
         ],
     }

@@ -47,6 +47,8 @@ MOVED: dict[str, str] = {
     f"{_K}.arrow_producer": f"{_K}.producers.arrow",
     f"{_K}.record_batch": f"{_K}.producers.record_batch",
     f"{_K}.partitioner": f"{_K}.producers.partitioner",
+    f"{_K}.compression": f"{_K}.producers.compression",
+    f"{_K}.producer_config": f"{_K}.producers.producer_config",
     # checkpoints: the vote (manifest), its store and life, whose run it is, ids, restore, abort
     f"{_K}.manifest": f"{_K}.checkpoints.manifest",
     f"{_K}.checkpoint": f"{_K}.checkpoints.lifecycle",
@@ -54,6 +56,9 @@ MOVED: dict[str, str] = {
     f"{_K}.naming": f"{_K}.checkpoints.naming",
     f"{_K}.abort_strategies": f"{_K}.checkpoints.abort_strategies",
     f"{_K}.restore": f"{_K}.checkpoints.restore",
+    f"{_K}.checkpoint_listing": f"{_K}.checkpoints.listing",
+    f"{_K}.input_claims": f"{_K}.checkpoints.input_claims",
+    f"{_K}.store_objects": f"{_K}.checkpoints.store_objects",
     # operations: what an operator (a person) runs: classify, findings, resolution, preflight
     f"{_K}.classify": f"{_K}.operations.classify",
     f"{_K}.findings_store": f"{_K}.operations.findings_store",

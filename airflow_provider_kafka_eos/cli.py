@@ -35,6 +35,7 @@ ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
 CLI_REFERENCE_URL = f"{PROJECT_URL}/blob/main/docs/cli.md"
 ENV_MANIFEST_BASE = "KAFKA_EOS_MANIFEST_BASE_URI"
 MANIFEST_BASE_KEY = "manifest_base_uri"  # in --command-config: ours, not a Kafka client property
+CHECKPOINTS = "checkpoints"  # an action of the CLI only: it reads the manifest store, not Kafka
 DEFAULT_TIMEOUT = "60s"
 # How long connecting to the cluster may take at most (less when --timeout is shorter).
 CONNECT_TIMEOUT_MS = 10_000
@@ -85,7 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--action", choices=ACTIONS, help="what to do (required, unless --runbook)")
+    parser.add_argument(
+        "--action",
+        choices=(*ACTIONS, CHECKPOINTS),
+        help=f"what to do (required, unless --runbook); {CHECKPOINTS}: the manifest store's checkpoints "
+        "with their status and input (reads no Kafka)",
+    )
     parser.add_argument(
         "--runbook",
         nargs="?",
@@ -194,6 +200,9 @@ def _add_checkpoint_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="show what abort/commit would do; change nothing"
     )
+    parser.add_argument("--pipeline-id", metavar="ID", help=f"{CHECKPOINTS}: one pipeline's checkpoints")
+    parser.add_argument("--input-id", metavar="INPUT",
+                        help=f"{CHECKPOINTS}: only checkpoints carrying this input (e.g. a batch name)")
 
 
 def _properties(args: argparse.Namespace, env: Any) -> tuple[str | None, dict[str, str]]:
@@ -241,11 +250,24 @@ def _manifest_base(args: argparse.Namespace, env: Any, props: dict[str, str]) ->
     return args.manifest_base or props.get(MANIFEST_BASE_KEY) or env.get(ENV_MANIFEST_BASE) or None
 
 
+def _checkpoints(args: argparse.Namespace, manifest_base: str | None) -> Any:
+    """``--action checkpoints``: the store's checkpoints (status, input, run); reads no Kafka."""
+    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
+    from airflow_provider_kafka_eos.kafka.checkpoints.listing import COLUMNS, checkpoint_rows
+    from airflow_provider_kafka_eos.kafka.operations.resolution import ResolutionResult
+
+    store = ManifestStore.configured(manifest_base, source="--manifest-base / manifest_base_uri")
+    rows = checkpoint_rows(store, pipeline_id=args.pipeline_id, input_id=args.input_id)
+    return ResolutionResult(rows, f"{len(rows)} checkpoint(s) in {store.base_uri}", True, COLUMNS)
+
+
 def _request(args: argparse.Namespace, manifest_base: str | None = None) -> Any:
     from airflow_provider_kafka_eos.kafka.errors import UsageError
     from airflow_provider_kafka_eos.kafka.operations.resolution import ResolutionRequest
     from airflow_provider_kafka_eos.kafka.validation import parse_duration_ms
 
+    if (args.pipeline_id or args.input_id) and args.action != CHECKPOINTS:
+        raise UsageError(f"--pipeline-id and --input-id apply to --action {CHECKPOINTS} only")
     if args.manifest and args.action not in ("commit", "commit-from-manifest", "abort"):
         raise UsageError(f"--manifest does not apply to --action {args.action}")
     if args.unprotected and args.action != "abort":
@@ -355,6 +377,8 @@ def run(
             raise UsageError(f"--timeout must be a positive duration like 30s (default {DEFAULT_TIMEOUT})")
         deadline = time.monotonic() + timeout_ms / 1000
         path, props = _properties(args, env)
+        if args.action == CHECKPOINTS:
+            return _print_result(_checkpoints(args, _manifest_base(args, env, props)), args, stdout, stderr)
         request = _request(args, _manifest_base(args, env, props))
         if not request.protect:
             stderr.write(
@@ -390,6 +414,11 @@ def run(
             f"Next step: {runbook_reference('troubleshooting')} (rerun with --verbose)\n"
         )
         return EXIT_FAILED
+    return _print_result(result, args, stdout, stderr)
+
+
+def _print_result(result: Any, args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    """The result as a table (or JSON with --json), its warnings on stderr; the exit code."""
     if args.json:
         stdout.write(json.dumps(result.to_dict(), sort_keys=True, default=str) + "\n")
     else:

@@ -39,8 +39,13 @@ from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOpe
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
 
 KAFKA_EOS_CONN_ID = os.environ.get("KAFKA_EOS_CLEANUP_CONN_ID", "kafka_eos_default")
+# The example pipeline's id (same variable and default as dags/eos_pipeline.py): its transactional
+# ids are <pipeline id>-<partition>-<checkpoint>, so out of the box this DAG watches that pipeline.
+PIPELINE_ID = os.environ.get("KAFKA_EOS_PIPELINE_ID", "user_activity")
 DEFAULT_PREFIXES = [
-    p.strip() for p in os.environ.get("KAFKA_EOS_CLEANUP_PREFIXES", "eos-").split(",") if p.strip()
+    p.strip()
+    for p in os.environ.get("KAFKA_EOS_CLEANUP_PREFIXES", f"{PIPELINE_ID}-").split(",")
+    if p.strip()
 ]
 DEFAULT_MIN_AGE_SECONDS = int(os.environ.get("KAFKA_EOS_CLEANUP_MIN_AGE_SECONDS", "900"))
 POLL_SECONDS = float(os.environ.get("KAFKA_EOS_CLEANUP_POLL_SECONDS", "60"))
@@ -64,30 +69,46 @@ ALERT = "alert"
             type="array",
             items={"type": "string"},
             minItems=1,
-            description="Transactional-id prefixes that belong to our pipelines.",
+            title="Transactional-id prefixes",
+            description="One per line: the prefixes our pipelines' transactional ids start with "
+            "(<pipeline id>- for each pipeline; the example pipeline's is user_activity-). Ongoing "
+            "transactions under them that no PREPARED manifest lists are orphans and are aborted.",
         ),
         "manifest_base_uri": Param(
             None,
             type=["null", "string"],
-            description="The manifest store (blank: the connection's manifest_base_uri).",
+            title="Manifest store",
+            description="The store whose PREPARED manifests protect transactions (blank: the kafka_eos "
+            "connection's Manifest store URI, where the pipelines write).",
         ),
         "min_age_seconds": Param(
             DEFAULT_MIN_AGE_SECONDS,
             type="integer",
             minimum=0,
-            description="Only transactions Ongoing at least this long are findings.",
+            title="Minimum age (seconds)",
+            description="Only transactions Ongoing at least this long are findings (a running pipeline's "
+            "transactions are younger).",
         ),
         "commit_pending_action": Param(
             COMMIT,
             enum=[COMMIT, ALERT],
-            description="Commit commit-pending transactions, or fail to alert a human.",
+            values_display={COMMIT: "commit them", ALERT: "alert: fail the run, commit nothing"},
+            title="Commit-pending transactions",
+            description="What to do with transactions a PREPARED manifest lists: commit them, or fail "
+            "the run so a human decides.",
         ),
         "protect": Param(
             True,
             type="boolean",
-            description="Never abort an id a PREPARED manifest lists. Off: those batches are lost.",
+            title="Protect prepared transactions",
+            description="Never abort an id a PREPARED manifest lists. Off: those batches are lost (logged).",
         ),
-        "dry_run": Param(False, type="boolean", description="Decide and report; abort and commit nothing."),
+        "dry_run": Param(
+            False,
+            type="boolean",
+            title="Dry run",
+            description="Find, classify and report what would be aborted or committed; change nothing.",
+        ),
     },
 )
 def eos_cleanup() -> None:
@@ -145,7 +166,7 @@ def eos_cleanup() -> None:
         """What this run found and what became of each finding (also the run's XCom)."""
         if not findings:
             print("no lingering transactions")
-            return {"findings": {}, "aborted": [], "committed_manifests": []}
+            return {"findings": {}, "aborted": [], "committed_manifests": [], "committed_inputs": []}
         found = Findings.from_dict(findings)
         dry = bool(params["dry_run"])
         print(f"found: {found.summary()}\n{found.table()}")
@@ -155,12 +176,15 @@ def eos_cleanup() -> None:
             "aborted": (aborted or {}).get("aborted", []),
             "abort_skipped": (aborted or {}).get("skipped", []),
             "committed_manifests": [r["manifest_uri"] for r in committed or []],
+            # the batches those checkpoints carry (None: a checkpoint without an input identity)
+            "committed_inputs": [r.get("input_id") for r in committed or []],
             "foreign": [f.transactional_id for f in found.of_kind(FindingKind.FOREIGN)],
         }
         verb_abort, verb_commit = ("would abort", "would commit") if dry else ("aborted", "committed")
         print(
             f"{'dry run: ' if dry else ''}{verb_abort} {len(result['aborted'])} transaction(s); "
-            f"{verb_commit} {len(result['committed_manifests'])} checkpoint(s); "
+            f"{verb_commit} {len(result['committed_manifests'])} checkpoint(s)"
+            f"{_inputs_text(result['committed_inputs'])}; "
             f"{len(result['abort_skipped'])} left alone"
         )
         print(result)
@@ -170,6 +194,12 @@ def eos_cleanup() -> None:
     committed = commit_pending(find.output)
     find >> committed >> abort
     summary(find.output, committed, abort.output)
+
+
+def _inputs_text(inputs: list[str | None]) -> str:
+    """`` (inputs: B1, B2)``: the batches a person recognises, beside the checkpoint count."""
+    named = [i if i is not None else "unknown" for i in inputs]
+    return f" (inputs: {', '.join(named)})" if named else ""
 
 
 def _alert_if_pending(found: Findings, params: dict[str, Any] | None) -> None:

@@ -10,7 +10,11 @@ transaction manager):
    left open ("prepared"); the job's last act is the checkpoint manifest (the vote). The
    checkpoint id comes from the run (its logical date, else its run_after, in microseconds),
    so a retry or a cleared rerun of this run prepares the same checkpoint (and finds its
-   manifest instead of writing again), and every other run gets its own.
+   manifest instead of writing again), and every other run gets its own. The batch is the
+   run's *input identity*: a second run of a batch already written (the trigger form used
+   twice, a colleague re-running a batch that had succeeded, the CLI or REST API) writes
+   nothing: ``submit`` and ``commit`` are skipped and the log names the run that wrote it.
+   Set the ``reprocess`` param to write a batch again on purpose (recorded in the manifest).
 3. ``commit``: commits every transaction the manifest lists, then marks it COMMITTED, and
    emits one Asset event for ``kafka://host:port/<topic>`` (``dags/eos_downstream.py`` is
    scheduled on it; a rerun that commits nothing new emits none).
@@ -26,9 +30,11 @@ Runs work however they start: on the schedule, or triggered from the UI, the CLI
 API with or without a logical date. The batch to read is the ``batch`` param when given, else
 the run's own time (data interval end when the run has one, else ``run_after``) as
 ``YYYYMMDDTHHMMSS``; no template depends on ``logical_date`` (``ts_nodash`` and friends are
-undefined for a run triggered without one). A batch folder that does not exist is an empty
-batch (the checkpoint commits nothing); an ``input_dir`` that does not exist fails the submit
-task at once, without retries, naming the folder.
+undefined for a run triggered without one). No input is never a silent green run: a batch
+from the run's time with no folder, or a batch folder without event files, skips ``submit``
+and ``commit`` with the reason in the submit log; a ``batch`` typed by hand with no folder, or
+an ``input_dir`` that does not exist, fails ``submit`` at once, without retries, naming the
+folder (docs/ui.md, "Empty input").
 """
 
 from __future__ import annotations
@@ -57,8 +63,21 @@ SPARK_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_SPARK_CONN_ID", "spark_local"
 TRANSACTION_TIMEOUT_MS = int(os.environ.get("KAFKA_EOS_PIPELINE_TXN_TIMEOUT_MS", "900000"))
 # A cron expression or preset; "none" for manual and API triggers only.
 SCHEDULE = os.environ.get("KAFKA_EOS_PIPELINE_SCHEDULE", "@hourly")
+# 1 keeps checkpoints in order; runs of the same batch never both write, whatever this is.
+MAX_ACTIVE_RUNS = int(os.environ.get("KAFKA_EOS_PIPELINE_MAX_ACTIVE_RUNS", "1"))
 APPLICATION = f"{Path(__file__).resolve().with_name('eos_pipeline_job.py')}:build_dataframe"
 BATCH_FORMAT = "%Y%m%dT%H%M%S"
+
+
+def _job_module() -> Any:
+    """``eos_pipeline_job.py`` beside this file (it owns the input layout), whatever sys.path holds."""
+    import importlib.util
+
+    path = Path(APPLICATION.rpartition(":")[0])
+    spec = importlib.util.spec_from_file_location("eos_pipeline_job_for_dag", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_batch(dag_run: Any, params: Any) -> str:
@@ -67,14 +86,39 @@ def run_batch(dag_run: Any, params: Any) -> str:
     The run's time is its data interval end when it has one (scheduled runs, and manual runs
     given a logical date), else ``run_after`` (a manual run without a logical date), the same
     order the checkpoint id follows, so a rerun of a run reads the same batch.
+
+    A batch with no input never gives a silent green run (the submit task renders this before
+    spark-submit starts, so nothing is prepared): a batch derived from the run's time with no
+    folder, or any batch whose folder holds no event file, *skips* the submit task (and so the
+    commit) with the reason in its log, because an hour without events is normal; a batch typed
+    by hand whose folder does not exist *fails* at once, without retries, because it is a typo or
+    the wrong input folder. A missing input folder fails likewise (see docs/ui.md).
     """
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+    job = _job_module()
+
     batch = (params or {}).get("batch")
-    if batch not in (None, ""):
-        return str(batch).strip()
-    when = getattr(dag_run, "data_interval_end", None) or getattr(dag_run, "run_after", None)
-    if not isinstance(when, datetime):
-        raise ValueError("this run has neither a data interval nor run_after: set the batch param")
-    return when.strftime(BATCH_FORMAT)
+    explicit = batch not in (None, "") and bool(str(batch).strip())
+    if explicit:
+        batch = str(batch).strip()
+    else:
+        when = getattr(dag_run, "data_interval_end", None) or getattr(dag_run, "run_after", None)
+        if not isinstance(when, datetime):
+            raise ValueError("this run has neither a data interval nor run_after: set the batch param")
+        batch = when.strftime(BATCH_FORMAT)
+    problem = job.input_problem(str((params or {}).get("input_dir") or INPUT_DIR), batch)
+    if problem is None:
+        return batch
+    kind, reason = problem
+    if kind == job.EMPTY_BATCH or (kind == job.NO_BATCH_FOLDER and not explicit):
+        raise AirflowSkipException(f"{reason}; nothing to write, no checkpoint prepared")
+    next_step = (
+        "check the Batch param (leave it blank for the run's own time) and trigger again"
+        if kind == job.NO_BATCH_FOLDER
+        else "fix the Input folder param or KAFKA_EOS_PIPELINE_INPUT_DIR and trigger again"
+    )
+    raise AirflowFailException(f"{reason}. Nothing was submitted. Next step: {next_step}")
 
 
 with DAG(
@@ -83,30 +127,58 @@ with DAG(
     schedule=None if SCHEDULE.strip().lower() in ("", "none") else SCHEDULE,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
-    max_active_runs=1,
+    max_active_runs=MAX_ACTIVE_RUNS,
     tags=["kafka-eos", "example"],
     doc_md=__doc__,
     user_defined_macros={"run_batch": run_batch},
     params={
         "pipeline_id": Param(
-            PIPELINE_ID, type="string", description="manifest folder and transactional-id prefix"
+            PIPELINE_ID,
+            type="string",
+            minLength=1,
+            title="Pipeline id",
+            description="Names the manifest folder (<store>/<pipeline id>/) and is the transactional-id "
+            "prefix (ids <pipeline id>-<partition>-<checkpoint>); eos_cleanup watches <pipeline id>-.",
         ),
-        "topic": Param(TOPIC, type="string"),
+        "topic": Param(TOPIC, type="string", minLength=1, title="Output topic",
+                       description="The Kafka topic the per-user aggregates are written to, exactly once."),
         "input_dir": Param(
-            INPUT_DIR, type="string", description="one sub-folder per batch: <input_dir>/<batch>"
+            INPUT_DIR,
+            type="string",
+            minLength=1,
+            title="Input folder",
+            description="One sub-folder of JSON event files per batch: <input folder>/<batch>/. "
+            "A folder that does not exist fails the run.",
         ),
         "batch": Param(
             None,
             type=["null", "string"],
-            description="the batch (sub-folder of input_dir) to process, e.g. 20260301T100000; "
-            "empty: the run's own time (data interval end, else run_after)",
+            title="Batch",
+            description="The batch (sub-folder of the input folder) to process, e.g. 20260301T100000. Blank: "
+            "the run's own time (data interval end, else run_after); a blank batch with no folder "
+            "skips the run, a named batch with no folder fails it.",
         ),
         "manifest_base_uri": Param(
             MANIFEST_BASE_URI,
             type=["null", "string"],
-            description="the manifest store (blank: the connection's manifest_base_uri)",
+            title="Manifest store",
+            description="Where the checkpoint manifest is written (blank: the kafka_eos connection's "
+            "Manifest store URI, which eos_cleanup reads too).",
         ),
-        "spark_partitions": Param(2, type="integer", minimum=1),
+        "spark_partitions": Param(
+            2,
+            type="integer",
+            minimum=1,
+            title="Spark partitions",
+            description="Partitions of the output DataFrame: one Kafka transaction each.",
+        ),
+        "reprocess": Param(
+            False,
+            type="boolean",
+            title="Reprocess",
+            description="Write the batch again although an earlier run already wrote it (recorded in the "
+            "checkpoint's manifest). Off: a batch already written is skipped, nothing written twice.",
+        ),
     },
     default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
 ) as dag:
@@ -132,6 +204,9 @@ with DAG(
             "batch": "{{ run_batch(dag_run, params) }}",
             "partitions": "{{ params.spark_partitions }}",
         },
+        # The batch is the input: a second run of the same batch writes nothing (docs/user-guide/pipeline.md).
+        input_id="{{ run_batch(dag_run, params) }}",
+        reprocess="{{ params.reprocess }}",
         naming_strategy="INCREMENTING",
         lineage_inputs=[("file", "{{ params.input_dir }}")],  # reported to OpenLineage with the topic
         transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,

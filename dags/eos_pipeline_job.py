@@ -1,7 +1,7 @@
 """The PySpark application of the example pipeline (what ``SparkEosSubmitOperator`` runs).
 
 ``build_dataframe(spark, params)`` reads one batch of JSON user-activity events
-(``<input_dir>/<batch>/``; a batch with no folder is a batch with no events), enriches
+(``<input_dir>/<batch>/``), enriches
 each event with its category and points, aggregates per user, and returns the rows to write:
 ``key`` = ``<batch>:<user_id>`` (unique per batch, so exactly-once is checkable by key) and
 ``value`` = the user's aggregate as JSON. The exactly-once write itself is not here: the job
@@ -29,12 +29,41 @@ EVENT_CATEGORIES = [
 
 OUTPUT_SCHEMA = "key string, value string"
 
+# What "no input" is, decided before Spark starts (the DAG's run_batch asks; see docs/ui.md).
+NO_INPUT_DIR, NO_BATCH_FOLDER, EMPTY_BATCH = "no-input-dir", "no-batch-folder", "empty-batch"
+
+
+def local_input_dir(input_dir: str) -> Path:
+    return Path(str(input_dir).removeprefix("file://"))
+
+
+def input_problem(input_dir: str, batch: str) -> tuple[str, str] | None:
+    """``(kind, reason)`` when this batch has no input, else None.
+
+    Kinds: NO_INPUT_DIR (the folder of batches is missing: a setup error), NO_BATCH_FOLDER (no
+    ``<input_dir>/<batch>/``), EMPTY_BATCH (the folder holds no event file; names starting with
+    ``.`` or ``_``, such as Spark's ``_SUCCESS``, do not count). The example reads local folders,
+    visible to the Airflow worker; a pipeline reading object storage asks its filesystem instead.
+    """
+    root = local_input_dir(input_dir)
+    if not root.is_dir():
+        return NO_INPUT_DIR, (
+            f"input_dir {root} does not exist: write the events there (one folder per batch, "
+            "e.g. python dags/eos_sample_events.py) or set the input folder param"
+        )
+    folder = root / batch
+    if not folder.is_dir():
+        return NO_BATCH_FOLDER, f"batch {batch!r} has no input: {folder} does not exist"
+    if not any(p.is_file() and not p.name.startswith((".", "_")) for p in folder.iterdir()):
+        return EMPTY_BATCH, f"batch {batch!r} has no input: {folder} holds no event file"
+    return None
+
 
 def build_dataframe(spark, params):
     from pyspark.sql import functions as F
 
     batch = str(params["batch"])
-    input_dir = Path(str(params["input_dir"]).removeprefix("file://"))
+    input_dir = local_input_dir(str(params["input_dir"]))
     if not input_dir.is_dir():
         # The same on every try: the job exits with its usage code and the task fails at once.
         raise UsageError(
@@ -44,6 +73,8 @@ def build_dataframe(spark, params):
         )
     folder = input_dir / batch
     if not folder.is_dir():
+        # The DAG skips or fails such a run before Spark starts (run_batch); this is for callers
+        # that submit the job some other way: say it loudly, write nothing.
         logging.getLogger(__name__).warning("no events for batch %s (%s does not exist): nothing to write",
                                             batch, folder)
         return spark.createDataFrame([], OUTPUT_SCHEMA)

@@ -12,8 +12,9 @@ What it does, all under ``demo-output/`` (recreated on every run):
 4. runs ``dags/eos_pipeline.py`` with ``dag.test()`` once per batch (one checkpoint each).
    The second run has a fault injected: a Spark task dies after writing part of its records;
    Spark retries it, the retry fences the dead attempt's transaction. Then the second batch
-   is run again as a new run for the same logical date: its checkpoint is already COMMITTED,
-   so submit and commit skip as a duplicate and nothing is written twice;
+   is triggered again as a person at the trigger form would (a new run, logical date "now",
+   the batch named in the run's conf): the batch is the run's input identity and a COMMITTED
+   checkpoint already holds it, so submit and commit skip and nothing is written twice;
 5. reads the output topic with a ``read_committed`` consumer and prints the exactly-once
    report: records expected, seen, duplicates, missing. Exit status 1 if it is not exactly once.
 """
@@ -74,10 +75,11 @@ def prepare_environment(bootstrap: str) -> None:
     subprocess.run([sys.executable, "-m", "airflow", "dags", "reserialize"], check=True, capture_output=True)
 
 
-def run_pipeline(dag, batch: str, *, fault: str | None = None) -> dict[str, str]:
+def run_pipeline(dag, batch: str, *, fault: str | None = None, again: bool = False) -> dict[str, str]:
+    """One run for ``batch``: dated by the batch, or (``again``) dated "now" with the batch in its conf."""
     import pendulum
 
-    logical_date = pendulum.parse(batch, tz="UTC")
+    logical_date = pendulum.now("UTC") if again else pendulum.parse(batch, tz="UTC")
     from airflow_provider_kafka_eos.testing import fault_job
 
     submit = dag.get_task("submit")
@@ -87,7 +89,7 @@ def run_pipeline(dag, batch: str, *, fault: str | None = None) -> dict[str, str]
         submit.application = fault_job.FILE
     try:
         started = time.monotonic()
-        run = dag.test(logical_date=logical_date)
+        run = dag.test(logical_date=logical_date, run_conf={"batch": batch} if again else None)
     finally:
         os.environ.pop(fault_job.ENV_VAR, None)
         submit.application = production_job
@@ -152,9 +154,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"    injecting a fault into {batch}: {fault} (a Spark task dies mid-write)")
             states = run_pipeline(dag, batch, fault=fault)
             failed += [f"{batch}:{t}" for t, s in states.items() if s != "success"]
-        say(f"running {FAULTY_BATCH} again (a duplicate of a committed checkpoint: must write nothing)")
-        states = run_pipeline(dag, FAULTY_BATCH)
-        # The checkpoint is already COMMITTED: submit and commit skip, saying "duplicate ... nothing written".
+        say(f"triggering {FAULTY_BATCH} again as a new run, as from the trigger form (must write nothing)")
+        states = run_pipeline(dag, FAULTY_BATCH, again=True)
+        # Its input is already COMMITTED: submit and commit skip, saying "already written by run ...".
         expected_states = {"preflight": "success", "submit": "skipped", "commit": "skipped"}
         failed += [f"{FAULTY_BATCH} rerun:{t}={s}" for t, s in states.items() if s != expected_states.get(t)]
 

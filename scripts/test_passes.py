@@ -55,7 +55,12 @@ def _spark35_python() -> str:
 
 
 PASSES: list[Pass] = [
-    Pass("embedded", "the whole suite on the embedded broker", {"KAFKA_EOS_TEST_KAFKA": "embedded"}),
+    Pass(
+        "embedded",
+        "the whole suite on the embedded broker (the secured-mode tests have their own pass)",
+        {"KAFKA_EOS_TEST_KAFKA": "embedded"},
+        ("-m", "not secured"),
+    ),
     Pass(
         "apache",
         "every Kafka-facing test on real Apache Kafka 4.4, single node",
@@ -63,6 +68,13 @@ PASSES: list[Pass] = [
         ("--kafka-facing",),
         # a bound, not a goal: a clean-clone run takes about 20 min; past this something hangs
         time_limit_s=float(os.environ.get("KAFKA_EOS_APACHE_PASS_LIMIT_S", 35 * 60)),
+    ),
+    Pass(
+        "secured",
+        "TLS, mTLS, SCRAM and OIDC on real Kafka 4.4 nodes (one per mode), and client.properties parsed "
+        "as Kafka's own Java classes parse it",
+        {"KAFKA_EOS_TEST_KAFKA": "apache"},
+        ("tests/secured", "tests/unit/test_java_properties_parity.py", "-m", "secured"),
     ),
     Pass(
         "cluster",

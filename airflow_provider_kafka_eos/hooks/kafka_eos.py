@@ -8,9 +8,12 @@ credentials. Every secret value of the extra is registered with Airflow's secret
 moment it is read, because the masker only recognises some key names on its own
 (``sasl.password`` yes, ``ssl.key.pem`` or an OAuth client secret not necessarily).
 
-One key of the extra is ours, not librdkafka's: ``manifest_base_uri``, the deployment's
-checkpoint manifest store. It is configured once, here, and is the default of every operator,
-sensor and example DAG (see docs/configuration/connection.md).
+Three keys of the extra are ours, not librdkafka's (``hooks/connection_form.py`` owns them and
+the connection form's fields): ``manifest_base_uri``, the deployment's checkpoint manifest store,
+configured once, here, and the default of every operator, sensor and example DAG;
+``two_phase_commit`` and ``transaction_timeout_ms``, what the pipelines on this connection expect
+of the cluster, checked by the Test button (see docs/configuration/connection.md). The form
+stores ``null`` for a blank field: blank values are "not set" for every key.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseHook
 
 from airflow_provider_kafka_eos import CONNECTION_TYPE
+from airflow_provider_kafka_eos.hooks import connection_form as form
 
 if TYPE_CHECKING:
     from airflow_provider_kafka_eos.kafka.admin.capabilities import ClusterCapabilities
@@ -30,7 +34,7 @@ if TYPE_CHECKING:
     from airflow_provider_kafka_eos.kafka.operations.preflight import PreflightReport, RetrySchedule
 
 DEFAULT_PORT = 9092
-MANIFEST_BASE_URI_KEY = "manifest_base_uri"  # our key in the extra; never passed to the Kafka client
+MANIFEST_BASE_URI_KEY = form.MANIFEST_BASE_URI_KEY  # our key in the extra; never passed to the Kafka client
 
 
 def _mask(value: Any) -> None:
@@ -69,11 +73,25 @@ class KafkaEosHook(BaseHook):
         if self._config is not None:
             return self._config
         from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig, is_secret_key
+        from airflow_provider_kafka_eos.kafka.errors import ConfigError
+        from airflow_provider_kafka_eos.kafka.log_levels import quiet_client_loggers
+
+        # Every Kafka client of a task is built from this config: kafka-python's chatter goes to
+        # WARNING here (KAFKA_EOS_CLIENT_LOG_LEVEL turns it up; kafka/log_levels.py).
+        quiet_client_loggers()
 
         conn = self.get_connection(self.kafka_eos_conn_id)
         source = f"connection {self.kafka_eos_conn_id!r} extra"
-        settings = self._extra_settings(conn, source)
-        settings.pop(MANIFEST_BASE_URI_KEY, None)
+        settings = {k: v for k, v in self._extra_settings(conn, source).items() if not form.blank(v)}
+        for key in form.PROVIDER_KEYS:
+            settings.pop(key, None)
+        java, librdkafka = settings.get("sasl.mechanism"), settings.get("sasl.mechanisms")
+        if java is not None and librdkafka is not None and str(java).strip() != str(librdkafka).strip():
+            # The form writes sasl.mechanisms; a pasted extra may hold the Java spelling too.
+            raise ConfigError(
+                f"{source}: sasl.mechanism {java!r} and sasl.mechanisms {librdkafka!r} disagree: keep one"
+            )
+        settings.pop("sasl.mechanism" if librdkafka is not None else "", None)
         if conn.password:
             _mask(conn.password)
         for key, value in settings.items():
@@ -106,13 +124,27 @@ class KafkaEosHook(BaseHook):
             raise ConfigError(f"{source}: extra must be a JSON object of librdkafka keys")
         return dict(extra)
 
+    def _provider_setting(self, key: str) -> tuple[Any, str]:
+        source = f"connection {self.kafka_eos_conn_id!r} extra"
+        return self._extra_settings(self.get_connection(self.kafka_eos_conn_id), source).get(key), source
+
     def manifest_base_uri(self) -> str | None:
-        """The connection's manifest store (extra key ``manifest_base_uri``), or None if unset."""
-        conn = self.get_connection(self.kafka_eos_conn_id)
-        value = self._extra_settings(conn, f"connection {self.kafka_eos_conn_id!r} extra").get(
-            MANIFEST_BASE_URI_KEY
-        )
-        return (str(value).strip() or None) if value is not None else None
+        """The connection's manifest store (extra key ``manifest_base_uri``), or None if unset.
+
+        A malformed URI (relative path, unknown scheme) is a ConfigError naming the key.
+        """
+        value, source = self._provider_setting(MANIFEST_BASE_URI_KEY)
+        return form.validate_manifest_base_uri(value, source=source)
+
+    def two_phase_commit(self) -> bool:
+        """Whether pipelines on this connection expect KIP-939 2PC (extra ``two_phase_commit``)."""
+        value, source = self._provider_setting(form.TWO_PHASE_COMMIT_KEY)
+        return form.read_two_phase_commit(value, source=source)
+
+    def transaction_timeout_ms(self) -> int | None:
+        """The pipelines' ``transaction.timeout.ms`` as the connection states it (None: not stated)."""
+        value, source = self._provider_setting(form.TRANSACTION_TIMEOUT_MS_KEY)
+        return form.read_transaction_timeout_ms(value, source=source)
 
     def manifest_store_source(self) -> str:
         """How errors name the setting a user fixes."""
@@ -162,8 +194,15 @@ class KafkaEosHook(BaseHook):
         two_phase_commit: bool = False,
         raise_on_failure: bool = True,
     ) -> PreflightReport:
-        """Run :func:`~.kafka.operations.preflight.run_preflight` with this connection."""
+        """Run :func:`~.kafka.operations.preflight.run_preflight` with this connection.
+
+        A pipeline that contradicts what its connection states (``two_phase_commit``,
+        ``transaction_timeout_ms``) is refused first, with a ConfigError naming both values: the
+        connection's fields are what the Test button checked against the cluster.
+        """
         from airflow_provider_kafka_eos.kafka.operations.preflight import run_preflight
+
+        self._check_stated_expectations(int(transaction_timeout_ms), two_phase_commit)
 
         budget = (
             job_duration_budget.total_seconds()
@@ -182,13 +221,51 @@ class KafkaEosHook(BaseHook):
             timeout_ms=self.connect_timeout_ms,
         )
 
+    def _check_stated_expectations(self, transaction_timeout_ms: int, two_phase_commit: bool) -> None:
+        from airflow_provider_kafka_eos.kafka.errors import ConfigError
+
+        stated_timeout, stated_2pc = self.transaction_timeout_ms(), self.two_phase_commit()
+        source = f"connection {self.kafka_eos_conn_id!r}"
+        if stated_timeout is not None and stated_timeout != transaction_timeout_ms:
+            raise ConfigError(
+                f"the pipeline's transaction_timeout_ms {transaction_timeout_ms} differs from the "
+                f"transaction_timeout_ms {stated_timeout} stated on {source}: make them equal (or clear "
+                "the connection's field)"
+            )
+        if stated_2pc and not two_phase_commit:
+            raise ConfigError(
+                f"{source} states two_phase_commit, but this pipeline runs without it: pass "
+                "two_phase_commit=True (producer='arrow') or switch the connection's field off"
+            )
+
+    @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        """Airflow 3.1's connection form (3.2+ reads provider info's ``conn-fields`` instead)."""
+        return form.form_widgets()
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """Airflow 3.1's standard-field behaviour (3.2+ reads provider info's ``ui-field-behaviour``)."""
+        return form.ui_field_behaviour()
+
     def test_connection(self) -> tuple[bool, str]:
-        """Airflow's "Test" button: reach the cluster and read its capabilities. Never leaks secrets."""
+        """Airflow's "Test" button: every setting of the form, then the cluster and the manifest store.
+
+        Checks, in order, stopping at the first failure (which the message names): the client
+        configuration and our keys are valid; the cluster answers (capability summary); 2PC, when
+        the connection asks for it, is advertised and enabled; the transaction timeout fits
+        ``transaction.max.timeout.ms``; the manifest store can be listed. Never leaks secrets.
+        """
         from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
 
         try:
             config = self.client_config()
+            store_uri = self.manifest_base_uri()
+            wants_2pc = self.two_phase_commit()
+            timeout_ms = self.transaction_timeout_ms()
             caps = self.capabilities()
+            problems = _expectation_problems(caps, wants_2pc=wants_2pc, timeout_ms=timeout_ms)
+            store = _store_status(store_uri)
         except KafkaEosError as err:
             return False, str(err)
         except Exception as err:
@@ -197,9 +274,57 @@ class KafkaEosHook(BaseHook):
                 f"{type(err).__name__} while connecting (details withheld: they may contain settings)",
             )
         tv = caps.transaction_version
-        return True, (
+        summary = (
             f"Connected to {config.bootstrap_servers}: transaction.version {tv}, "
             f"EndTxn v{caps.end_txn_version}, "
             f"ListTransactions {'yes' if caps.can_list_transactions else 'no'}, "
-            f"2PC advertised {'yes' if caps.two_phase_commit_advertised else 'no'}"
+            f"2PC advertised {'yes' if caps.two_phase_commit_advertised else 'no'}; {store}"
         )
+        if problems:
+            return False, f"{summary}. But: {'; '.join(problems)}"
+        return True, summary
+
+
+def _expectation_problems(
+    caps: ClusterCapabilities, *, wants_2pc: bool, timeout_ms: int | None
+) -> list[str]:
+    """What the connection's ``two_phase_commit`` / ``transaction_timeout_ms`` ask and the cluster refuses."""
+    problems = []
+    if wants_2pc and not caps.two_phase_commit_advertised:
+        problems.append(
+            "two_phase_commit is on but the brokers do not advertise KIP-939 (InitProducerId v6); "
+            "see docs/runbook/two-phase-commit.md"
+        )
+    elif wants_2pc and caps.two_phase_commit_enabled is False:
+        problems.append(
+            "two_phase_commit is on but the brokers' transaction.two.phase.commit.enable is false; "
+            "see docs/runbook/two-phase-commit.md"
+        )
+    if timeout_ms is not None:
+        limit, is_default = caps.effective_max_timeout_ms()
+        if timeout_ms > limit:
+            problems.append(
+                f"transaction_timeout_ms {timeout_ms} exceeds the brokers' transaction.max.timeout.ms {limit}"
+                f"{' (Kafka default; the broker config could not be read)' if is_default else ''}: "
+                "producers would be refused; lower it or raise the broker limit"
+            )
+    return problems
+
+
+def _store_status(store_uri: str | None) -> str:
+    """One phrase on the manifest store; ManifestStoreError when it exists but cannot be listed."""
+    if store_uri is None:
+        return "manifest store: not configured (pipelines and eos_cleanup need Manifest store URI)"
+    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStoreError
+    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import store_exists
+
+    try:
+        exists = store_exists(store_uri)
+    except Exception as err:  # the text may echo storage credentials: name the type only
+        raise ManifestStoreError(
+            f"manifest store {store_uri} ({MANIFEST_BASE_URI_KEY}) cannot be listed: {type(err).__name__}; "
+            "check the URI and the storage credentials of the Airflow workers"
+        ) from None
+    if not exists:
+        return f"manifest store {store_uri}: does not exist yet (the first pipeline run creates it)"
+    return f"manifest store {store_uri}: readable"

@@ -19,9 +19,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.errors import ConfigError
+from kafka.net.sasl.oauth import AbstractTokenProvider
 
-__all__ = ["SECRET_ENV_VARS", "KafkaClientConfig", "is_secret_key", "settings_from_env"]
+from airflow_provider_kafka_eos.kafka.errors import AuthenticationError, ConfigError
+from airflow_provider_kafka_eos.kafka.jaas import JaasSyntaxError, parse_jaas_config
+from airflow_provider_kafka_eos.kafka.java_properties import read_properties_file
+
+__all__ = [
+    "SECRET_ENV_VARS",
+    "KafkaClientConfig",
+    "is_secret_key",
+    "read_properties_file",
+    "settings_from_env",
+]
 
 REDACTED = "***"
 _SECRET_MARKERS = ("password", "secret", "token", "key", "jaas", "credential", "oauthbearer.config")
@@ -115,6 +125,7 @@ _CLIENT_ROLE_KEYS = frozenset(
         "batch.size",
         "compression.type",
         "compression.codec",
+        "compression.level",
         "acks",
         "request.required.acks",
         "enable.idempotence",
@@ -147,6 +158,7 @@ _JAVA_TWINS = {
     "ssl.keystore.password": "ssl.keystore.password",
     "ssl.cipher.suites": "ssl.cipher.suites",
     "sasl.oauthbearer.token.endpoint.url": "sasl.oauthbearer.token.endpoint.url",
+    "max.request.size": "message.max.bytes",
     "max.block.ms": None,  # Java-producer only; nothing to translate, accepted and dropped
     "key.serializer": None,
     "value.serializer": None,
@@ -179,10 +191,6 @@ def settings_from_env(env: Mapping[str, str]) -> dict[str, str]:
 
 _MECHANISMS = {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER"}
 _PROTOCOLS = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
-_JAAS = re.compile(
-    r"^\s*(?P<module>[\w.$]+)\s+(?:required|optional|requisite|sufficient)\s*(?P<opts>.*?);?\s*$", re.S
-)
-_JAAS_OPT = re.compile(r'(\w[\w.]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=\s|;|$)')
 
 
 @dataclass(frozen=True)
@@ -215,6 +223,8 @@ class KafkaClientConfig:
             key = raw_key.strip()
             if key == "sasl.mechanism":  # librdkafka accepts the Java spelling as an alias
                 key = "sasl.mechanisms"
+            if key == "max.request.size":  # Java's name of librdkafka's request size limit
+                key = "message.max.bytes"
             if key not in _CONNECTION_KEYS and key not in _CLIENT_ROLE_KEYS:
                 raise ConfigError(f"{source}: unknown or unsupported client configuration key {key!r}")
             if value is None:
@@ -295,7 +305,8 @@ class KafkaClientConfig:
         if extra:
             # The same key check as a connection extra, then one validation of the whole.
             for raw_key in extra:
-                key = "sasl.mechanisms" if raw_key == "sasl.mechanism" else raw_key
+                key = {"sasl.mechanism": "sasl.mechanisms", "max.request.size": "message.max.bytes"}.get(
+                    raw_key, raw_key)
                 if key not in _CONNECTION_KEYS and key not in _CLIENT_ROLE_KEYS:
                     raise ConfigError(f"{source}: unknown or unsupported client configuration key {key!r}")
             for key, value in (defaults or {}).items():
@@ -474,7 +485,7 @@ class KafkaClientConfig:
         )
 
 
-class ClientCredentialsTokenProvider:
+class ClientCredentialsTokenProvider(AbstractTokenProvider):
     """OAuth 2 client-credentials tokens for kafka-python's OAUTHBEARER (librdkafka's ``oidc`` method).
 
     Caches the token until shortly before it expires. The secret lives only in this object
@@ -484,8 +495,6 @@ class ClientCredentialsTokenProvider:
     def __init__(
         self, *, token_endpoint_url: str, client_id: str, client_secret: str, scope: str | None = None
     ):
-        from kafka.net.sasl.oauth import AbstractTokenProvider  # noqa: F401  (fail early if the API moved)
-
         self._url = token_endpoint_url
         self._client_id = client_id
         self._secret = client_secret
@@ -496,6 +505,7 @@ class ClientCredentialsTokenProvider:
     def token(self) -> str:
         import json
         import time
+        import urllib.error
         import urllib.parse
         import urllib.request
 
@@ -514,9 +524,22 @@ class ClientCredentialsTokenProvider:
         request = urllib.request.Request(  # noqa: S310 (scheme checked just above)
             self._url, data=urllib.parse.urlencode(form).encode(), method="POST"
         )
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (scheme checked)
-            payload = json.loads(response.read())
-        self._token = payload["access_token"]
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (scheme checked)
+                payload = json.loads(response.read())
+            token = payload["access_token"]
+        except urllib.error.HTTPError as exc:
+            raise AuthenticationError(
+                f"the token endpoint {self._url} refused client id {self._client_id!r} "
+                f"(HTTP {exc.code} {exc.reason}); check sasl.oauthbearer.client.id / .client.secret"
+            ) from None
+        except (OSError, ValueError, KeyError) as exc:
+            reason = getattr(exc, "reason", None) or type(exc).__name__
+            raise AuthenticationError(
+                f"no token from the token endpoint {self._url} ({reason}); check "
+                "sasl.oauthbearer.token.endpoint.url and that the identity provider is up"
+            ) from None
+        self._token = token
         self._expires_at = time.time() + float(payload.get("expires_in", 300))
         return self._token
 
@@ -529,22 +552,24 @@ class ClientCredentialsTokenProvider:
 
 def _translate_jaas(value: str, mechanism: str, source: str) -> dict[str, str]:
     """``sasl.jaas.config`` for PLAIN / SCRAM -> librdkafka's sasl.username / sasl.password."""
-    match = _JAAS.match(value or "")
-    if not match:
-        raise ConfigError(f"{source}: key 'sasl.jaas.config' is not a JAAS login module entry")
-    module = match.group("module").rsplit(".", 1)[-1]
-    options = {
-        m.group(1): (m.group(2) if m.group(2) is not None else m.group(3))
-        for m in _JAAS_OPT.finditer(match.group("opts"))
-    }
+    try:
+        entries = parse_jaas_config(value or "")
+    except JaasSyntaxError as exc:
+        raise ConfigError(
+            f"{source}: key 'sasl.jaas.config' is not a JAAS entry Kafka accepts ({exc}); write "
+            'LoginModule required key="value" ...; with values in double quotes'
+        ) from None
+    if len(entries) != 1:
+        raise ConfigError(
+            f"{source}: key 'sasl.jaas.config' holds {len(entries)} login module entries; "
+            "Kafka's clients take exactly one"
+        )
+    module = entries[0].login_module.rsplit(".", 1)[-1]
+    options = entries[0].options
     if module in ("PlainLoginModule", "ScramLoginModule"):
         if "username" not in options or "password" not in options:
             raise ConfigError(f"{source}: key 'sasl.jaas.config' ({module}) needs username and password")
-        unescape = re.compile(r"\\(.)")
-        return {
-            "sasl.username": unescape.sub(r"\1", options["username"]),
-            "sasl.password": unescape.sub(r"\1", options["password"]),
-        }
+        return {"sasl.username": options["username"], "sasl.password": options["password"]}
     if module == "Krb5LoginModule":
         translated = {}
         if "principal" in options:
@@ -557,41 +582,3 @@ def _translate_jaas(value: str, mechanism: str, source: str) -> dict[str, str]:
         f"(mechanism {mechanism}); use librdkafka 'sasl.*' keys instead"
     )
 
-
-def read_properties_file(path: str | Path) -> dict[str, str]:
-    """A ``.properties`` file parsed (ConfigError naming the file when it cannot be read)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the properties file ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, ValueError):
-        raise ConfigError(f"{str(path)!r}: not a readable UTF-8 properties file") from None
-    return _parse_properties(text)
-
-
-def _parse_properties(text: str) -> dict[str, str]:
-    """Java ``.properties``: ``key=value`` / ``key: value`` / ``key value``, ``#``/``!`` comments,
-    backslash line continuations."""
-    props: dict[str, str] = {}
-    logical: list[str] = []
-    buffer = ""
-    for raw in text.splitlines():
-        line = raw.lstrip()
-        if not buffer and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            buffer += line[:-1]
-            continue
-        logical.append(buffer + line)
-        buffer = ""
-    if buffer:
-        logical.append(buffer)
-    for line in logical:
-        m = re.match(r"((?:[^=:\s\\]|\\.)+)\s*[=:\s]\s*(.*)$", line)
-        if m:
-            key, value = m.group(1), m.group(2).rstrip()
-        else:
-            key, value = line.strip(), ""
-        props[key.replace("\\", "")] = value
-    return props

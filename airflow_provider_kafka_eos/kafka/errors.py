@@ -18,6 +18,7 @@ from __future__ import annotations
 from airflow_provider_kafka_eos import runbook as _runbook
 
 __all__ = [
+    "AuthenticationError",
     "AuthorizationError",
     "BrokerUnreachableError",
     "CheckpointConflictError",
@@ -27,7 +28,10 @@ __all__ = [
     "ManifestError",
     "PreflightError",
     "ProducerFencedError",
+    "SecureConnectionError",
+    "SecurityProtocolMismatchError",
     "SpeculativeExecutionError",
+    "TlsCertificateError",
     "TransactionTimeoutRiskError",
     "UnknownTransactionError",
     "UnsupportedCapabilityError",
@@ -98,6 +102,30 @@ class AuthorizationError(KafkaEosError):
     credentials were refused."""
 
     default_runbook = "missing-acl"
+
+
+class AuthenticationError(AuthorizationError):
+    """The broker refused the credentials or the SASL mechanism (it answered; waiting will not help)."""
+
+    default_runbook = "sasl-authentication"
+
+
+class SecureConnectionError(KafkaEosError):
+    """A TLS or security-protocol refusal named at the first failed handshake, not at the timeout."""
+
+    default_runbook = "tls-certificate"
+
+
+class TlsCertificateError(SecureConnectionError):
+    """A certificate was refused: not trusted, expired, the wrong host name, or a client certificate."""
+
+    default_runbook = "tls-certificate"
+
+
+class SecurityProtocolMismatchError(SecureConnectionError):
+    """Client and listener disagree on TLS or SASL (TLS to a plaintext port, SASL to a non-SASL one...)."""
+
+    default_runbook = "security-protocol-mismatch"
 
 
 class UnknownTransactionError(KafkaEosError):

@@ -7,6 +7,12 @@ must get right done for you:
   microseconds; :func:`checkpoint_id_for_run`), so task retries and cleared reruns of one run
   prepare the *same* checkpoint (the job then finds its manifest and does not produce again),
   two runs triggered within one second get different ones, and later runs get larger ids;
+* with ``input_id`` (the identity of the input this run reads: a batch name, a file set's
+  digest, a date partition), the input's claim is taken before anything is written
+  (``kafka/input_claims.py``): a run whose input another run already prepared or committed
+  writes nothing and is skipped with "input X was already written by run Y (checkpoint N,
+  committed at T)"; so is its commit task, and no Asset event fires. ``reprocess=True`` writes
+  it again on purpose, recorded in the manifest and the log;
 * the manifest records the run that prepared it, and a run that finds *another* run's
   manifest for its checkpoint never succeeds silently: a duplicate of the same input (an
   explicit ``checkpoint_id``, or the same logical date) is skipped with "duplicate of run X,
@@ -51,8 +57,10 @@ from airflow_provider_kafka_eos.kafka.checkpoint_identity import (
     RunIdentity,
     checkpoint_id_from_datetime,
     reuse_verdict,
+    validate_input_id,
 )
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, ManifestError, UsageError
+from airflow_provider_kafka_eos.kafka.input_claims import ClaimOutcome, InputVerdict, claim_input
 from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, manifest_uri, read_manifest
 from airflow_provider_kafka_eos.operators.fail_now import fail_now_exception, raises_fail_now
 from airflow_provider_kafka_eos.operators.lineage import KafkaLineageMixin, kafka_namespace
@@ -194,6 +202,14 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
     :param kafka_eos_conn_id: the ``kafka_eos`` connection with the librdkafka client config.
     :param conn_id: the Spark connection (must exist; no fallback to YARN).
     :param checkpoint_id: override the run-derived checkpoint id (templated).
+    :param input_id: the identity of the input this run reads (templated), e.g. the batch name, a
+        digest of the file list, a date partition: a run whose input another run of the pipeline
+        already prepared or committed writes nothing and is skipped (docs/user-guide/pipeline.md,
+        "The same input"). Empty after rendering is refused. Default None: no input check.
+    :param reprocess: write ``input_id`` again although a COMMITTED checkpoint already holds it
+        (templated; ``True``/``"true"``); recorded in the manifest (``input.reprocess_of``).
+    :param input_claim_timeout: seconds to wait for another run that claimed the same input and has
+        not prepared it yet, before failing (retry later); default 300.
     :param transaction_timeout_ms: producer ``transaction.timeout.ms``; the commit must happen within it.
     :param key_col, value_col, headers_col, partition_col: DataFrame columns the writer reads.
     :param two_phase_commit: KIP-939 two-phase commit: the prepared transactions never time out
@@ -220,6 +236,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         "checkpoint_id",
         "kafka_eos_conn_id",
         "lineage_inputs",
+        "input_id",
+        "reprocess",
     )
     template_fields_renderers = {"application_params": "json"}
     ui_color = "#e8d5b7"
@@ -248,6 +266,9 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         two_phase_commit: bool = False,
         producer: str | None = None,
         executor_python: str | None = None,
+        input_id: str | None = None,
+        reprocess: bool | str = False,
+        input_claim_timeout: float = 300.0,
         **kwargs: Any,
     ) -> None:
         from airflow_provider_kafka_eos.kafka.abort_strategies import AbortStrategy
@@ -286,6 +307,10 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         self.two_phase_commit = two_phase_commit
         self.producer = producer
         self.executor_python = executor_python
+        self.input_id = input_id
+        self.reprocess = reprocess
+        self.input_claim_timeout = float(input_claim_timeout)
+        self._input: ClaimOutcome | None = None
         self._config_file: str | None = None
         self._legacy_adopted = False
 
@@ -295,11 +320,13 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
     def execute(self, context: Any) -> str:
         self._validate_arguments()  # rendered templates included; nothing is started on bad input
         self._require_spark_connection()
-        self.manifest_base_uri = self._manifest_store().base_uri
+        store = self._manifest_store()
+        self.manifest_base_uri = store.base_uri
         checkpoint = self._adopt_legacy(context, self._checkpoint_id(context))
-        expected_uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, checkpoint)
         run = run_identity(context)
-        self.application_args = self._job_args(checkpoint) + self._identity_args(run)
+        checkpoint = self._claim_input(context, store, checkpoint, run)
+        expected_uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, checkpoint)
+        self.application_args = self._job_args(checkpoint) + self._identity_args(run) + self._input_args()
         connection = self._get_hook()._connection  # master and deploy mode, resolved the parent's way
         cluster_mode = connection.get("deploy_mode") == "cluster"
         # In cluster deploy mode the driver runs on the cluster: the Kafka config must reach it
@@ -383,7 +410,10 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         knowing which run asks and whether the id was chosen by the user, can that be told apart
         from a lost run. Pushes the result to XCom (key ``checkpoint``) in every case.
         """
-        explicit = self.checkpoint_id not in (None, "")
+        # The user chose the id, or the manifest carries this run's input: either way the same input.
+        same_input = self._input is not None and manifest.input is not None \
+            and manifest.input.id == self._input.input_id
+        explicit = self.checkpoint_id not in (None, "") or same_input
         owner = manifest.prepared_by
         if run is not None and run.same_run(owner) and owner.try_number == run.try_number:
             outcome, message = "prepared", f"checkpoint {manifest.checkpoint_id} prepared by this try"
@@ -404,10 +434,9 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             "message": message,
             "run": run.to_dict() if run is not None else None,
             "prepared_by": owner.to_dict() if owner is not None else None,
+            "input": manifest.input.to_dict() if manifest.input is not None else None,
         }
-        ti = context.get("ti") if hasattr(context, "get") else None
-        if ti is not None:
-            ti.xcom_push(key=XCOM_CHECKPOINT_KEY, value=result)
+        _push_checkpoint_result(context, result)
         if verdict is None:
             return
         if verdict.reuse is Reuse.SAME_RUN:
@@ -440,11 +469,50 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _manifest_store(self) -> Any:
-        """The operator's store, else the connection's (the hook's rule; ManifestStoreError when unset)."""
-        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+    def _claim_input(self, context: Any, store: Any, checkpoint: int, run: RunIdentity | None) -> int:
+        """Take the input's claim before anything is written; returns the checkpoint to prepare.
 
-        return KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).manifest_store(self.manifest_base_uri)
+        A duplicate input pushes the result to XCom and skips this task (and so the commit task and
+        its Asset event): nothing was written, and the log says which run wrote it.
+        """
+        self._input = None
+        if self.input_id is None:
+            self.log.info("no input_id: a second run over the same input cannot be recognised (the "
+                          "checkpoint id comes from the run); set input_id to the batch this run reads")
+            return checkpoint
+        input_id = validate_input_id(self.input_id, field="input_id")
+        reprocess = _as_bool(self.reprocess, field="reprocess")
+        outcome = claim_input(
+            store, pipeline_id=self.pipeline_id, input_id=input_id, checkpoint_id=checkpoint, run=run,
+            reprocess=reprocess, run_is_active=_run_state_probe(context), timeout_s=self.input_claim_timeout,
+        )
+        self._input = outcome
+        if outcome.verdict is InputVerdict.WRITE:
+            self.log.info("%s", outcome.message)
+            return outcome.checkpoint_id
+        self.log.warning("%s", outcome.message)
+        _push_checkpoint_result(context, {
+            "checkpoint_id": outcome.checkpoint_id,
+            "manifest_uri": outcome.manifest_uri,
+            "status": None,
+            "outcome": outcome.verdict.value,
+            "message": outcome.message,
+            "run": run.to_dict() if run is not None else None,
+            "prepared_by": outcome.written_by.to_dict() if outcome.written_by is not None else None,
+            "input": {"id": outcome.input_id, "reprocess_of": None},
+        })
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        raise AirflowSkipException(outcome.message)
+
+    def _input_args(self) -> list[str]:
+        """The input identity for the manifest (a name, nothing secret)."""
+        if self._input is None:
+            return []
+        args = ["--input-id", self._input.input_id]
+        if self._input.reprocess_of is not None:
+            args += ["--reprocess-of", str(self._input.reprocess_of)]
+        return args
 
     def _executor_python(self, driver_python: str, master: str) -> str | None:
         """``executor_python``, else the user's ``spark.pyspark.python``, else (local master only)
@@ -592,6 +660,49 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         if path:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
+
+
+def _push_checkpoint_result(context: Any, result: Mapping[str, Any]) -> None:
+    ti = context.get("ti") if hasattr(context, "get") else None
+    if ti is not None:
+        ti.xcom_push(key=XCOM_CHECKPOINT_KEY, value=dict(result))
+
+
+def _as_bool(value: Any, *, field: str) -> bool:
+    """A templated flag: a bool, or its rendering ("True", "false", "1", "" ...); anything else refused."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower() if value is not None else ""
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off", "", "none"):
+        return False
+    raise UsageError(f"{field} must be true or false, got {value!r}")
+
+
+def _run_state_probe(context: Any) -> Any:
+    """Whether a DAG run still runs, asked of Airflow through the task's own API (None: cannot tell).
+
+    A run that no longer exists (deleted) does not run. Any other failure to ask is "cannot tell",
+    which the claim rule treats as running: it waits, and never takes an input over on a guess.
+    """
+    ti = context.get("ti") if hasattr(context, "get") else None
+    getter = getattr(ti, "get_dagrun_state", None)
+
+    def active(owner: RunIdentity) -> bool | None:
+        if getter is None:
+            return None
+        try:
+            state = str(getter(owner.dag_id, owner.run_id)).lower()
+        except Exception as exc:  # the API's answer for a missing run is an error, not a state
+            text = str(exc).lower().replace(" ", "_")
+            return False if "not_found" in text or "404" in text else None
+        state = state.rsplit(".", 1)[-1]  # DagRunState.RUNNING -> running
+        if state in ("success", "failed"):
+            return False
+        return True if state in ("queued", "running") else None
+
+    return active
 
 
 # -- the private file ----------------------------------------------------------------------------

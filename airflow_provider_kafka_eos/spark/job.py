@@ -79,6 +79,10 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--run-id", default=None)
     parser.add_argument("--try-number", type=int, default=None)
     parser.add_argument("--logical-date", default=None, help="ISO-8601; omitted for runs without one")
+    # The input the checkpoint carries (recorded in the manifest; the operator took its claim).
+    parser.add_argument("--input-id", default=None, help="the input identity (e.g. the batch name)")
+    parser.add_argument("--reprocess-of", type=int, default=None,
+                        help="the checkpoint that wrote this input before (a deliberate reprocess)")
     parser.add_argument("--app-name", default=None,
                         help="Spark application name (default: kafka-eos-<pipeline>)")
     return parser
@@ -171,6 +175,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
     from pyspark.sql import SparkSession
 
     from airflow_provider_kafka_eos.kafka.errors import UsageError
+    from airflow_provider_kafka_eos.kafka.log_levels import spark_log_level
     from airflow_provider_kafka_eos.spark.faults import FaultPlan
     from airflow_provider_kafka_eos.spark.writer import (
         DEFAULT_TRANSACTION_TIMEOUT_MS,
@@ -187,6 +192,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
         log.warning("fault injection active (tests only): %s", plan)
 
     spark = SparkSession.builder.appName(args.app_name or f"kafka-eos-{args.pipeline_id}").getOrCreate()
+    spark.sparkContext.setLogLevel(spark_log_level())  # WARN unless KAFKA_EOS_SPARK_LOG_LEVEL says
     df = application(spark, params)
     if df is None or not hasattr(df, "mapInArrow"):
         raise UsageError(f"--application {args.application!r} returned {type(df).__name__}, not a DataFrame")
@@ -207,6 +213,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
         abort_strategy=args.abort_strategy,
         fault_plan=plan,
         prepared_by=run_identity(args),
+        input_record=input_record(args),
         two_phase_commit=args.two_phase_commit,
         producer=args.producer,
     )
@@ -242,13 +249,27 @@ def run_identity(args: argparse.Namespace) -> Any:
     return RunIdentity(args.dag_id, args.run_id, args.try_number, args.logical_date or None)
 
 
+def input_record(args: argparse.Namespace) -> Any:
+    """The ``InputRecord`` given on the command line, or None (no input identity)."""
+    from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord, validate_input_id
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+
+    if args.input_id is None:
+        if args.reprocess_of is not None:
+            raise UsageError("--reprocess-of needs --input-id (the input written again)")
+        return None
+    return InputRecord(validate_input_id(args.input_id, field="--input-id"), args.reprocess_of)
+
+
 def main(argv: Sequence[str] | None = None, *, fault_plan: Any = None) -> int:
     from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, UsageError
+    from airflow_provider_kafka_eos.kafka.log_levels import quiet_client_loggers
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     args = build_arg_parser().parse_args(argv)
     try:
+        quiet_client_loggers()  # kafka-python / py4j at WARNING unless KAFKA_EOS_CLIENT_LOG_LEVEL says
         uri = run(args, fault_plan=fault_plan)
     except (UsageError, ConfigError) as exc:
         print(f"{ERROR_PREFIX}{exc}", file=sys.stderr, flush=True)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, UnsupportedCapabilityError
 
 __all__ = [
+    "CODEC_REQUIREMENTS",
     "JOB_REQUIREMENTS",
     "MISSING_MARKER",
     "RUNBOOK",
@@ -71,9 +72,24 @@ JOB_REQUIREMENTS: tuple[Requirement, ...] = (
 )
 
 
-def requirements_for(producer: str | None) -> tuple[Requirement, ...]:
-    """What a write with ``producer`` imports (``None``: every producer's requirements)."""
-    return tuple(r for r in JOB_REQUIREMENTS if producer is None or producer in r.producers)
+# What the Arrow producer imports for the connection's compression.type (kafka/producers/compression.py); only
+# a write that names the codec needs it (librdkafka carries its codecs inside confluent-kafka).
+CODEC_REQUIREMENTS: dict[str, Requirement] = {
+    "snappy": Requirement("python-snappy", "snappy", "compression.type=snappy on the Arrow producer",
+                          ("arrow",)),
+    "lz4": Requirement("lz4", "lz4.frame", "compression.type=lz4 on the Arrow producer", ("arrow",)),
+    "zstd": Requirement("zstandard", "zstandard", "compression.type=zstd on the Arrow producer", ("arrow",)),
+}
+
+
+def requirements_for(producer: str | None, codec: str | None = None) -> tuple[Requirement, ...]:
+    """What a write with ``producer`` (``None``: every producer's requirements) and the connection's
+    ``compression.type`` ``codec`` imports."""
+    needed = tuple(r for r in JOB_REQUIREMENTS if producer is None or producer in r.producers)
+    extra = CODEC_REQUIREMENTS.get(codec or "")
+    if extra is not None and (producer is None or producer in extra.producers):
+        needed += (extra,)
+    return needed
 
 
 def check_spark_version(version: str, *, where: str) -> None:
@@ -110,7 +126,7 @@ def check_distribution_pair(versions: Mapping[str, str | None] | None = None) ->
 
 def install_specs() -> dict[str, str]:
     """``distribution -> requirement string`` (with this provider's bounds where known)."""
-    specs = {r.distribution: r.distribution for r in JOB_REQUIREMENTS}
+    specs = {r.distribution: r.distribution for r in (*JOB_REQUIREMENTS, *CODEC_REQUIREMENTS.values())}
     try:
         from importlib.metadata import requires
 
@@ -127,7 +143,8 @@ def install_specs() -> dict[str, str]:
 
 
 def check_importable(
-    specs: Mapping[str, str] | None, *, where: str, marked: bool = False, producer: str | None = None
+    specs: Mapping[str, str] | None, *, where: str, marked: bool = False, producer: str | None = None,
+    codec: str | None = None,
 ) -> None:
     """Import every requirement; when any fails, raise one line naming them and the fix.
 
@@ -136,7 +153,7 @@ def check_importable(
     it inside Spark's task-failure text and raise it alone).
     """
     missing = []
-    for requirement in requirements_for(producer):
+    for requirement in requirements_for(producer, codec):
         try:
             importlib.import_module(requirement.module)
         except ImportError as exc:
@@ -182,7 +199,7 @@ def translate_task_failure(exc: BaseException, specs: Mapping[str, str]) -> Conf
     if match is None:
         return None
     module = match.group(1)
-    for requirement in JOB_REQUIREMENTS:
+    for requirement in (*JOB_REQUIREMENTS, *CODEC_REQUIREMENTS.values()):
         if module == requirement.module or requirement.module.startswith(module + "."):
             return missing_requirement_error([(requirement, f"No module named '{module}'")], specs,
                                              where="an executor's Python")

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import AbortStrategy, probing_ceiling
-from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity
+from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord, RunIdentity
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
     DEFAULT_TRANSACTION_TIMEOUT_MS,
     ManifestStore,
@@ -37,6 +37,11 @@ from airflow_provider_kafka_eos.kafka.errors import (
     UsageError,
 )
 from airflow_provider_kafka_eos.kafka.producers.librdkafka import TransactionProtocol
+from airflow_provider_kafka_eos.kafka.producers.producer_config import (
+    ArrowProducerSettings,
+    arrow_producer_settings,
+    check_producer_settings,
+)
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 from airflow_provider_kafka_eos.spark import requirements, shipping
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
@@ -66,6 +71,7 @@ def write_exactly_once(
     value_col: str = "value",
     headers_col: str | None = None,
     partition_col: str | None = None,
+    timestamp_col: str | None = None,
     pipeline_id: str | None = None,
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS,
     abort_strategy: str | AbortStrategy | None = None,
@@ -74,6 +80,7 @@ def write_exactly_once(
     two_phase_commit: bool = False,
     producer: str | None = None,
     manifest_uri: str | None = None,
+    input_record: InputRecord | None = None,
 ) -> Manifest:
     """Prepare checkpoint ``checkpoint_id`` of ``df`` in Kafka and return its PREPARED manifest.
 
@@ -86,10 +93,15 @@ def write_exactly_once(
     is this run's own or another run's is the caller's to judge (``prepared_by`` names the run
     that wrote each manifest; see ``kafka/checkpoints/identity.py``). ``fault_plan`` is the test
     hook for fault injection (``spark/faults.py``); production code never passes it.
+    ``input_record`` is the input the checkpoint carries, recorded in the manifest; the duplicate
+    check itself (the input's claim) is the caller's, before the job starts
+    (``kafka/checkpoints/input_claims.py``).
 
     ``two_phase_commit=True`` opens every partition's transaction with KIP-939's Enable2Pc (the
     coordinator never times it out; each committable records ``two_phase``); it needs the Arrow
     producer. ``producer`` is ``"arrow"`` or ``"librdkafka"`` (default :data:`DEFAULT_PRODUCER`).
+    ``timestamp_col`` (a timestamp, or a long of epoch milliseconds) is each record's CreateTime on
+    both paths; without it (or where it is null) the producer stamps the record when it sends it.
     """
     store = ManifestStore.configured(_base_uri(manifest_base_uri, manifest_uri), source="manifest_base_uri")
     pipeline_id, transactional_id_prefix = pipeline_identity(pipeline_id, transactional_id_prefix)
@@ -98,6 +110,7 @@ def write_exactly_once(
         KafkaClientConfig.from_mapping(kafka_config)
     _validate(topic, transactional_id_prefix, checkpoint_id, transaction_timeout_ms)
     producer = _choose_producer(producer, two_phase_commit)
+    arrow_settings = _producer_settings(config, producer)  # refused by name before anything is written
     requirements.check_spark_version(df.sparkSession.version, where="this Spark session")
     requirements.check_distribution_pair()
     refuse_speculation(df.sparkSession)
@@ -133,20 +146,23 @@ def write_exactly_once(
         started_ms = _now_ms()
         committables = _prepare_all(df, config=config, topic=topic, id_for_partition=id_for_partition,
                                     transaction_timeout_ms=transaction_timeout_ms, protocol=protocol,
-                                    columns=(key_col, value_col, headers_col, partition_col), plan=plan,
-                                    producer=producer, two_phase=two_phase_commit)
+                                    columns=(key_col, value_col, headers_col, partition_col, timestamp_col),
+                                    plan=plan,
+                                    producer=producer, two_phase=two_phase_commit,
+                                    arrow_settings=arrow_settings)
         _check_one_per_transactional_id(committables)
         _verify_still_prepared(admin, committables)
 
         plan.before_manifest()
         return _write_vote(store, committables, pipeline_id=pipeline_id, checkpoint_id=checkpoint_id,
                            prefix=transactional_id_prefix, naming=naming, topic=topic, started_ms=started_ms,
-                           prepared_by=prepared_by)
+                           prepared_by=prepared_by, input_record=input_record)
 
 
 def _write_vote(store: ManifestStore, committables: list[Committable], *, pipeline_id: str,
                 checkpoint_id: int, prefix: str, naming: NamingStrategy, topic: str,
-                started_ms: int, prepared_by: RunIdentity | None = None) -> Manifest:
+                started_ms: int, prepared_by: RunIdentity | None = None,
+                input_record: InputRecord | None = None) -> Manifest:
     """Write the PREPARED manifest (the vote); from now on the batch must be committed."""
     now = _now_ms()
     manifest = Manifest(
@@ -160,6 +176,7 @@ def _write_vote(store: ManifestStore, committables: list[Committable], *, pipeli
         created_at_ms=now,
         updated_at_ms=now,
         prepared_by=prepared_by,
+        input=input_record,
     )
     uri = store.uri(pipeline_id, checkpoint_id)
     write_manifest(uri, manifest)
@@ -183,10 +200,11 @@ def _base_uri(manifest_base_uri: str | None, manifest_uri: str | None) -> str | 
 
 def _prepare_all(df: Any, *, config: KafkaClientConfig, topic: str, id_for_partition: Any,
                  transaction_timeout_ms: int, protocol: TransactionProtocol,
-                 columns: tuple[str, str, str | None, str | None], plan: FaultPlan,
-                 producer: str, two_phase: bool) -> list[Committable]:
+                 columns: tuple[str, str, str | None, str | None, str | None], plan: FaultPlan,
+                 producer: str, two_phase: bool,
+                 arrow_settings: ArrowProducerSettings | None = None) -> list[Committable]:
     """Run the partition preparer on every Spark partition; the committables the tasks returned."""
-    key_col, value_col, headers_col, partition_col = columns
+    key_col, value_col, headers_col, partition_col, timestamp_col = columns
     prepare = _partition_preparer(
         confluent_config=config.confluent(),
         topic=topic,
@@ -195,10 +213,12 @@ def _prepare_all(df: Any, *, config: KafkaClientConfig, topic: str, id_for_parti
         protocol=protocol,
         has_headers=headers_col is not None,
         has_partition=partition_col is not None,
+        has_timestamp=timestamp_col is not None,
         plan=plan,
         producer=producer,
         two_phase=two_phase,
         install_specs=requirements.install_specs(),
+        arrow_settings=arrow_settings,
     )
     shipping.ship_to_executors(df.sparkSession)  # executors need nothing of ours installed
     selected = [df[key_col].alias("k"), df[value_col].alias("v")]
@@ -206,6 +226,8 @@ def _prepare_all(df: Any, *, config: KafkaClientConfig, topic: str, id_for_parti
         selected.append(df[headers_col].alias("h"))
     if partition_col is not None:
         selected.append(df[partition_col].cast("int").alias("p"))
+    if timestamp_col is not None:
+        selected.append(_epoch_millis(df, timestamp_col).alias("t"))
     rows = _collect_committables(df.select(*selected).mapInArrow(prepare, _COMMITTABLE_SCHEMA))
     return [Committable.from_dict(json.loads(r["committable"]), source="spark task result") for r in rows]
 
@@ -247,16 +269,23 @@ def _partition_preparer(
     has_headers: bool,
     has_partition: bool,
     plan: FaultPlan,
+    has_timestamp: bool = False,
     producer: str = "librdkafka",
     two_phase: bool = False,
     install_specs: dict[str, str] | None = None,
+    arrow_settings: ArrowProducerSettings | None = None,
 ):
     """The function Spark runs once per partition (it is pickled with everything it closes over)."""
+    # The connection's request.timeout.ms bounds the task's requests too (the Arrow producer's
+    # Produce requests travel on this admin's connections).
+    admin_timeouts = ({"request_timeout_ms": arrow_settings.request_timeout_ms}
+                      if arrow_settings is not None and "request.timeout.ms" in confluent_config else {})
 
     def prepare_partition(batches: Iterator[Any]) -> Iterator[Any]:
         # First, before any package of the write is imported: one clear line when one is missing.
         requirements.check_importable(install_specs, where=requirements.executor_python(), marked=True,
-                                      producer=producer)
+                                      producer=producer,
+                                      codec=arrow_settings.codec.name if arrow_settings is not None else None)
 
         from concurrent.futures import ThreadPoolExecutor
 
@@ -273,7 +302,8 @@ def _partition_preparer(
         # The verification after flush needs an admin connection: open it while rows are written.
         connecting = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-eos-admin")
         admin_future = connecting.submit(
-            lambda: TransactionAdmin(KafkaClientConfig.from_mapping(confluent_config, source="spark task"))
+            lambda: TransactionAdmin(KafkaClientConfig.from_mapping(confluent_config, source="spark task"),
+                                     **admin_timeouts)
         )
 
         if producer == "arrow":
@@ -286,6 +316,7 @@ def _partition_preparer(
                 transaction_timeout_ms=transaction_timeout_ms,
                 protocol=protocol,
                 two_phase=two_phase,
+                settings=arrow_settings,
             )
         else:
             txn = PartitionTransaction(
@@ -304,7 +335,7 @@ def _partition_preparer(
                 if kill_at is not None:  # tests only: die part way through this batch
                     batch = batch.slice(0, kill_at)
                 _write_batch(txn, batch, arrow=producer == "arrow", has_headers=has_headers,
-                             has_partition=has_partition)
+                             has_partition=has_partition, has_timestamp=has_timestamp)
                 written += batch.num_rows
                 if kill_at is not None:
                     txn.flush()
@@ -324,19 +355,33 @@ def _partition_preparer(
     return prepare_partition
 
 
-def _write_batch(txn: Any, batch: Any, *, arrow: bool, has_headers: bool, has_partition: bool) -> None:
-    """One Arrow batch into the partition's transaction (columns k, v[, h][, p])."""
+def _write_batch(txn: Any, batch: Any, *, arrow: bool, has_headers: bool, has_partition: bool,
+                 has_timestamp: bool = False) -> None:
+    """One Arrow batch into the partition's transaction (columns k, v[, h][, p][, t])."""
     headers = batch.column(2) if has_headers else None
     partitions = batch.column(2 + int(has_headers)) if has_partition else None
+    stamps = batch.column(2 + int(has_headers) + int(has_partition)) if has_timestamp else None
     if arrow:  # whole Arrow columns, no Python object per row
-        txn.write_columns(batch.column(0), batch.column(1), headers, partitions)
+        txn.write_columns(batch.column(0), batch.column(1), headers, partitions, stamps)
         return
     txn.write_rows(
         batch.column(0).to_pylist(),
         batch.column(1).to_pylist(),
         None if headers is None else headers.to_pylist(),
         None if partitions is None else partitions.to_pylist(),
+        None if stamps is None else stamps.to_pylist(),
     )
+
+
+def _epoch_millis(df: Any, column: str) -> Any:
+    """A timestamp column as epoch milliseconds (long); a numeric one is taken as milliseconds."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
+
+    kind = df.schema[column].dataType
+    if isinstance(kind, (TimestampType, TimestampNTZType, DateType)):
+        return F.unix_millis(df[column].cast("timestamp"))
+    return df[column].cast("long")
 
 
 def _check_one_per_transactional_id(committables: list[Committable]) -> None:
@@ -392,6 +437,16 @@ def _choose_producer(producer: str | None, two_phase_commit: bool) -> str:
             runbook="two-phase-commit",
         )
     return producer
+
+
+def _producer_settings(config: KafkaClientConfig, producer: str) -> ArrowProducerSettings | None:
+    """Every producer key of the connection honoured by the chosen path, or a ConfigError naming the
+    key and the path (``kafka/producers/producer_config.py``); the Arrow producer's settings, if it is
+    chosen."""
+    if producer == "arrow":
+        return arrow_producer_settings(config.confluent(), source=config.source)
+    check_producer_settings(config.confluent(), producer, source=config.source)
+    return None
 
 
 def _validate(topic: str, prefix: str, checkpoint_id: int, timeout_ms: int) -> None:

@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import pathlib
 import sys
+from datetime import datetime, timezone
 
 import pytest
 
+from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity
+from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import InputClaim, claim_uri, read_claim
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import create_object
 from airflow_provider_kafka_eos.testing.embedded import unique_name
 from airflow_provider_kafka_eos.testing.transactions import produce_transaction
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
@@ -25,7 +30,11 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "dags"))
 from airflow_stack import PIPELINE_TOPIC, wait_for
 from eos_sample_events import write_batch
 
-pytestmark = [pytest.mark.airflow_services, pytest.mark.broker, pytest.mark.timeout(900)]
+# Airflow's scheduling, deferral and Asset events: one broker proves them (the writer, commit and
+# cleanup they drive run on real Kafka in tests/spark, tests/faults, tests/sensors and tests/dags).
+pytestmark = [
+    pytest.mark.airflow_services, pytest.mark.broker, pytest.mark.timeout(900), pytest.mark.provider_logic
+]
 
 
 def test_a_manual_cleanup_run_starts_beside_a_waiting_scheduled_one_and_its_sensor_fires_in_the_triggerer(
@@ -132,3 +141,75 @@ def test_the_pipeline_triggered_without_a_logical_date_commits_once_and_the_down
     assert events["total_entries"] == 1
     assert_exactly_once(count_keys(kafka_broker.bootstrap, PIPELINE_TOPIC), expected)
     assert len(stack.runs("eos_downstream")) == 1
+
+
+def test_a_batch_triggered_again_by_hand_is_skipped_however_it_is_triggered_and_two_at_once_write_once(
+    airflow_stack, kafka_broker
+):
+    """Issue: the same batch triggered twice by hand was written twice (the form fills the logical
+    date with "now", the CLI and the API give a new run_after: a new checkpoint each time).
+
+    Batch B by REST without a logical date writes it; the same batch again through the call the
+    UI's trigger form makes (REST, logical date "now"), through the REST API without a logical
+    date and through ``airflow dags trigger`` is skipped each time, its log naming the run that
+    wrote it. Then batch C triggered twice at the same moment (the stack runs the example DAG with
+    max_active_runs=2): exactly one run writes it. Then a claim left by a run that no longer exists
+    is taken over. A read_committed consumer counts every key.
+    """
+    stack = airflow_stack
+    input_dir = stack.home / "input"
+    topic = unique_name("dupe-per-user")
+    base = {
+        "pipeline_id": unique_name("dupe").replace("-", "_"),
+        "topic": topic,
+        "input_dir": str(input_dir),
+        "manifest_base_uri": (stack.home / "manifests").as_uri(),
+        "spark_partitions": 2,
+    }
+    expected_b = write_batch(input_dir, "batch-b", users=40)
+    stack.unpause("eos_pipeline")
+
+    first = stack.trigger("eos_pipeline", {**base, "batch": "batch-b"})
+    run = stack.wait_for_run("eos_pipeline", first, 600)
+    assert run["state"] == "success", (stack.task_states("eos_pipeline", first), stack.log_tails())
+    assert stack.task_states("eos_pipeline", first)["submit"] == "success"
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected_b)
+
+    now = datetime.now(timezone.utc).isoformat()  # what the form pre-fills
+    form = stack.request("POST", "/dags/eos_pipeline/dagRuns",
+                         json={"logical_date": now, "conf": {**base, "batch": "batch-b"}})["dag_run_id"]
+    rest = stack.trigger("eos_pipeline", {**base, "batch": "batch-b"})
+    cli = stack.trigger_with_cli("eos_pipeline", {**base, "batch": "batch-b"})
+    for again in (form, rest, cli):
+        run = stack.wait_for_run("eos_pipeline", again, 300)
+        states = stack.task_states("eos_pipeline", again)
+        assert (run["state"], states["submit"], states["commit"]) == ("success", "skipped", "skipped"), states
+        log = stack.task_log("eos_pipeline", again, "submit")
+        assert f"input 'batch-b' was already written by run '{first}'" in log, log[-3000:]
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected_b)
+
+    expected_c = write_batch(input_dir, "batch-c", users=30)
+    together = [stack.trigger("eos_pipeline", {**base, "batch": "batch-c"}) for _ in range(2)]
+    outcomes = {}
+    for run_id in together:
+        run = stack.wait_for_run("eos_pipeline", run_id, 600)
+        assert run["state"] == "success", (stack.task_states("eos_pipeline", run_id), stack.log_tails())
+        outcomes[run_id] = stack.task_states("eos_pipeline", run_id)["submit"]
+    assert sorted(outcomes.values()) == ["skipped", "success"], outcomes
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected_b + expected_c)
+
+    # A claim left by a run that died before preparing anything (here: one Airflow no longer knows,
+    # as after a deleted run): the next run of that input asks Airflow, takes the claim over with
+    # its checkpoint id and writes the batch.
+    expected_d = write_batch(input_dir, "batch-d", users=20)
+    store = ManifestStore.configured(base["manifest_base_uri"])
+    gone = RunIdentity("eos_pipeline", "manual__deleted-run", 1, None)
+    assert create_object(claim_uri(store, base["pipeline_id"], "batch-d"),
+                         InputClaim("batch-d", base["pipeline_id"], 42, gone, 1).to_json())
+    taker = stack.trigger("eos_pipeline", {**base, "batch": "batch-d"})
+    run = stack.wait_for_run("eos_pipeline", taker, 600)
+    assert run["state"] == "success", (stack.task_states("eos_pipeline", taker), stack.log_tails())
+    assert "took checkpoint 42 over from run 'manual__deleted-run'" in stack.task_log("eos_pipeline", taker,
+                                                                                      "submit")
+    assert read_claim(store, base["pipeline_id"], "batch-d").claimed_by.run_id == taker
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected_b + expected_c + expected_d)

@@ -67,7 +67,7 @@ def test_wrong_sasl_password_fails_without_leaking(kafka_broker_factory, monkeyp
     )
     ok, message = KafkaEosHook("eos_wrong_pw", connect_timeout_ms=3000).test_connection()
     assert not ok
-    assert message.startswith(f"authentication to {broker.bootstrap} failed")
+    assert message.startswith(f"{broker.bootstrap} refused the credentials of SASL user 'etl' (PLAIN)")
     assert "wrong-password-456" not in message and "right-password-123" not in message
     assert "kafka-eos-txn --runbook " in message
 

@@ -16,8 +16,13 @@ from txn_helpers import (
     write_prepared_manifest,
 )
 
+from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint
-from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, read_manifest
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
+    ManifestStatus,
+    read_manifest,
+    write_manifest,
+)
 from airflow_provider_kafka_eos.testing.embedded import unique_name
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
@@ -50,6 +55,9 @@ def stuck_topic(kafka_broker, monkeypatch, tmp_path):
     base = tmp_path.as_uri()
     with connect_admin(kafka_broker.bootstrap) as admin:
         uri = write_prepared_manifest(admin, base, "orders", topic, [pending], checkpoint_id=7, prefix=prefix)
+        manifest = read_manifest(uri)
+        manifest.input = InputRecord("batch-7")  # the batch the report names
+        write_manifest(uri, manifest)
         yield {
             "prefix": prefix,
             "topic": topic,
@@ -95,6 +103,8 @@ def test_cleanup_commits_the_prepared_batch_then_aborts_the_orphan_and_unblocks_
         stuck_topic["pending"]: "CompleteCommit",
     }
     assert read_manifest(stuck_topic["manifest"]).status is ManifestStatus.COMMITTED
+    summary = tis["summary"].xcom_pull(task_ids="summary")
+    assert summary["committed_inputs"] == ["batch-7"]  # the report names batches, not only checkpoints
     assert_exactly_once(
         count_keys(kafka_broker.bootstrap, stuck_topic["topic"]), [b"p1", b"p2", b"p3", b"c1"]
     )

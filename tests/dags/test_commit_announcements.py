@@ -27,7 +27,7 @@ from airflow_provider_kafka_eos.testing.embedded import unique_name
 from airflow_provider_kafka_eos.testing.transactions import write_prepared_manifest
 from airflow_provider_kafka_eos.triggers.lingering import scan_with_connection
 
-pytestmark = [pytest.mark.broker]
+pytestmark = [pytest.mark.broker, pytest.mark.provider_logic]  # Asset events: Airflow's side
 
 
 class RecordingBackend:

@@ -21,7 +21,8 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus
 from airflow_provider_kafka_eos.testing.embedded import unique_name
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
-pytestmark = [pytest.mark.dag, pytest.mark.broker]
+# The DAG's form and wiring; the actions it runs are the CLI's, tested on real Kafka in tests/cli.
+pytestmark = [pytest.mark.dag, pytest.mark.broker, pytest.mark.provider_logic]
 
 DAG_FILE = pathlib.Path(__file__).resolve().parents[2] / "dags" / "eos_manual_resolution.py"
 BLANK_FORM = {

@@ -27,7 +27,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "dags"))
 from eos_sample_events import write_batch
 from test_pipeline import _states, connections, pipeline_dag  # noqa: F401  (fixtures)
 
-pytestmark = [pytest.mark.dag, pytest.mark.spark, pytest.mark.broker]
+# Checkpoint ids per run: Airflow's side (one broker proves it).
+pytestmark = [pytest.mark.dag, pytest.mark.spark, pytest.mark.broker, pytest.mark.provider_logic]
 
 ALL_SUCCESS = {"preflight": "success", "submit": "success", "commit": "success"}
 

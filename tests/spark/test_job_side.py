@@ -68,7 +68,9 @@ def test_pyspark_and_pyspark_client_of_different_versions_are_refused():
 
 def test_install_specs_carry_the_bounds_of_setup_cfg():
     specs = requirements.install_specs()
-    assert set(specs) == {"pyarrow", "confluent-kafka", "kafka-python", "numpy", "crc32c"}
+    assert set(specs) == {"pyarrow", "confluent-kafka", "kafka-python", "numpy", "crc32c", "lz4",
+                          "python-snappy", "zstandard"}
+    assert ">=4.3" in specs["lz4"] and ">=0.22" in specs["zstandard"] and ">=0.7" in specs["python-snappy"]
     assert ">=2.16" in specs["confluent-kafka"] and "<2.17" in specs["confluent-kafka"]
     assert ">=3.0.12" in specs["kafka-python"] and ">=17" in specs["pyarrow"] and ">=2.4" in specs["crc32c"]
 
@@ -78,6 +80,30 @@ def test_each_producer_checks_what_it_imports():
     librdkafka = {r.distribution for r in requirements.requirements_for("librdkafka")}
     assert arrow == {"pyarrow", "kafka-python", "numpy", "crc32c"}
     assert librdkafka == {"pyarrow", "kafka-python", "confluent-kafka"}
+    # a codec's package only when the connection names it, and only on the Arrow path
+    assert {r.distribution for r in requirements.requirements_for("arrow", "zstd")} == arrow | {"zstandard"}
+    assert {r.distribution for r in requirements.requirements_for("librdkafka", "zstd")} == librdkafka
+    assert requirements.requirements_for("arrow", "gzip") == requirements.requirements_for("arrow")
+
+
+def test_a_missing_codec_package_is_one_marked_line_naming_it(monkeypatch):
+    import importlib
+
+    real = importlib.import_module
+
+    def without_lz4(name, *args):
+        if name.startswith("lz4"):
+            raise ImportError("No module named 'lz4'")
+        return real(name, *args)
+
+    monkeypatch.setattr(requirements.importlib, "import_module", without_lz4)
+    with pytest.raises(ConfigError) as info:
+        requirements.check_importable(requirements.install_specs(), where="the executor Python /x on n1",
+                                      marked=True, producer="arrow", codec="lz4")
+    text = str(info.value)
+    assert text.startswith(requirements.MISSING_MARKER) and "lacks lz4" in text
+    assert "pip install 'lz4" in text and ">=4.3" in text
+    requirements.check_importable({}, where="w", producer="arrow", codec="zstd")  # installed here
 
 
 def test_a_task_failure_is_reduced_to_the_one_requirement_line():

@@ -85,3 +85,35 @@ def test_writer_places_keys_where_the_java_client_would(spark, kafka_broker, tmp
     counts = count_keys(kafka_broker.bootstrap, topic)
     assert counts.pop(b"") == null_keyed  # count_keys files null keys under b""
     assert_exactly_once(counts, keys)
+
+
+@pytest.mark.spark
+@pytest.mark.broker
+def test_arrow_null_keys_spread_across_tasks_like_javas_sticky_partitioner(spark, kafka_broker, tmp_path,
+                                                                           unique_name):
+    """Twelve tasks, each with about three batches of null-keyed records (batch.size = 50 records):
+    each task fills a batch on one partition, then moves to the next, from its own random start.
+    Every task starting at partition 0 (the old behaviour) would leave partitions 3 and 4 empty;
+    random starts leave one empty with probability 5 x (2/5)**12 < 1e-4."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    prefix, topic = unique_name("sticky"), unique_name("sticky-out")
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 5, 1)])[topic].result(30)
+    del admin
+    n, tasks = 1800, 12
+    df = spark.createDataFrame([(None, f"n-{i:08d}") for i in range(n)], "key string, value string")
+    config = {**kafka_broker.client_config(), "batch.size": 50 * (10 + 12)}  # 10-byte values + framing
+    manifest = write_exactly_once(df.repartition(tasks), topic=topic, kafka_config=config,
+                                  transactional_id_prefix=prefix, checkpoint_id=1,
+                                  manifest_base_uri=str(tmp_path), producer="arrow")
+    assert len(manifest.committables) == tasks
+    commit_manifest(kafka_broker.bootstrap, manifest)
+
+    per_partition = Counter()
+    for (key, partition), count in key_placement(kafka_broker.bootstrap, topic).items():
+        assert key is None
+        per_partition[partition] += count
+    assert sum(per_partition.values()) == n
+    assert all(per_partition[p] >= 50 for p in range(5)), per_partition  # at least a batch each
+    assert count_keys(kafka_broker.bootstrap, topic) == {b"": n}

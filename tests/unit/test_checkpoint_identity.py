@@ -110,30 +110,33 @@ def test_manifest_v2_round_trips_the_run_that_prepared_it(tmp_path):
     uri = manifest_uri(str(tmp_path), "orders", 7)
     write_manifest(uri, _manifest(prepared_by=run))
     on_disk = json.loads(pathlib.Path(uri).read_text())
-    assert on_disk["schema_version"] == SCHEMA_VERSION == 2
+    assert on_disk["schema_version"] == SCHEMA_VERSION == 3
     assert on_disk["prepared_by"] == {"dag_id": "eos_pipeline", "run_id": "manual__a", "try_number": 3,
                                       "logical_date": None}
     assert read_manifest(uri).prepared_by == run
 
 
-def test_manifest_v1_is_read_without_a_run_and_rewritten_as_v2(tmp_path):
+def test_manifest_v1_is_read_without_a_run_and_rewritten_as_the_current_version(tmp_path):
     uri = manifest_uri(str(tmp_path), "orders", 7)
     v1 = _manifest().to_dict()
     v1["schema_version"] = 1
-    del v1["prepared_by"]
+    del v1["prepared_by"], v1["input"], v1["decision"]
     (tmp_path / "orders").mkdir()
     with open(uri, "w") as fh:
         json.dump(v1, fh)
     manifest = read_manifest(uri)
     assert manifest.prepared_by is None and manifest.schema_version == 1
     write_manifest(uri, manifest)  # e.g. restore marking it COMMITTED: never rewritten as version 1
-    assert json.loads(pathlib.Path(uri).read_text())["schema_version"] == 2
+    assert json.loads(pathlib.Path(uri).read_text())["schema_version"] == SCHEMA_VERSION
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d.update(schema_version=1), "unknown field 'prepared_by'"),  # v1 had no such field
+        # a version 1 manifest had no prepared_by (nor the later input and decision)
+        (lambda d: (d.update(schema_version=1), d.pop("input"), d.pop("decision")),
+         "unknown field 'prepared_by'"),
+        (lambda d: (d.update(schema_version=2), d.pop("decision")), "unknown field 'input'"),  # v2: no input
         (lambda d: d.pop("prepared_by"), "'prepared_by' is missing"),
         (lambda d: d.update(prepared_by="run-1"), "'prepared_by' must be dict/NoneType"),
         (lambda d: d.update(prepared_by={"dag_id": "d"}), "prepared_by.run_id must be a non-empty string"),

@@ -226,7 +226,8 @@ def test_properties_file_with_jaas_plain(tmp_path):
         "security.protocol = SASL_SSL\n"
         "sasl.mechanism: PLAIN\n"
         "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
-        '    username="alice" password="p\\"w;d";\n'
+        # The file holds p\\\"w;d: Properties.load reads p\"w;d, then JAAS p"w;d (as Kafka reads it).
+        '    username="alice" password="p\\\\\\"w;d";\n'
         "ssl.truststore.type=PEM\n"
         "ssl.truststore.location=/etc/ca.pem\n"
         "ssl.endpoint.identification.algorithm=https\n"

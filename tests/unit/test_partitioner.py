@@ -84,3 +84,51 @@ def test_bad_arguments_are_named() -> None:
         partition_for_key(b"x", 0)
     with pytest.raises(TypeError, match="binary or string"):
         partitions_for_keys(pa.array([1, 2]), 3)
+
+
+def test_null_keys_stick_to_one_partition_per_batch_then_move_on() -> None:
+    from airflow_provider_kafka_eos.kafka.producers.partitioner import StickyNullKeyPartitioner
+
+    sticky = StickyNullKeyPartitioner(batch_bytes=1000, rng=random.Random(5))
+    first = sticky.assign(np.full(30, 100), 7)  # 3000 bytes: three batches of ten records
+    start = int(first[0])
+    assert first.tolist() == [start] * 10 + [(start + 1) % 7] * 10 + [(start + 2) % 7] * 10
+    # the byte count carries over: 5 more records fill half of the next partition's batch
+    assert sticky.assign(np.full(5, 100), 7).tolist() == [(start + 3) % 7] * 5
+    assert sticky.assign(np.full(10, 100), 7).tolist() == [(start + 3) % 7] * 5 + [(start + 4) % 7] * 5
+
+
+def test_null_keys_spread_evenly_across_tasks() -> None:
+    """Many tasks (each its own producer, as in a Spark job), a few batches each: every task starts
+    somewhere else, so the partitions fill evenly instead of all tasks starting at partition 0."""
+    from collections import Counter
+
+    from airflow_provider_kafka_eos.kafka.producers.partitioner import StickyNullKeyPartitioner
+
+    partitions, tasks = 6, 600
+    starts, totals = Counter(), Counter()
+    seeds = random.Random(27)
+    for _ in range(tasks):
+        sticky = StickyNullKeyPartitioner(batch_bytes=10_000, rng=random.Random(seeds.random()))
+        placed = sticky.assign(np.full(250, 100), partitions)  # 2.5 batches: three partitions touched
+        starts[int(placed[0])] += 1
+        totals.update(placed.tolist())
+    assert set(starts) == set(range(partitions))
+    expected = tasks * 250 / partitions
+    assert all(0.75 * expected <= totals[p] <= 1.25 * expected for p in range(partitions)), totals
+    # the default generator is seeded from the system: two producers do not share a start sequence
+    firsts = {int(StickyNullKeyPartitioner(100).assign(np.ones(1, np.int64), 1000)[0]) for _ in range(20)}
+    assert len(firsts) > 1
+
+
+def test_a_null_keyed_record_larger_than_a_batch_is_a_batch_of_its_own() -> None:
+    from airflow_provider_kafka_eos.kafka.producers.partitioner import StickyNullKeyPartitioner
+
+    sticky = StickyNullKeyPartitioner(batch_bytes=1000, rng=random.Random(1))
+    placed = sticky.assign(np.array([50, 2000, 50, 960, 10]), 3).tolist()
+    s = placed[0]
+    # 50 starts a batch; 2000 does not fit it: next partition, alone; then 50 + 960 > 1000: the 960
+    # starts the next batch, which the 10 still fits
+    assert placed == [s, (s + 1) % 3, (s + 2) % 3, s, s]
+    with pytest.raises(ValueError, match="batch_bytes"):
+        StickyNullKeyPartitioner(0)

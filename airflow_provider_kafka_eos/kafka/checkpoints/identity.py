@@ -16,6 +16,10 @@ decides, for a run and the existing manifest of its checkpoint:
   with the same ``run_after``, a manifest from another DAG or from outside Airflow): refused
   with a :class:`CheckpointConflictError`, because succeeding would lose this run's records.
 
+A checkpoint also records the *input* it carries (:class:`InputRecord`, the user's input
+identity: a batch name, a file set's digest, a date partition). Which checkpoint holds an
+input is decided before anything is written, by the claim in ``kafka/checkpoints/input_claims.py``.
+
 No Airflow imports: the Spark job writes the identity it is given into the manifest.
 """
 
@@ -27,19 +31,25 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any, Protocol
 
-from airflow_provider_kafka_eos.kafka.errors import CheckpointConflictError, ManifestError
+from airflow_provider_kafka_eos.kafka.errors import CheckpointConflictError, ManifestError, UsageError
 
 __all__ = [
+    "MAX_INPUT_ID_CHARS",
     "CheckpointConflictError",
+    "InputRecord",
     "RecordedCheckpoint",
     "Reuse",
     "ReuseVerdict",
     "RunIdentity",
     "checkpoint_id_from_datetime",
     "reuse_verdict",
+    "validate_input_id",
 ]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# An input identity names a batch; longer than this is a payload, not a name (and it is shown in
+# every log line and form that mentions the checkpoint).
+MAX_INPUT_ID_CHARS = 1024
 
 
 def checkpoint_id_from_datetime(value: datetime) -> int:
@@ -98,6 +108,66 @@ class RunIdentity:
         if logical_date is not None and not isinstance(logical_date, str):
             raise ManifestError(f"{source}: field {field}.logical_date must be a string or null")
         return cls(data["dag_id"], data["run_id"], try_number, logical_date)
+
+
+def validate_input_id(value: Any, *, field: str = "input_id") -> str:
+    """The input identity as recorded (surrounding blanks removed), or UsageError naming ``field``.
+
+    Refused: not a string, empty (an empty identity would make every run "the same input"),
+    longer than :data:`MAX_INPUT_ID_CHARS`, or holding control characters (log lines and the
+    Airflow UI show it verbatim).
+    """
+    if not isinstance(value, str):
+        raise UsageError(f"{field} must be a string naming the run's input (e.g. the batch), "
+                         f"got {type(value).__name__}", runbook="duplicate-input")
+    text = value.strip()
+    if not text:
+        raise UsageError(f"{field} is empty: name the input this run reads (e.g. the batch name); nothing "
+                         "was written", runbook="duplicate-input")
+    if len(text) > MAX_INPUT_ID_CHARS:
+        raise UsageError(f"{field} is {len(text)} characters, more than {MAX_INPUT_ID_CHARS}: name the input "
+                         "(e.g. a digest of the file list), do not inline it; nothing was written",
+                         runbook="duplicate-input")
+    bad = next((ch for ch in text if ord(ch) < 32 or ord(ch) == 127), None)
+    if bad is not None:
+        raise UsageError(f"{field} holds the control character {bad!r}; nothing was written",
+                         runbook="duplicate-input")
+    return text
+
+
+@dataclass(frozen=True)
+class InputRecord:
+    """The input a checkpoint carries, as its manifest records it (schema version 3).
+
+    ``reprocess_of``: the checkpoint that had already written this input when a run wrote it
+    again on purpose (``reprocess=True``); None for a first write.
+    """
+
+    id: str
+    reprocess_of: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "reprocess_of": self.reprocess_of}
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "manifest", field: str = "input") -> InputRecord:
+        if not isinstance(data, Mapping):
+            raise ManifestError(
+                f"{source}: field {field!r} must be an object or null, got {type(data).__name__}")
+        unknown = sorted(set(data) - {"id", "reprocess_of"})
+        if unknown:
+            raise ManifestError(
+                f"{source}: unknown field {unknown[0]!r} in {field!r} (known: id, reprocess_of)")
+        try:
+            ident = validate_input_id(data.get("id"), field=f"field {field}.id")
+        except UsageError as exc:
+            raise ManifestError(f"{source}: {exc.cause}") from None
+        reprocess_of = data.get("reprocess_of")
+        if reprocess_of is not None and (isinstance(reprocess_of, bool) or not isinstance(reprocess_of, int)
+                                         or reprocess_of < 0):
+            raise ManifestError(f"{source}: field {field}.reprocess_of must be a checkpoint id (int >= 0) or "
+                                f"null, got {reprocess_of!r}")
+        return cls(ident, reprocess_of)
 
 
 class Reuse(str, Enum):

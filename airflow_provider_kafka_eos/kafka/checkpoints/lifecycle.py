@@ -15,34 +15,38 @@ cleanup DAG can never disagree:
 - :func:`mark_aborted`: the only way a manifest becomes ABORTED; :func:`abort_checkpoint` aborts
   what one manifest still holds open and marks it.
 
-Marking a manifest re-reads it under the store's conditional write (a lock file next to a local
-manifest) so concurrent committers leave a truthful report: a later ``already_committed``
-never overwrites the report of the commit that really happened.
+Marking a manifest is a compare-and-set (:func:`_transition`: read the manifest and its version,
+decide, write only if it is still that version, else read again and decide again;
+``store_objects.py`` says how each store does it), so concurrent committers, or a committer and
+a give-up, leave a truthful manifest: a later ``already_committed`` never overwrites the report
+of the commit that really happened, and a checkpoint is never both COMMITTED and ABORTED.
 
 No Airflow imports: the Spark driver and the CLI use it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
+    Decision,
     Manifest,
     ManifestStatus,
     find_manifests,
     is_local_uri,
     local_path,
+    manifest_bytes,
     manifest_uri,
     read_manifest,
     store_exists,
-    write_manifest,
 )
+from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import read_versioned, replace_if
 from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError, ManifestError
 
 __all__ = [
@@ -123,8 +127,8 @@ class ManifestStore:
         """Raise :class:`ManifestStoreError` unless the store exists and can be listed."""
         try:
             exists = store_exists(self.base_uri)
-        except (OSError, ManifestError) as exc:
-            raise self._unreadable(str(exc)) from None
+        except Exception as exc:  # any failure to answer (a store client's own types too): refuse
+            raise self._unreadable(f"{type(exc).__name__}: {exc}") from None
         if not exists:
             raise self._unreadable("it does not exist")
 
@@ -137,8 +141,8 @@ class ManifestStore:
             return find_manifests(self.base_uri, pipeline_id, status)
         except ManifestError:
             raise
-        except OSError as exc:
-            raise self._unreadable(str(exc)) from None
+        except Exception as exc:  # OSError, or a store client's own type for an unreachable endpoint
+            raise self._unreadable(f"{type(exc).__name__}: {exc}") from None
 
     def prepared(self) -> dict[str, PreparedRef]:
         """:func:`prepared_index` of this store (raises when the store cannot be read)."""
@@ -170,11 +174,12 @@ class PreparedRef:
 def prepared_index(manifests: Iterable[tuple[str, Manifest]]) -> dict[str, PreparedRef]:
     """Transactional id -> its PREPARED manifest; the one rule for "which ids are protected".
 
-    COMMITTED and ABORTED manifests cast no vote that is still owed, so they protect nothing.
+    COMMITTED and ABORTED manifests cast no vote that is still owed, so they protect nothing; nor
+    does a PREPARED one whose give-up was decided (its abort stopped half way: finishing it is right).
     """
     index: dict[str, PreparedRef] = {}
     for uri, manifest in manifests:
-        if manifest.status is not ManifestStatus.PREPARED:
+        if manifest.status is not ManifestStatus.PREPARED or _given_up(manifest):
             continue
         for c in manifest.committables:
             index.setdefault(
@@ -395,6 +400,7 @@ class CommitReport:
     commit_latency_ms: int = 0
     prepare_to_commit_ms: int = 0
     committed_at_ms: int = 0
+    input_id: str | None = None  # the input the checkpoint carries (None: unknown, e.g. an older manifest)
 
     @property
     def outcomes(self) -> dict[str, int]:
@@ -409,7 +415,8 @@ class CommitReport:
         return "committed" in self.transaction_outcomes.values()
 
     def summary(self) -> str:
-        what = f"checkpoint {self.checkpoint_id} of {self.pipeline_id} ({self.manifest_uri})"
+        carries = f", input {self.input_id!r}" if self.input_id is not None else ""
+        what = f"checkpoint {self.checkpoint_id} of {self.pipeline_id}{carries} ({self.manifest_uri})"
         if self.status == "would_commit":
             return (
                 f"dry run: would commit {self.transactions} transaction(s) of {what}; nothing was committed"
@@ -462,6 +469,7 @@ def _report(
         commit_latency_ms=finished_ms - started_ms,
         prepare_to_commit_ms=finished_ms - prepared_at,
         committed_at_ms=finished_ms,
+        input_id=manifest.input.id if manifest.input is not None else None,
     )
 
 
@@ -545,6 +553,7 @@ def commit_checkpoint(
             else "would_commit"
         )
         return _report(uri, manifest, status, committed_by, plan, started, now_ms())
+    _decide(uri, "commit", committed_by, now_ms)  # a give-up decided first wins; nothing is sent then
     outcomes = admin.commit(manifest.committables, max_workers=max_workers) if manifest.committables else []
     finished = now_ms()
     by_id = {o.transactional_id: o.outcome for o in outcomes}
@@ -554,25 +563,23 @@ def commit_checkpoint(
 
 
 def _mark_committed(uri: str, report: CommitReport, at_ms: int) -> CommitReport:
-    """Write COMMITTED + report under the manifest's lock, keeping the truth when racing.
+    """Write COMMITTED + report as a compare-and-set, keeping the truth when racing.
 
     If a concurrent committer marked it first: a report of ours that committed nothing itself
     (``already_committed``) never replaces theirs; one that did replaces a report that did not;
-    when both committed some transactions, the per-transaction outcomes are merged.
+    when both committed some transactions, the per-transaction outcomes are merged. A give-up
+    that marked it ABORTED first is a DataLossError (nothing reported that did not happen).
     """
-    with _manifest_lock(uri):
-        current = read_manifest(uri)
+
+    def decide(current: Manifest) -> Manifest | None:
         if current.status is ManifestStatus.ABORTED:
             raise _refuse_aborted(uri, current)
         if current.status is ManifestStatus.COMMITTED:
             theirs = _previous_report(uri, current)
             if not report.sent_commit:
-                log.info(
-                    "%s was marked COMMITTED concurrently (by %s); its report is kept",
-                    uri,
-                    theirs.committed_by,
-                )
-                return report
+                log.info("%s was marked COMMITTED concurrently (by %s); its report is kept", uri,
+                         theirs.committed_by)
+                return None
             if theirs.sent_commit:
                 merged = dict(report.transaction_outcomes)
                 merged.update({t: o for t, o in theirs.transaction_outcomes.items() if o == "committed"})
@@ -581,8 +588,85 @@ def _mark_committed(uri: str, report: CommitReport, at_ms: int) -> CommitReport:
         current.status = ManifestStatus.COMMITTED
         current.updated_at_ms = at_ms
         current.commit_report = report.to_dict()
-        write_manifest(uri, current)
+        return current
+
+    _transition(uri, decide)
     return report
+
+
+def _given_up(manifest: Manifest) -> bool:
+    return manifest.decision is not None and manifest.decision.outcome == "abort"
+
+
+def _decide(uri: str, outcome: str, by: str, now_ms: Callable[[], int]) -> None:
+    """Record the decision (commit or give up) in the manifest before acting on it in Kafka.
+
+    A compare-and-set: of a commit and a give-up racing for one PREPARED checkpoint, exactly one
+    decision stands, and the other refuses before it has sent anything (without it, the commit
+    could commit one partition's transaction while the give-up aborted another's). The same
+    decision again (concurrent committers; a give-up resumed) is no conflict: both go on, and
+    EndTxn / fencing are idempotent.
+    """
+
+    def decide(current: Manifest) -> Manifest | None:
+        if current.status is ManifestStatus.ABORTED:
+            raise _refuse_aborted(uri, current)
+        if current.status is ManifestStatus.COMMITTED:
+            if outcome == "abort":
+                raise KafkaEosError(f"manifest {uri} is COMMITTED: its records are visible and cannot be "
+                                    "aborted", runbook="resolve-manually")
+            return None
+        made = current.decision
+        if made is not None and made.outcome == outcome:
+            return None
+        when = datetime.fromtimestamp(made.at_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") \
+            if made is not None else ""
+        if made is not None and outcome == "commit":
+            raise DataLossError(
+                f"checkpoint {current.checkpoint_id} ({uri}) was given up by {made.by} at {when} before this "
+                "commit started: nothing was committed. Rerun the checkpoint to produce it again",
+                runbook="rerun-a-checkpoint")
+        if made is not None:
+            raise KafkaEosError(
+                f"checkpoint {current.checkpoint_id} ({uri}) is being committed ({made.by} decided to commit "
+                f"at {when}): it cannot be given up; nothing was aborted. Let the commit finish "
+                f"(kafka-eos-txn --action commit --manifest {uri} completes it)",
+                runbook="commit-pending-transaction")
+        current.decision = Decision(outcome, by, now_ms())
+        current.updated_at_ms = current.decision.at_ms
+        return current
+
+    _transition(uri, decide)
+
+
+def _transition(uri: str, decide: Callable[[Manifest], Manifest | None], *, attempts: int = 20) -> None:
+    """Compare-and-set one manifest: ``decide`` sees the current manifest and returns the new one
+    (or None: nothing to write); written only if nobody changed it meanwhile, else decided again.
+
+    ``decide`` may raise to refuse. Each lost race means another writer succeeded, so the loop
+    ends; ``attempts`` bounds it anyway (a store that never accepts a precondition is an error).
+    """
+    for _ in range(attempts):
+        try:
+            found = read_versioned(uri)
+        except OSError as exc:
+            raise ManifestError(f"{uri}: manifest cannot be read ({exc})") from None
+        if found is None:
+            raise ManifestError(f"{uri}: manifest does not exist")
+        data, version = found
+        current = Manifest.from_json(data, source=uri)
+        current.uri = uri
+        new = decide(current)
+        if new is None:
+            return
+        try:
+            if replace_if(uri, manifest_bytes(new, uri), version):
+                return
+        except OSError as exc:
+            raise ManifestError(f"{uri}: manifest cannot be written ({exc}); nothing was changed") from None
+        log.info("%s changed while it was being updated; reading it again", uri)
+    raise ManifestError(f"{uri}: the manifest kept changing under {attempts} updates; nothing was changed "
+                        "by this one. Check who else writes it (kafka-eos-txn --action checkpoints)")
 
 
 # -- mark-ABORTED and abort-a-checkpoint -----------------------------------------------------
@@ -595,10 +679,9 @@ def mark_aborted(
 
     Refuses a manifest that became COMMITTED meanwhile (its data is visible: nothing was lost).
     """
-    with _manifest_lock(uri):
-        current = read_manifest(uri)
+    def decide(current: Manifest) -> Manifest | None:
         if current.status is ManifestStatus.ABORTED:
-            return
+            return None
         if current.status is ManifestStatus.COMMITTED:
             raise KafkaEosError(
                 f"manifest {uri} is COMMITTED; it cannot be marked ABORTED", runbook="resolve-manually"
@@ -606,7 +689,9 @@ def mark_aborted(
         current.status = ManifestStatus.ABORTED
         current.updated_at_ms = now_ms()
         current.commit_report = {"aborted_by": aborted_by, "reasons": list(reasons)}
-        write_manifest(uri, current)
+        return current
+
+    _transition(uri, decide)
 
 
 @dataclass
@@ -669,33 +754,20 @@ def abort_checkpoint(
     if dry_run:
         report.status = "would_abort"
         return report
+    _decide(uri, "abort", aborted_by, _now_ms)  # a commit decided first wins; nothing is aborted then
     for outcome in admin.abort(mine) if mine else []:
         report.outcomes[outcome.transactional_id] = outcome.outcome
+    committed = sorted(t for t, o in report.outcomes.items() if o == "already_committed")
+    if committed:  # a commit won the race between our look and our abort: say what really happened
+        aborted = sorted(t for t, o in report.outcomes.items() if o == "aborted")
+        raise (DataLossError if aborted else KafkaEosError)(
+            f"checkpoint {manifest.checkpoint_id} ({uri}) was committed by someone else while it was being "
+            f"given up: {', '.join(committed)} committed"
+            + (f", {', '.join(aborted)} aborted by this give-up (that part of the batch is lost)" if aborted
+               else "; nothing was aborted and the manifest is left for the commit to mark"),
+            transactional_id=committed[0],
+            runbook="data-loss" if aborted else "commit-pending-transaction",
+        )
     mark_aborted(uri, [f"aborted on request ({aborted_by})"], aborted_by=aborted_by)
     report.status = "aborted"
     return report
-
-
-# -- conditional write ------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _manifest_lock(uri: str) -> Iterator[None]:
-    """Serialise read-check-write of one manifest: an flock'ed lock file next to a local manifest.
-
-    Object stores offer no lock here; there the re-read before the write narrows the race to one
-    round trip (documented in docs/manifest-format.md).
-    """
-    if not is_local_uri(uri) or os.name != "posix":
-        yield
-        return
-    import fcntl
-
-    path = local_path(uri) + ".lock"
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)

@@ -10,17 +10,23 @@ a half-understood manifest. The JSON schema and its versioning rules are in
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
-from urllib.parse import urlparse
 
-from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity
+from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord, RunIdentity
+from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
+    create_object,
+    fsspec_for,
+    is_local_uri,
+    local_path,
+    read_object,
+    replace_object,
+)
 from airflow_provider_kafka_eos.kafka.errors import ManifestError, UsageError
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, _reject_unknown, _require
 from airflow_provider_kafka_eos.kafka.validation import (
@@ -31,21 +37,28 @@ from airflow_provider_kafka_eos.kafka.validation import (
 
 __all__ = [
     "SUPPORTED_SCHEMA_VERSIONS",
+    "Decision",
     "Manifest",
     "ManifestStatus",
+    "create_object",
     "find_manifests",
     "is_local_uri",
     "local_path",
     "manifest_uri",
     "read_manifest",
+    "read_object",
+    "replace_object",
     "store_exists",
     "write_manifest",
 ]
 
 # 2 added the required ``prepared_by`` (the run that prepared the checkpoint; object or null).
 # Version 1 manifests are read as ``prepared_by=None`` and rewritten as version 2.
-SCHEMA_VERSION = 2
-SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2})
+# 3 added the required ``input`` (the input identity the checkpoint carries; object or null) and
+# ``decision`` (commit or give up, recorded before either acts in Kafka; object or null).
+# Older manifests are read as ``input=None`` (unknown input) and rewritten as version 3.
+SCHEMA_VERSION = 3
+SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3})
 NAMING_STRATEGIES = ("INCREMENTING", "POOLING")
 # 1M committables of ~300 bytes; anything larger is not a manifest this provider wrote.
 MAX_MANIFEST_BYTES = 512 * 1024 * 1024
@@ -71,9 +84,40 @@ _FIELDS: dict[str, Any] = {
     "updated_at_ms": int,
     "commit_report": (dict, type(None)),
     "prepared_by": (dict, type(None)),
+    "input": (dict, type(None)),
+    "decision": (dict, type(None)),
 }
 _OPTIONAL = {"commit_report"}
-_SINCE_VERSION = {"prepared_by": 2}  # fields a manifest of an older version must not carry
+_SINCE_VERSION = {"prepared_by": 2, "input": 3, "decision": 3}
+DECISIONS = ("commit", "abort")  # fields a manifest of an older version must not carry
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What was decided for a PREPARED checkpoint before anyone acted on it in Kafka.
+
+    A commit and a give-up of one checkpoint must never both act: each first writes its decision
+    into the manifest as a compare-and-set, and only the one whose decision stands touches Kafka
+    (``checkpoint.py``). Without it a commit racing a give-up could commit one partition's
+    transaction while the give-up aborted another's: a torn checkpoint.
+    """
+
+    outcome: str  # "commit" | "abort"
+    by: str
+    at_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "by": self.by, "at_ms": self.at_ms}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str) -> Decision:
+        _reject_unknown(data, {"outcome", "by", "at_ms"}, source, "decision")
+        outcome = _require(data, "outcome", str, source, "decision.outcome")
+        if outcome not in DECISIONS:
+            raise ManifestError(
+                f"{source}: field 'decision.outcome' must be commit or abort, got {outcome!r}")
+        return cls(outcome, _require(data, "by", str, source, "decision.by"),
+                   _require(data, "at_ms", int, source, "decision.at_ms"))
 
 
 @dataclass
@@ -92,6 +136,8 @@ class Manifest:
     schema_version: int = SCHEMA_VERSION  # as read; a manifest is always written in SCHEMA_VERSION
     commit_report: dict | None = None
     prepared_by: RunIdentity | None = None  # None: version 1, or written outside Airflow
+    input: InputRecord | None = None  # None: unknown input (before version 3, or no input_id given)
+    decision: Decision | None = None  # None: neither a commit nor a give-up has started
     # Where this manifest lives (set by read_manifest / write_manifest); not part of the JSON.
     uri: str | None = field(default=None, compare=False, repr=False)
 
@@ -116,6 +162,8 @@ class Manifest:
             "updated_at_ms": self.updated_at_ms,
             "commit_report": self.commit_report,
             "prepared_by": self.prepared_by.to_dict() if self.prepared_by is not None else None,
+            "input": self.input.to_dict() if self.input is not None else None,
+            "decision": self.decision.to_dict() if self.decision is not None else None,
         }
 
     def to_json(self) -> str:
@@ -148,6 +196,10 @@ class Manifest:
             values[name] = _require(data, name, kind, source, name)
         if values.get("prepared_by") is not None:
             values["prepared_by"] = RunIdentity.from_dict(values["prepared_by"], source=source)
+        if values.get("input") is not None:
+            values["input"] = InputRecord.from_dict(values["input"], source=source)
+        if values.get("decision") is not None:
+            values["decision"] = Decision.from_dict(values["decision"], source=source)
         for name in ("pipeline_id", "transactional_id_prefix", "topic"):
             if not values[name]:
                 raise ManifestError(f"{source}: field {name!r} must not be empty")
@@ -245,23 +297,21 @@ def read_manifest(uri: str) -> Manifest:
     return manifest
 
 
-def write_manifest(uri: str, manifest: Manifest) -> None:
-    """Write atomically: readers see the previous manifest or this one, never a partial file.
-
-    The manifest is validated by a round trip before anything is written, so an invalid
-    manifest never reaches storage.
-    """
+def manifest_bytes(manifest: Manifest, uri: str) -> bytes:
+    """The manifest as stored, validated by a round trip: an invalid manifest never reaches storage."""
     text = manifest.to_json()
     Manifest.from_json(text, source=uri)  # refuse to persist what we could not read back
-    data = text.encode("utf-8")
-    if _is_local(uri):
-        _write_local_atomic(_local_path(uri), data)
-    else:
-        fs, path = _fsspec(uri)
-        parent = path.rsplit("/", 1)[0]
-        with contextlib.suppress(Exception):  # object stores have no directories
-            fs.makedirs(parent, exist_ok=True)
-        fs.pipe_file(path, data)
+    return text.encode("utf-8")
+
+
+def write_manifest(uri: str, manifest: Manifest) -> None:
+    """Write atomically and unconditionally: readers see the previous manifest or this one, never a part.
+
+    Only the job's vote is written this way (its checkpoint is its own: the input claim and
+    fencing see to that); every later transition is a compare-and-set (``checkpoint.py``).
+    """
+    data = manifest_bytes(manifest, uri)
+    replace_object(uri, data)
     manifest.uri = uri
 
 
@@ -304,55 +354,11 @@ def store_exists(base_uri: str) -> bool:
     return bool(fs.exists(path))
 
 
-# -- storage plumbing -------------------------------------------------------------------------
-
-
-def is_local_uri(uri: str) -> bool:
-    """A local path or ``file://`` URI (written with rename; anything else goes through fsspec)."""
-    scheme = urlparse(uri).scheme
-    return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
-
-
-def local_path(uri: str) -> str:
-    return urlparse(uri).path if uri.startswith("file://") else uri
-
+# -- storage plumbing (kafka/checkpoints/store_objects.py owns how each store reads and writes) ------------
 
 _is_local = is_local_uri
 _local_path = local_path
-
-
-def _fsspec(uri: str):
-    try:
-        import fsspec
-    except ImportError:  # pragma: no cover - fsspec is a declared dependency
-        raise ManifestError(f"{uri}: non-local manifest storage needs the fsspec package") from None
-    try:
-        fs, path = fsspec.core.url_to_fs(uri)
-    except (ImportError, ValueError) as exc:
-        raise ManifestError(f"{uri}: no filesystem for this URL ({exc})") from None
-    return fs, path
-
-
-def _write_local_atomic(path: str, data: bytes) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    # Persist the rename itself (the directory entry), or a crash could resurrect the old manifest.
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+_fsspec = fsspec_for
 
 
 def _list_dirs(base: str) -> list[str]:

@@ -158,6 +158,11 @@ def _settle_this_checkpoint(admin: Any, uri: str, manifest: Manifest, report: Re
     if manifest.status is ManifestStatus.ABORTED:
         log.warning("%s is ABORTED: checkpoint %d is produced again", uri, manifest.checkpoint_id)
         return
+    if manifest.decision is not None and manifest.decision.outcome == "abort":
+        # Given up, but the give-up stopped before marking it: finish it (its transactions are no
+        # longer protected, so the lingering abort below fences them) and produce it again.
+        _mark_aborted(uri, manifest, [f"given up by {manifest.decision.by}"], report, now_ms)
+        return
     problems = check_committable(admin, manifest.committables)
     if not problems:
         report.existing, report.existing_uri = manifest, uri

@@ -12,13 +12,12 @@ No Airflow imports.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.checkpoints import manifest as _store
+from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import read_object, replace_object
 from airflow_provider_kafka_eos.kafka.errors import ManifestError
 
 __all__ = ["FINDINGS_DIR", "XCOM_MAX_FINDINGS", "read_findings", "write_findings", "xcom_payload"]
@@ -38,26 +37,17 @@ def write_findings(base_uri: str, findings: Any, full: Mapping[str, Any] | None 
     data = json.dumps(full if full is not None else findings.to_dict(), separators=(",", ":")).encode("utf-8")
     digest = hashlib.sha256(data).hexdigest()[:12]
     uri = f"{base_uri.rstrip('/')}/{FINDINGS_DIR}/findings-{findings.checked_at_ms}-{digest}.json"
-    if _store._is_local(uri):
-        _store._write_local_atomic(_store._local_path(uri), data)
-    else:
-        fs, path = _store._fsspec(uri)
-        with contextlib.suppress(Exception):  # object stores have no directories
-            fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-        fs.pipe_file(path, data)
+    replace_object(uri, data)
     return uri
 
 
 def read_findings(uri: str) -> dict[str, Any]:
     """The full findings dict written by :func:`write_findings`; ManifestError naming the file."""
     try:
-        if _store._is_local(uri):
-            with open(_store._local_path(uri), encoding="utf-8") as fh:
-                text = fh.read()
-        else:
-            fs, path = _store._fsspec(uri)
-            text = fs.cat_file(path).decode("utf-8")
-        data = json.loads(text)
+        raw = read_object(uri)
+        if raw is None:
+            raise FileNotFoundError(uri)
+        data = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise ManifestError(
             f"{uri}: the lingering-transaction findings file is gone; run the sensor again",

@@ -22,12 +22,16 @@ Protocol, as Kafka's Java producer does it:
 
 Memory is bounded: rows are buffered up to ``buffer_bytes`` (Arrow slices, no copy), then
 encoded and sent wave by wave (one batch of at most ``batch_bytes`` per partition).
+The connection's producer keys (compression, batch and buffer sizes, linger, request size,
+timeouts, retries) reach it as :class:`ArrowProducerSettings` (``kafka/producers/producer_config.py``,
+which refuses by name what this producer cannot honour).
 The transaction is never ended here: the commit task commits it (commit-by-resume).
 No Airflow imports: this runs inside Spark executors.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import defaultdict
@@ -37,6 +41,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from kafka.protocol.admin import DescribeConfigsRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest
@@ -49,9 +54,19 @@ from airflow_provider_kafka_eos.kafka.errors import (
     ProducerFencedError,
     UsageError,
 )
+from airflow_provider_kafka_eos.kafka.producers.compression import codec_for
 from airflow_provider_kafka_eos.kafka.producers.librdkafka import TransactionProtocol, verified_committable
-from airflow_provider_kafka_eos.kafka.producers.partitioner import partitions_for_keys
-from airflow_provider_kafka_eos.kafka.producers.record_batch import EncodedBatch, encode_batch, record_sizes
+from airflow_provider_kafka_eos.kafka.producers.partitioner import (
+    StickyNullKeyPartitioner,
+    partitions_for_keys,
+)
+from airflow_provider_kafka_eos.kafka.producers.producer_config import ArrowProducerSettings
+from airflow_provider_kafka_eos.kafka.producers.record_batch import (
+    BATCH_OVERHEAD,
+    EncodedBatch,
+    encode_batch,
+    record_sizes,
+)
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 from airflow_provider_kafka_eos.kafka.protocol.error_codes import (
     CONCURRENT_TRANSACTIONS,
@@ -111,6 +126,10 @@ _AUTH = frozenset({TOPIC_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FA
 # Kept as it was: which code was meant is a behaviour question, outside a move.
 _ADD_PARTITIONS_RESENT = TRANSACTION_COORDINATOR_FENCED
 _PRODUCE_MAX_VERSION = 12  # v13 addresses topics by id; v12 is what TV2's implicit add needs
+_TOO_LARGE = frozenset({10, 18})  # MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE
+# A Produce request's bytes besides its batches: header, client id, transactional id, topic name,
+# per-partition framing. Generous, so that a request of batches below the limit stays below it.
+_REQUEST_OVERHEAD = 1024
 
 
 @dataclass
@@ -123,6 +142,7 @@ class ProducerStats:
     produce_requests: int = 0
     retries: int = 0
     peak_buffered_bytes: int = 0
+    largest_request_bytes: int = 0  # record batches of the largest Produce request (plus its framing)
 
 
 class ArrowPartitionTransaction:
@@ -142,11 +162,20 @@ class ArrowPartitionTransaction:
         transaction_timeout_ms: int,
         protocol: TransactionProtocol,
         two_phase: bool = False,
-        batch_bytes: int = 1_000_000,
-        buffer_bytes: int = 32 * 1024 * 1024,
-        delivery_timeout_ms: int = 120_000,
-        request_timeout_ms: int = 30_000,
+        settings: ArrowProducerSettings | None = None,
+        batch_bytes: int | None = None,
+        buffer_bytes: int | None = None,
+        delivery_timeout_ms: int | None = None,
+        request_timeout_ms: int | None = None,
+        sticky: StickyNullKeyPartitioner | None = None,
     ) -> None:
+        """``settings``: the connection's producer keys (``arrow_producer_settings``); the keyword
+        arguments after it override single fields (tests and benchmarks)."""
+        overrides = {name: value for name, value in (
+            ("batch_bytes", batch_bytes), ("buffer_bytes", buffer_bytes),
+            ("delivery_timeout_ms", delivery_timeout_ms), ("request_timeout_ms", request_timeout_ms),
+        ) if value is not None}
+        self.settings = dataclasses.replace(settings or ArrowProducerSettings(), **overrides)
         self.admin = admin
         self.wire = admin.wire
         self.transactional_id = transactional_id
@@ -154,10 +183,22 @@ class ArrowPartitionTransaction:
         self.transaction_timeout_ms = int(transaction_timeout_ms)
         self.protocol = protocol
         self.two_phase = two_phase
-        self.batch_bytes = batch_bytes
-        self.buffer_bytes = buffer_bytes
-        self.delivery_timeout_ms = delivery_timeout_ms
-        self.request_timeout_ms = request_timeout_ms
+        self.batch_bytes = self.settings.batch_bytes
+        self.buffer_bytes = self.settings.buffer_bytes
+        self.delivery_timeout_ms = self.settings.delivery_timeout_ms
+        self.request_timeout_ms = self.settings.request_timeout_ms
+        # The largest record that can be sent (None: no known limit) and which setting sets it.
+        self._record_limit: tuple[int, str] | None = None
+        limit = self.settings.max_request_bytes
+        if limit is not None:
+            # One batch must fit one request; a record that cannot fit is refused by name.
+            self._fit(limit - _REQUEST_OVERHEAD - BATCH_OVERHEAD,
+                      f"the producer's request limit message.max.bytes (max.request.size) = {limit} bytes")
+        self._sticky = sticky if sticky is not None else StickyNullKeyPartitioner(self.batch_bytes)
+        self._own_sticky = sticky is None
+        if self.settings.codec.compresses:  # the executor may lack the codec package the driver has
+            codec_for(self.settings.codec.name, self.settings.codec.level,
+                      where=f"connection (producer path 'arrow', task of {transactional_id})")
         self.producer_id = -1
         self.producer_epoch = -1
         self.stats = ProducerStats()
@@ -168,9 +209,11 @@ class ArrowPartitionTransaction:
         self._executor: ThreadPoolExecutor | None = None
         self._added: set[int] = set()
         self._written: set[int] = set()
-        self._pending: list[tuple[pa.Array, pa.Array, pa.Array | None, pa.Array | None, np.ndarray]] = []
+        # (keys, values, headers, timestamps in ms or None, partition of each row)
+        self._pending: list[tuple[pa.Array, pa.Array, pa.Array | None, np.ndarray | None, np.ndarray]] = []
         self._pending_bytes = 0
-        self._sticky = 0
+        self._pending_records = 0
+        self._pending_since = 0.0
         self._produced = 0
         self._released = False
 
@@ -185,6 +228,37 @@ class ArrowPartitionTransaction:
         log.info("%s: transaction open under producer id %d, epoch %d%s", self.transactional_id,
                  self.producer_id, self.producer_epoch, " (two-phase commit)" if self.two_phase else "")
         self._refresh_metadata()
+        self._fit_topic_limit()
+
+    def _fit(self, largest_records: int, what: str) -> None:
+        """Cut batches to ``largest_records`` bytes of records when that is below ``batch_bytes``."""
+        if self._record_limit is None or largest_records < self._record_limit[0]:
+            self._record_limit = (largest_records, what)
+        if largest_records < self.batch_bytes:
+            self.batch_bytes = max(1, largest_records)
+            if getattr(self, "_own_sticky", False):
+                self._sticky.batch_bytes = self.batch_bytes
+
+    def _fit_topic_limit(self) -> None:
+        """Batches cut to fit the topic's ``max.message.bytes``, as far as DescribeConfigs may read
+        it (a principal without DESCRIBE_CONFIGS on the topic keeps ``batch.size``; a batch the
+        broker still refuses as too large is then named by :meth:`_produce_error`)."""
+        resource = DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=2, resource_name=self.topic, configuration_keys=["max.message.bytes"]  # 2: TOPIC
+        )
+        try:
+            response = self.wire.send(DescribeConfigsRequest(resources=[resource], include_synonyms=False))
+        except Exception as exc:  # best effort: without it, the broker's MESSAGE_TOO_LARGE is named
+            log.info("%s: the topic's max.message.bytes could not be read (%s); batches follow batch.size",
+                     self.transactional_id, getattr(exc, "cause", type(exc).__name__))
+            return
+        for result in response.results:
+            for entry in result.configs if not result.error_code else []:
+                if entry.name == "max.message.bytes" and str(entry.value or "").isdigit():
+                    limit = int(entry.value)
+                    # the broker counts a batch with its 12-byte log overhead (offset + length)
+                    self._fit(limit - 12 - BATCH_OVERHEAD,
+                              f"topic {self.topic}'s max.message.bytes = {limit} bytes")
 
     def identity(self) -> tuple[int, int]:
         return self.producer_id, self.producer_epoch
@@ -195,21 +269,59 @@ class ArrowPartitionTransaction:
         values: pa.Array | pa.ChunkedArray,
         headers: pa.Array | pa.ChunkedArray | None = None,
         partitions: pa.Array | pa.ChunkedArray | None = None,
+        timestamps: pa.Array | pa.ChunkedArray | None = None,
     ) -> int:
-        """Buffer one batch of rows (Arrow columns); send when the buffer is full. Returns the row count."""
+        """Buffer one batch of rows (Arrow columns); send when the buffer is full. Returns the row count.
+
+        ``timestamps``: each record's CreateTime (epoch milliseconds, or an Arrow timestamp column);
+        a null, or no column, is the time the rows are encoded (as Java stamps a record without one).
+        """
         self._check_open()
         n = len(values)
         if n == 0:
             return 0
         keys, values, headers, partitions = (_combine(c) for c in (keys, values, headers, partitions))
-        targets = self._partitions_for(keys, partitions, n)
-        self._pending.append((keys, values, headers, partitions, targets))
-        self._pending_bytes += int(record_sizes(keys, values).sum())
+        sizes = record_sizes(keys, values)
+        self._check_record_sizes(keys, sizes)
+        targets = self._partitions_for(keys, partitions, sizes)
+        if not self._pending:
+            self._pending_since = time.monotonic()
+        self._pending.append((keys, values, headers, _millis(timestamps), targets))
+        self._pending_bytes += int(sizes.sum())
+        self._pending_records += n
         self.stats.peak_buffered_bytes = max(self.stats.peak_buffered_bytes, self._pending_bytes)
         self._produced += n
-        if self._pending_bytes >= self.buffer_bytes:
+        if self._buffer_full():
             self._send_pending()
         return n
+
+    def _buffer_full(self) -> bool:
+        """Send now? The buffer's bytes or records reached their bound, or its oldest rows waited
+        ``linger.ms`` (checked as rows arrive; :meth:`flush` sends the rest)."""
+        s = self.settings
+        if self._pending_bytes >= self.buffer_bytes:
+            return True
+        if s.buffer_records is not None and self._pending_records >= s.buffer_records:
+            return True
+        return s.linger_ms is not None and (time.monotonic() - self._pending_since) * 1000 >= s.linger_ms
+
+    def _check_record_sizes(self, keys: Any, sizes: np.ndarray) -> None:
+        """A record larger than one Produce request may be (``message.max.bytes``) or than the topic
+        takes (``max.message.bytes``) can never be sent: refuse it by its key before it is buffered."""
+        if self._record_limit is None:
+            return
+        largest, what = self._record_limit
+        too_large = np.flatnonzero(sizes > largest)
+        if too_large.size:
+            row = int(too_large[0])
+            key = keys[row].as_py() if keys is not None else None
+            shown = repr(key) if len(repr(key)) <= 100 else f"{repr(key)[:97]}..."
+            raise UsageError(
+                f"record with key {shown} is about {int(sizes[row])} bytes, larger than {what} allows "
+                f"(for topic {self.topic}); raise that limit (message.max.bytes in the connection, the "
+                "topic's max.message.bytes on the broker) or make the record smaller",
+                transactional_id=self.transactional_id, runbook="configuration",
+            )
 
     def flush(self) -> None:
         """Send everything buffered and wait for every acknowledgement."""
@@ -247,9 +359,10 @@ class ArrowPartitionTransaction:
 
     # -- partitioning ------------------------------------------------------------------------
 
-    def _partitions_for(self, keys: Any, partitions: Any, n: int) -> np.ndarray:
-        """Explicit partition column first; else Java's murmur2 of the key; null keys stick to one
-        partition per call and rotate (as Java's sticky partitioner spreads them)."""
+    def _partitions_for(self, keys: Any, partitions: Any, sizes: np.ndarray) -> np.ndarray:
+        """Explicit partition column first; else Java's murmur2 of the key; null keys as Java's
+        uniform sticky partitioner places them (one partition per batch, random start per task)."""
+        n = len(sizes)
         if partitions is not None:
             target = np.asarray(partitions.cast(pa.int32()).fill_null(-1).to_numpy(zero_copy_only=False))
         elif keys is not None:
@@ -261,8 +374,9 @@ class ArrowPartitionTransaction:
                 missing = target < 0
                 by_key = partitions_for_keys(keys, self._num_partitions)
                 target = np.where(missing & (by_key >= 0), by_key, target)
-            target = np.where(target < 0, self._sticky % self._num_partitions, target).astype(np.int32)
-            self._sticky += 1
+            missing = target < 0
+            target = target.astype(np.int32, copy=True)
+            target[missing] = self._sticky.assign(sizes[missing], self._num_partitions)
         bad = target >= self._num_partitions
         if bad.any():
             raise UsageError(
@@ -277,10 +391,11 @@ class ArrowPartitionTransaction:
     def _send_pending(self) -> None:
         if not self._pending:
             return
-        pending, self._pending, self._pending_bytes = self._pending, [], 0
+        pending, self._pending, self._pending_bytes, self._pending_records = self._pending, [], 0, 0
         keys = _concat([p[0] for p in pending])
         values = _concat([p[1] for p in pending])
         headers = _concat([p[2] for p in pending])
+        stamps = _stamps([(p[3], len(p[1])) for p in pending])
         targets = np.concatenate([p[4] for p in pending])
         order = np.argsort(targets, kind="stable")
         sorted_targets = targets[order]
@@ -288,24 +403,26 @@ class ArrowPartitionTransaction:
         keys = keys.take(take) if keys is not None else None
         values = values.take(take)
         headers = headers.take(take) if headers is not None else None
+        stamps = stamps[order] if stamps is not None else None
         sizes = record_sizes(keys, values)
         bounds = np.flatnonzero(np.diff(sorted_targets)) + 1
         starts = np.concatenate([[0], bounds])
         ends = np.concatenate([bounds, [len(sorted_targets)]])
         queues: dict[int, list[tuple[int, int]]] = {}
         for start, end in zip(starts.tolist(), ends.tolist(), strict=True):  # one step per partition
-            queues[int(sorted_targets[start])] = _chunks(sizes[start:end], start, self.batch_bytes)
+            queues[int(sorted_targets[start])] = _chunks(sizes[start:end], start, self.batch_bytes,
+                                                         self.settings.batch_records)
         # One wave in flight while the next is encoded (the IO runs on the wire's network thread
         # and in the sender thread; numpy/Arrow/crc32c release the GIL for the large steps).
         in_flight: Future[None] | None = None
         try:
-            in_flight = self._encode_and_send(queues, keys, values, headers)
+            in_flight = self._encode_and_send(queues, keys, values, headers, stamps)
         finally:
             if in_flight is not None:
                 in_flight.result()
 
     def _encode_and_send(self, queues: dict[int, list[tuple[int, int]]], keys: Any, values: Any,
-                         headers: Any) -> Future[None] | None:
+                         headers: Any, stamps: np.ndarray | None = None) -> Future[None] | None:
         in_flight: Future[None] | None = None
         while queues:
             wave: dict[int, EncodedBatch] = {}
@@ -317,9 +434,11 @@ class ArrowPartitionTransaction:
                     keys.slice(start, end - start) if keys is not None else None,
                     values.slice(start, end - start),
                     headers=headers.slice(start, end - start) if headers is not None else None,
+                    timestamps_ms=stamps[start:end] if stamps is not None else None,
                     producer_id=self.producer_id,
                     producer_epoch=self.producer_epoch,
                     base_sequence=self._encoded_sequence[partition],
+                    codec=self.settings.codec,
                 )
                 self._encoded_sequence[partition] += wave[partition].record_count
             if in_flight is not None:
@@ -338,6 +457,7 @@ class ArrowPartitionTransaction:
         backoff = 0.02
         todo = dict(wave)
         last: dict[int, str] = {}
+        resends = 0
         while todo:
             if self.protocol.transaction_version < 2:
                 self._add_partitions(sorted(set(todo) - self._added), deadline)
@@ -346,9 +466,12 @@ class ArrowPartitionTransaction:
                 by_leader[self._leaders.get(partition, -1)].append(partition)
             requests, groups = [], []
             for leader, parts in by_leader.items():
-                request = self._produce_request({p: todo[p] for p in parts})
-                requests.append((request, leader if leader >= 0 else None))
-                groups.append(parts)
+                for share in self._request_shares(parts, todo):
+                    request = self._produce_request({p: todo[p] for p in share})
+                    size = _REQUEST_OVERHEAD + sum(len(todo[p].data) + 16 for p in share)
+                    self.stats.largest_request_bytes = max(self.stats.largest_request_bytes, size)
+                    requests.append((request, leader if leader >= 0 else None))
+                    groups.append(share)
             self.stats.produce_requests += len(requests)
             refresh = False
             for parts, response in zip(groups, self.wire.send_all(requests, raise_errors=False), strict=True):
@@ -368,10 +491,20 @@ class ArrowPartitionTransaction:
                             refresh |= code in _REFRESH_METADATA
                             last[partition] = error_name(code)
                         else:
-                            raise self._produce_error(partition, code, getattr(row, "error_message", None))
+                            raise self._produce_error(partition, code, getattr(row, "error_message", None),
+                                                      batch=todo[partition])
             if not todo:
                 return
             self.stats.retries += 1
+            resends += 1
+            if self.settings.retries is not None and resends > self.settings.retries:
+                partition = min(todo)
+                raise BrokerUnreachableError(
+                    f"{len(todo)} batch(es) were not acknowledged after {self.settings.retries} resend(s) "
+                    f"(the connection's retries; partition {self.topic}-{partition}: last answer "
+                    f"{last.get(partition, 'none')})",
+                    transactional_id=self.transactional_id,
+                )
             if time.monotonic() + backoff > deadline:
                 partition = min(todo)
                 raise BrokerUnreachableError(
@@ -384,6 +517,23 @@ class ArrowPartitionTransaction:
             backoff = min(backoff * 2, 0.5)
             if refresh:
                 self._refresh_metadata(required=False)
+
+    def _request_shares(self, parts: list[int], todo: dict[int, EncodedBatch]) -> list[list[int]]:
+        """One leader's partitions split so that no request exceeds ``message.max.bytes``
+        (every batch alone fits: ``batch_bytes`` was cut to the limit)."""
+        limit = self.settings.max_request_bytes
+        if limit is None:
+            return [parts]
+        shares: list[list[int]] = [[]]
+        used = _REQUEST_OVERHEAD
+        for partition in sorted(parts):
+            size = len(todo[partition].data) + 16  # + partition index and records length framing
+            if shares[-1] and used + size > limit:
+                shares.append([])
+                used = _REQUEST_OVERHEAD
+            shares[-1].append(partition)
+            used += size
+        return shares
 
     def _acknowledged(self, partition: int, batch: EncodedBatch) -> None:
         self._next_sequence[partition] = batch.last_sequence + 1
@@ -471,7 +621,7 @@ class ArrowPartitionTransaction:
         while True:
             request = MetadataRequest(
                 topics=[MetadataRequest.MetadataRequestTopic(name=self.topic)],
-                allow_auto_topic_creation=True,
+                allow_auto_topic_creation=self.settings.allow_auto_create_topics,
                 max_version=12,
             )
             try:
@@ -509,11 +659,20 @@ class ArrowPartitionTransaction:
             backoff = min(backoff * 2, 0.5)
 
     def _produce_error(
-        self, partition: int, code: int, message: str | None, api: str = "Produce"
+        self, partition: int, code: int, message: str | None, api: str = "Produce",
+        batch: EncodedBatch | None = None,
     ) -> KafkaEosError:
         where = f"{api} to {self.topic}-{partition} was refused with {error_name(code)}"
         detail = f" ({message})" if message else ""
         tid = self.transactional_id
+        if code in _TOO_LARGE and batch is not None:
+            return UsageError(
+                f"{where}{detail}: a record batch of {len(batch.data)} bytes ({batch.record_count} "
+                "record(s)) is larger than the broker accepts (the topic's max.message.bytes or the "
+                "broker's message.max.bytes); set a smaller batch.size in the connection, or raise the "
+                "topic's max.message.bytes",
+                transactional_id=tid, runbook="configuration",
+            )
         if code in _FENCED:
             return ProducerFencedError(
                 f"{where}{detail}: a newer attempt owns this transactional id",
@@ -551,9 +710,33 @@ def _concat(columns: list[Any]) -> Any:
     return columns[0] if len(columns) == 1 else pa.concat_arrays([c.cast(columns[0].type) for c in columns])
 
 
-def _chunks(sizes: np.ndarray, offset: int, budget: int) -> list[tuple[int, int]]:
+def _millis(column: Any) -> np.ndarray | None:
+    """A timestamp column as epoch milliseconds (int64; -1 marks a null: stamped when encoded)."""
+    if column is None:
+        return None
+    if pa.types.is_timestamp(column.type):
+        column = column.cast(pa.timestamp("ms", tz=column.type.tz)).cast(pa.int64())
+    elif not pa.types.is_integer(column.type):
+        raise TypeError(f"the timestamp column must be a timestamp or epoch milliseconds, not {column.type}")
+    return np.asarray(column.cast(pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _stamps(parts: list[tuple[np.ndarray | None, int]]) -> np.ndarray | None:
+    """The buffered rows' timestamps in one array; rows without one get the current time."""
+    if all(stamps is None for stamps, _ in parts):
+        return None
+    now = int(time.time() * 1000)
+    joined = np.concatenate([stamps if stamps is not None else np.full(n, -1, np.int64)
+                             for stamps, n in parts])
+    joined[joined < 0] = now
+    return joined
+
+
+def _chunks(
+    sizes: np.ndarray, offset: int, budget: int, max_records: int | None = None
+) -> list[tuple[int, int]]:
     """Split one partition's rows (their byte sizes) into [start, end) runs of at most ``budget``
-    bytes (at least one row each); positions are shifted by ``offset``."""
+    bytes and ``max_records`` rows (at least one row each); positions are shifted by ``offset``."""
     total = np.cumsum(sizes)
     cuts = []
     start = 0
@@ -562,6 +745,8 @@ def _chunks(sizes: np.ndarray, offset: int, budget: int) -> list[tuple[int, int]
     while start < n:
         end = int(np.searchsorted(total, base + budget, side="right"))
         end = max(end, start + 1)
+        if max_records is not None:
+            end = min(end, start + max_records)
         cuts.append((offset + start, offset + end))
         base = int(total[end - 1])
         start = end

@@ -29,11 +29,14 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
+from airflow_provider_kafka_eos.kafka.config import is_secret_key
+from airflow_provider_kafka_eos.kafka.connection_security import check_client_files, init_transactions_watched
 from airflow_provider_kafka_eos.kafka.errors import (
     BrokerUnreachableError,
     KafkaEosError,
     ProducerFencedError,
 )
+from airflow_provider_kafka_eos.kafka.producers.producer_config import LIBRDKAFKA, check_producer_settings
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
 
 __all__ = [
@@ -85,10 +88,11 @@ def producer_settings(
 ) -> dict[str, Any]:
     """The confluent-kafka config of a prepare-and-leave-open producer.
 
-    The user's connection config comes first; the transactional settings are ours and win,
-    because an at-least-once setting here (``enable.idempotence=false``, ``acks=1``) would
-    silently break the guarantee.
+    The user's connection config comes first; a setting that would break the guarantee
+    (``enable.idempotence=false``, ``acks=1``) or that the writer owns (``transactional.id``) is
+    refused by name (``kafka/producers/producer_config.py``), never silently overridden.
     """
+    check_producer_settings(confluent_config, LIBRDKAFKA)
     settings = dict(confluent_config)
     settings.update(
         {
@@ -134,18 +138,26 @@ class PartitionTransaction:
         self._stats: dict[str, Any] = {}
         self._delivery_errors: list[str] = []
         self._fatal_error: str | None = None
+        self._connection_errors: list[tuple[int, str]] = []  # for connection_security (TLS / SASL)
         self._partitions: set[int] = set()
         self._produced = 0
         self._since_poll = 0
         self.producer_id = -1
         self.producer_epoch = -1
         settings = producer_settings(confluent_config, transactional_id, transaction_timeout_ms)
+        # What connection_security needs to name a refused handshake (no secret kept here).
+        self._connection = {
+            k: v
+            for k, v in settings.items()
+            if not callable(v) and (not is_secret_key(k) or k == "sasl.oauthbearer.token.endpoint.url")
+        }
         settings["stats_cb"] = self._on_stats
         settings["error_cb"] = self._on_error
         if producer_factory is None:
             from confluent_kafka import Producer
 
             producer_factory = Producer
+        check_client_files(settings)  # a missing file or a wrong key password, named first
         self._producer: Any = producer_factory(settings)
 
     # -- librdkafka callbacks ----------------------------------------------------------------
@@ -161,6 +173,8 @@ class PartitionTransaction:
         # a bare SystemError that names no cause; keep it, so the error raised names the real one.
         if err.fatal():
             self._fatal_error = str(err)
+        if len(self._connection_errors) < 20:
+            self._connection_errors.append((err.code(), err.str()))
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
         if err is not None:
@@ -181,9 +195,15 @@ class PartitionTransaction:
         """
         producer = self._require_producer()
         try:
-            producer.init_transactions(self._init_timeout_s)
+            init_transactions_watched(
+                producer, self._init_timeout_s, self._connection_errors, self._connection, self.topic
+            )
         except Exception as exc:
-            error = _translate(exc, self.transactional_id, "init_transactions")
+            error = (
+                exc.with_traceback(None)  # its traceback would keep the producer alive
+                if isinstance(exc, KafkaEosError)
+                else _translate(exc, self.transactional_id, "init_transactions")
+            )
             # A producer that could not initialise holds no transaction; drop it (and this
             # frame's reference, which the traceback would keep) so it stops dialling the brokers.
             del producer
@@ -205,10 +225,13 @@ class PartitionTransaction:
         values: Iterable[Any],
         headers: Iterable[Any] | None = None,
         partitions: Iterable[Any] | None = None,
+        timestamps: Iterable[Any] | None = None,
     ) -> int:
-        """Produce one batch of rows (parallel sequences); returns how many were produced."""
+        """Produce one batch of rows (parallel sequences); returns how many were produced.
+
+        ``timestamps``: CreateTime per row in epoch milliseconds (None: librdkafka stamps it)."""
         try:
-            count = self._produce_rows(keys, values, headers, partitions)
+            count = self._produce_rows(keys, values, headers, partitions, timestamps)
         except KafkaEosError:
             raise
         except Exception as exc:  # a fatal producer error (fenced, authorization) surfaces here
@@ -222,13 +245,14 @@ class PartitionTransaction:
         values: Iterable[Any],
         headers: Iterable[Any] | None,
         partitions: Iterable[Any] | None,
+        timestamps: Iterable[Any] | None = None,
     ) -> int:
         producer = self._require_producer()
         produce = producer.produce
         topic = self.topic
         callback = self._on_delivery
         count = 0
-        if headers is None and partitions is None:
+        if headers is None and partitions is None and timestamps is None:
             for key, value in zip(keys, values, strict=True):
                 try:
                     produce(topic, value, key, on_delivery=callback)
@@ -245,14 +269,17 @@ class PartitionTransaction:
                 values,
                 headers if headers is not None else repeat(None),
                 partitions if partitions is not None else repeat(None),
+                timestamps if timestamps is not None else repeat(None),
                 strict=False,  # repeat() is endless; keys/values bound the rows
             )
-            for key, value, row_headers, partition in rows:
+            for key, value, row_headers, partition, stamp in rows:
                 kwargs: dict[str, Any] = {"on_delivery": callback}
                 if row_headers:
                     kwargs["headers"] = _normalise_headers(row_headers)
                 if partition is not None:
                     kwargs["partition"] = int(partition)
+                if stamp is not None:
+                    kwargs["timestamp"] = int(stamp)
                 try:
                     produce(topic, value, key, **kwargs)
                 except BufferError:

@@ -13,18 +13,23 @@ Two forms of the same function:
   vectorised with numpy: the Python loop runs once per 4-byte word of the longest key, never
   once per record, so a Spark task partitions a batch of a million keys in a few numpy passes.
 
-Null keys have no hash: :func:`partitions_for_keys` gives them ``-1`` (the caller chooses, as
-Java's sticky partitioner and librdkafka's ``murmur2_random`` choose a partition for them).
-An empty (non-null) key is hashed like any other, as in Java.
+Null keys have no hash: :func:`partitions_for_keys` gives them ``-1``, and
+:class:`StickyNullKeyPartitioner` places them as Java's default (uniform sticky) partitioner
+does: one partition until a batch's worth of bytes went there, then the next, starting at a
+random partition in each producer, so that many Spark tasks do not all pile their null-keyed
+records onto partition 0. An empty (non-null) key is hashed like any other, as in Java.
 """
 
 from __future__ import annotations
+
+import random
 
 import numpy as np
 import pyarrow as pa
 
 __all__ = [
     "NULL_KEY_PARTITION",
+    "StickyNullKeyPartitioner",
     "murmur2",
     "murmur2_array",
     "partition_for_key",
@@ -175,6 +180,51 @@ def partitions_for_keys(column: pa.Array | pa.ChunkedArray, num_partitions: int)
     if not valid.all():
         result[~valid] = NULL_KEY_PARTITION
     return result
+
+
+class StickyNullKeyPartitioner:
+    """Partitions for records without a key: Java's uniform sticky partitioner (KIP-480, KIP-794).
+
+    Each producer starts at a random partition (``rng``; a fresh system-seeded one by default)
+    and keeps sending null-keyed records there until the next one would not fit a batch of
+    ``batch_bytes`` (the same cut the producer makes when it splits rows into batches), then moves
+    to the next partition. Java picks the next partition at random; rotating in order gives
+    the same even spread with less variance. The byte count carries over between calls, so the
+    switch happens per batch, not per Arrow batch handed in.
+    """
+
+    def __init__(self, batch_bytes: int, rng: random.Random | None = None) -> None:
+        if batch_bytes <= 0:
+            raise ValueError(f"batch_bytes must be > 0, not {batch_bytes!r}")
+        self.batch_bytes = int(batch_bytes)
+        self._rng = rng if rng is not None else random.Random()  # noqa: S311 (placement, not security)
+        self._current: int | None = None
+        self._filled = 0
+
+    def assign(self, sizes: np.ndarray, num_partitions: int) -> np.ndarray:
+        """The partition of each null-keyed record, given the records' sizes in bytes (in order)."""
+        _check_partitions(num_partitions)
+        sizes = np.asarray(sizes, dtype=np.int64)
+        if self._current is None:
+            self._current = self._rng.randrange(num_partitions)
+        out = np.empty(len(sizes), dtype=np.int32)
+        total = np.cumsum(sizes)
+        current, filled = self._current % num_partitions, self._filled
+        start, base = 0, 0
+        while start < len(sizes):  # one step per batch, not per record
+            end = int(np.searchsorted(total, base + self.batch_bytes - filled, side="right"))
+            if end == start:
+                if filled:  # the next record does not fit this batch: the batch is done
+                    current, filled = (current + 1) % num_partitions, 0
+                    continue
+                end = start + 1  # a record larger than a batch is a batch of its own
+            out[start:end] = current
+            filled += int(total[end - 1]) - base
+            base, start = int(total[end - 1]), end
+            if filled >= self.batch_bytes:
+                current, filled = (current + 1) % num_partitions, 0
+        self._current, self._filled = current, filled
+        return out
 
 
 def _check_partitions(num_partitions: int) -> None:

@@ -37,7 +37,14 @@ from kafka.net.compat import KafkaNetClient
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest
 
 from airflow_provider_kafka_eos.kafka.config import REDACTED, KafkaClientConfig, is_secret_key
-from airflow_provider_kafka_eos.kafka.errors import AuthorizationError, BrokerUnreachableError
+from airflow_provider_kafka_eos.kafka.connection_security import (
+    check_client_files,
+    early_refusal,
+    explain,
+    is_handshake_refusal,
+    speaks_tls,
+)
+from airflow_provider_kafka_eos.kafka.errors import AuthorizationError, BrokerUnreachableError, KafkaEosError
 from airflow_provider_kafka_eos.kafka.protocol.error_codes import error_name  # kept importable from here
 
 __all__ = ["COORDINATOR_TRANSACTION", "Wire", "error_name"]
@@ -135,6 +142,7 @@ class Wire:
                 raise BrokerUnreachableError(f"no time left to contact {config.bootstrap_servers}")
             connect_timeout_ms = max(1, min(connect_timeout_ms, left_ms))
             request_timeout_ms = max(1, min(request_timeout_ms, left_ms))
+        check_client_files(config.confluent())
         kwargs = config.kafka_python()
         kwargs.setdefault("client_id", client_id)
         kwargs["request_timeout_ms"] = request_timeout_ms
@@ -150,8 +158,12 @@ class Wire:
         self._coordinators: dict[str, int] = {}
         created: list[Any] = []
         auth_errors: list[BaseException] = []
+        refusals: list[BaseException] = []  # TLS / SASL handshake refusals: named by explain()
         dropped: list[BaseException] = []
         sasl = str(kwargs.get("security_protocol", "")).startswith("SASL")
+        tls = str(kwargs.get("security_protocol", "")).endswith("SSL")
+        settings = config.confluent()
+        first_address = config.bootstrap_servers.split(",")[0].strip()
 
         def net_client(**configs: Any) -> Any:
             # Keep a handle on the client KafkaAdminClient builds, so that a failed bootstrap can be
@@ -164,21 +176,27 @@ class Wire:
             get_connection = manager.get_connection
 
             def on_init_failure(exc: BaseException) -> None:
-                if auth_errors:
+                if auth_errors or refusals:
                     return
                 if isinstance(exc, _AUTH_ERRORS):
                     auth_errors.append(exc)
-                elif sasl and isinstance(exc, kerr.KafkaConnectionError) and "disconnected" in str(exc):
+                elif is_handshake_refusal(exc):
+                    # A refused TLS or SASL handshake does not heal: stop at the first one.
+                    refusals.append(exc)
+                elif (sasl or not tls) and _disconnected(exc):
                     # Kafka closes the connection right after refusing credentials; kafka-python may
                     # see the close before the SaslAuthenticate answer. Twice in a row is no accident.
+                    # A plaintext client at a TLS port sees the same (closed before ApiVersions is
+                    # answered). The first time, one bounded probe asks the listener whether it is a
+                    # TLS port or refuses the SASL mechanism (a refusal needs no second attempt).
                     dropped.append(exc)
-                    if len(dropped) < 2:
+                    early = early_refusal(first_address, settings) if len(dropped) == 1 else None
+                    if early is not None:
+                        refusals.append(early)
+                    elif len(dropped) >= 2 and (sasl or speaks_tls(first_address, settings)):
+                        refusals.append(exc)
+                    else:
                         return
-                    auth_errors.append(
-                        kerr.SaslAuthenticationFailedError(
-                            "the broker closed the connection during the SASL handshake"
-                        )
-                    )
                 else:
                     return
                 manager.close()  # wrong credentials do not heal: end the bootstrap loop now
@@ -198,6 +216,16 @@ class Wire:
         except (*_CONNECTION_ERRORS, kerr.KafkaError) as exc:
             auth_failure = auth_errors[0] if auth_errors else _auth_failure(created)
             _discard(created)
+            if refusals and isinstance(refusals[0], KafkaEosError):
+                raise refusals[0] from None
+            if auth_failure is not None or refusals:
+                named = explain(first_address, settings, auth_failure or refusals[0])
+                if named is not None:
+                    raise named from None
+            if refusals and sasl:
+                auth_failure = kerr.SaslAuthenticationFailedError(
+                    "the broker closed the connection during the SASL handshake"
+                )
             if auth_failure is not None or isinstance(exc, _AUTH_ERRORS):
                 raise AuthorizationError(
                     f"authentication to {self.bootstrap_servers} failed ({_short(auth_failure or exc)}); "
@@ -479,6 +507,10 @@ def _discard(created: list[Any]) -> None:
             client.close()
         except Exception as exc:  # best effort: the client never finished starting
             logging.getLogger(__name__).debug("discarding a half-started client: %s", _short(exc))
+
+
+def _disconnected(exc: BaseException) -> bool:
+    return isinstance(exc, kerr.KafkaConnectionError) and "disconnected" in str(exc)
 
 
 def _short(exc: BaseException) -> str:

@@ -32,7 +32,7 @@ from airflow_provider_kafka_eos.testing.embedded import BrokerHandle, log_tail
 
 from .errors import KafkaStartError
 from .jars import fetch_jars
-from .options import KafkaOptions, node_properties, render_properties
+from .options import MTLS_ADMIN_DN, KafkaOptions, node_properties, render_properties, scram_format_arguments
 
 START_TIMEOUT_ENV = "KAFKA_EOS_KAFKA_START_TIMEOUT_S"
 START_TIMEOUT_S = float(os.environ.get(START_TIMEOUT_ENV, "120"))
@@ -67,10 +67,16 @@ class KafkaNode:
     controller_port: int
     directory: pathlib.Path
     process: subprocess.Popen | None = None
+    internal_port: int = 0  # the INTERNAL listener of the secured modes (options.INTERNAL_LISTENER)
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def probe_address(self) -> str:
+        """Where the launcher itself talks to the node: INTERNAL when there is one, else the client port."""
+        return f"127.0.0.1:{self.internal_port}" if self.internal_port else self.address
 
     @property
     def log_path(self) -> pathlib.Path:
@@ -133,6 +139,10 @@ class ApacheKafkaCluster(BrokerHandle):
         self.nodes: list[KafkaNode] = []
         self._internal_user = (_INTERNAL_USER, secrets.token_urlsafe(18)) if opts.secured else None
         self._acls_applied = False
+        self.tls_dir = self.data_dir / "tls"
+        self.certificate_authority: Any = None  # certs.CertificateAuthority of a TLS mode, made per run
+        self._tls_files: dict[str, str] | None = None
+        self._mtls_admin: Any = None
         if start:
             self.start()
 
@@ -145,6 +155,7 @@ class ApacheKafkaCluster(BrokerHandle):
         classpath = fetch_jars()
         if not self.nodes:
             self.nodes = self._plan_nodes()
+        self._make_certificates()
         self._write_configs()
         self.bootstrap = ",".join(node.address for node in self.nodes)
         try:
@@ -220,15 +231,89 @@ class ApacheKafkaCluster(BrokerHandle):
     # -- clients ---------------------------------------------------------------------------
 
     def admin_config(self, **extra: Any) -> dict[str, Any]:
-        """librdkafka config of a super user (the nodes' own SASL user on a secured cluster)."""
+        """librdkafka config of a super user (the nodes' own SASL user on a secured cluster).
+
+        In the TLS / mTLS / SCRAM modes it is the mode's own super user on the client listener:
+        ``admin`` (SCRAM, from the users) or the launcher's ``CN=admin`` client certificate.
+        """
+        opts = self.options
+        if opts.mtls:
+            return self.mtls_config(self._mtls_admin, **extra)
+        if opts.internal_listener and opts.uses_sasl and opts.sasl_mechanism == "OAUTHBEARER":
+            return PlainAdmin.config(self, **extra)  # tokens come from the test's identity provider
+        if opts.internal_listener and opts.uses_sasl:
+            users = opts.security_doc()["users"]
+            name = next((u for u in ("admin", *sorted(users)) if u in users), None)
+            if name is not None:
+                return self.sasl_config(name, users[name], **extra)
         if self._internal_user:
-            return self.sasl_config(*self._internal_user, **extra)
+            return PlainAdmin.config(self, **extra)
         return self.client_config(**extra)
 
+    def client_config(self, **extra: Any) -> dict[str, Any]:
+        """librdkafka config of the client listener: bootstrap, plus the protocol and CA of a TLS mode."""
+        config: dict[str, Any] = {"bootstrap.servers": self.bootstrap}
+        if self.options.uses_tls:
+            config["security.protocol"] = "SSL"
+            config["ssl.ca.location"] = self._tls_files["ca"] if self._tls_files else ""
+        return {**config, **extra}
+
+    def sasl_config(self, user: str, password: str, **extra: Any) -> dict[str, Any]:
+        """librdkafka config of a SASL user on the client listener (its protocol and mechanism)."""
+        return self.client_config(
+            **{
+                "security.protocol": self.options.client_protocol
+                if self.options.uses_sasl
+                else "SASL_PLAINTEXT",
+                "sasl.mechanism": self.options.sasl_mechanism,
+                "sasl.username": user,
+                "sasl.password": password,
+                **extra,
+            }
+        )
+
+    def issue_client_certificate(self, common_name: str, *, organization: str | None = "kafka-eos") -> Any:
+        """A client certificate signed by this run's CA (mTLS); its ``subject`` is the principal's name."""
+        if self.certificate_authority is None:
+            raise KafkaStartError("client certificates need a TLS mode (tls or mtls)")
+        stem = f"client-{common_name}".replace("/", "_")
+        return self.certificate_authority.issue(
+            stem, common_name=common_name, client=True, organization=organization
+        )
+
+    def mtls_config(self, issued: Any, **extra: Any) -> dict[str, Any]:
+        """librdkafka config presenting ``issued`` (from :meth:`issue_client_certificate`)."""
+        return self.client_config(
+            **{
+                "ssl.certificate.location": str(issued.cert),
+                "ssl.key.location": str(issued.key),
+                **extra,
+            }
+        )
+
     def _node_config(self, node: KafkaNode, **extra: Any) -> dict[str, Any]:
+        if self.options.internal_listener:
+            config = PlainAdmin.config(self, **extra) if self._internal_user else {**extra}
+            config["bootstrap.servers"] = node.probe_address
+            return config
         config = self.admin_config(**extra)
         config["bootstrap.servers"] = node.address
         return config
+
+    def _make_certificates(self) -> None:
+        """This run's CA and every node's certificate (its host, localhost, 127.0.0.1); once per object."""
+        if not self.options.uses_tls or self._tls_files is not None:
+            return
+        from .certs import CertificateAuthority
+
+        ca = CertificateAuthority(self.tls_dir, name=f"kafka-eos test CA {self.data_dir.name}")
+        names = sorted({n.host for n in self.nodes} | {"localhost", "127.0.0.1"})
+        server = ca.issue("server", common_name="kafka-eos-node", names=tuple(names))
+        self.certificate_authority = ca
+        self._tls_files = {"ca": str(ca.ca_file), "keystore": str(server.bundle)}
+        if self.options.mtls:
+            cn, _, org = MTLS_ADMIN_DN.partition(",O=")
+            self._mtls_admin = ca.issue("client-admin", common_name=cn[3:], client=True, organization=org)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -251,6 +336,7 @@ class ApacheKafkaCluster(BrokerHandle):
                     port=port or free_port(host),
                     controller_port=controller_port,
                     directory=self.data_dir / f"node-{node_id}",
+                    internal_port=free_port() if self.options.internal_listener else 0,
                 )
             )
         state["nodes"] = [{"node_id": n.node_id, "controller_port": n.controller_port} for n in nodes]
@@ -284,6 +370,8 @@ class ApacheKafkaCluster(BrokerHandle):
                 voters=voters,
                 log_dir=str(node.directory / "data"),
                 internal_user=self._internal_user,
+                internal_port=node.internal_port,
+                tls_files=self._tls_files,
             )
             path = node.directory / "server.properties"
             # The file may hold SASL passwords: only the owner reads it.
@@ -307,6 +395,12 @@ class ApacheKafkaCluster(BrokerHandle):
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={node.directory / 'log4j2.properties'}",
             f"-Dkafka.logs.dir={node.directory}",
+            # Kafka 4.x fetches OAUTHBEARER JWKS / token URLs only from this allow-list.
+            *(
+                [f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.options.oidc_jwks_url}"]
+                if self.options.oidc_jwks_url
+                else []
+            ),
             "-cp",
             classpath,
             *main,
@@ -329,6 +423,7 @@ class ApacheKafkaCluster(BrokerHandle):
                     f"--cluster-id={self.cluster_id}",
                     "--feature",
                     f"transaction.version={self.options.transaction_version}",
+                    *self._scram_argfile(node),
                 ],
                 "128m",
             )
@@ -348,6 +443,18 @@ class ApacheKafkaCluster(BrokerHandle):
                 failures.append(f"node {node.node_id}: StorageTool format exited {code}:\n" + "\n".join(tail))
         if failures:
             raise KafkaStartError(f"cannot format KRaft storage in {self.data_dir}:\n" + "\n".join(failures))
+
+    def _scram_argfile(self, node: KafkaNode) -> list[str]:
+        """SCRAM users for ``--add-scram`` in an @file only the owner reads (never in argv): StorageTool's
+        argument parser (argparse4j) reads it, one argument per line, taken literally."""
+        arguments = scram_format_arguments(self.options)
+        if not arguments:
+            return []
+        path = node.directory / "format-scram.args"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write("".join(f"{argument}\n" for argument in arguments))
+        return [f"@{path}"]
 
     def _spawn(self, node: KafkaNode, classpath: str) -> None:
         command = self._java(
@@ -469,7 +576,7 @@ class ApacheKafkaCluster(BrokerHandle):
         from airflow_provider_kafka_eos.testing.broker.txn_testkit import WireProbe
 
         try:
-            with WireProbe(node.address, sasl_plain=self._internal_user) as probe:
+            with WireProbe(node.probe_address, sasl_plain=self._internal_user) as probe:
                 response = probe.send(request, version=version)
         except (OSError, ConnectionError) as exc:
             return f"{type(exc).__name__}: {exc}"
@@ -486,3 +593,24 @@ class ApacheKafkaCluster(BrokerHandle):
     def __repr__(self) -> str:
         nodes, data_dir = self.options.nodes, str(self.data_dir)
         return f"ApacheKafkaCluster({self.bootstrap!r}, nodes={nodes}, data_dir={data_dir!r})"
+
+
+class PlainAdmin:
+    """The nodes' own SASL/PLAIN user (super user): the launcher's probes and the old SASL mode's admin."""
+
+    @staticmethod
+    def config(cluster: ApacheKafkaCluster, **extra: Any) -> dict[str, Any]:
+        user, password = cluster._internal_user
+        bootstrap = (
+            ",".join(n.probe_address for n in cluster.nodes)
+            if cluster.options.internal_listener
+            else cluster.bootstrap
+        )
+        return {
+            "bootstrap.servers": bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": user,
+            "sasl.password": password,
+            **extra,
+        }

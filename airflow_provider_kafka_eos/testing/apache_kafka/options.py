@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import urllib.parse
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -17,6 +18,13 @@ DEFAULT_SASL_USERS = {"admin": "admin-secret"}
 DEFAULT_SUPER_USER = "User:admin"
 CONTROLLER_LISTENER = "CONTROLLER"
 CLIENT_LISTENER = "CLIENT"
+# Loopback SASL_PLAINTEXT (PLAIN, the nodes' own user) listener of the TLS / SCRAM modes: the
+# nodes replicate over it and the launcher probes readiness and creates ACLs through it, so the
+# client listener carries exactly the mode under test and nothing of the launcher's own.
+INTERNAL_LISTENER = "INTERNAL"
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+# The mTLS mode's super user: the launcher issues a client certificate with this subject.
+MTLS_ADMIN_DN = "CN=admin,O=kafka-eos"
 
 
 class UnsupportedOption(ValueError):
@@ -33,6 +41,11 @@ class KafkaOptions:
     two_phase_commit: bool = False
     sasl: bool = False
     acl_file: str | None = None  # the embedded broker's JSON users/super_users/acls; implies sasl
+    # Secured modes (certificates made per run in <data_dir>/tls, see certs.py):
+    tls: bool = False  # the client listener speaks TLS: SSL, or SASL_SSL with sasl
+    mtls: bool = False  # SSL with required client certificates; principal = certificate DN (no SASL)
+    sasl_mechanism: str = "PLAIN"  # of the client listener; SCRAM users are added at format time
+    oidc_jwks_url: str | None = None  # OAUTHBEARER: the JWKS the broker validates tokens against
     transaction_max_timeout_ms: int = 900_000
     abort_check_interval_ms: int = 10_000
     transaction_version: int = 2
@@ -74,15 +87,45 @@ class KafkaOptions:
             raise ValueError(f"--listen names {len(self.listen)} addresses for {self.nodes} node(s)")
         if self.transaction_version not in (1, 2):
             raise ValueError(f"transaction_version must be 1 or 2, got {self.transaction_version}")
+        if self.sasl_mechanism not in SASL_MECHANISMS:
+            raise ValueError(f"sasl_mechanism must be one of {', '.join(SASL_MECHANISMS)}")
+        if self.mtls and self.sasl:
+            raise ValueError("mtls authenticates by client certificate: it cannot be combined with sasl")
+        if self.sasl_mechanism != "PLAIN" and not self.sasl:
+            raise ValueError(f"sasl_mechanism {self.sasl_mechanism} needs sasl")
+        if (self.sasl_mechanism == "OAUTHBEARER") != bool(self.oidc_jwks_url):
+            raise ValueError("sasl_mechanism OAUTHBEARER and oidc_jwks_url go together (see oidc.py)")
 
     @property
     def secured(self) -> bool:
-        return self.sasl or self.acl_file is not None
+        """Authenticated clients and ACLs (StandardAuthorizer)."""
+        return self.sasl or self.acl_file is not None or self.mtls
+
+    @property
+    def uses_sasl(self) -> bool:
+        return (self.sasl or self.acl_file is not None) and not self.mtls
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.tls or self.mtls
+
+    @property
+    def internal_listener(self) -> bool:
+        """Whether the nodes replicate over :data:`INTERNAL_LISTENER` (every mode but the old two)."""
+        return self.uses_tls or self.sasl_mechanism != "PLAIN"
+
+    @property
+    def client_protocol(self) -> str:
+        if self.uses_tls:
+            return "SASL_SSL" if self.uses_sasl else "SSL"
+        return "SASL_PLAINTEXT" if self.uses_sasl else "PLAINTEXT"
 
     def security_doc(self) -> dict[str, Any]:
         """``{"users", "super_users", "acls"}`` of a SASL cluster (the embedded broker's ACL file format)."""
         if self.acl_file:
             doc = json.loads(pathlib.Path(self.acl_file).read_text())
+        elif self.mtls:
+            doc = {"users": {}, "super_users": [f"User:{MTLS_ADMIN_DN}"], "acls": []}
         else:
             doc = {"users": dict(DEFAULT_SASL_USERS), "super_users": [DEFAULT_SUPER_USER], "acls": []}
         return {
@@ -106,8 +149,14 @@ def node_properties(
     voters: str,
     log_dir: str,
     internal_user: tuple[str, str] | None,
+    internal_port: int = 0,
+    tls_files: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    """server.properties of one combined broker+controller node."""
+    """server.properties of one combined broker+controller node.
+
+    ``tls_files`` (``ca``, ``keystore``: PEM paths) when the client listener speaks TLS;
+    ``internal_port`` for :data:`INTERNAL_LISTENER` when ``opts.internal_listener``.
+    """
     replication = "3" if opts.nodes == 3 else "1"
     min_isr = "2" if opts.nodes == 3 else "1"
     props = {
@@ -154,6 +203,9 @@ def node_properties(
         # KIP-939's InitProducerId v6 (Enable2Pc) is still "latestVersionUnstable" in Kafka 4.4:
         # without this the broker advertises v5 and closes a connection that sends v6.
         props["unstable.api.versions.enable"] = "true"
+    if opts.internal_listener:
+        _secured_listeners(opts, props, host, port, controller_port, internal_port, internal_user, tls_files)
+        return props
     client, controller = CLIENT_LISTENER, CONTROLLER_LISTENER
     client_protocol = "SASL_PLAINTEXT" if opts.secured else "PLAINTEXT"
     props.update(
@@ -166,29 +218,117 @@ def node_properties(
     )
     if opts.secured:
         assert internal_user is not None
-        props.update(_sasl_properties(opts, internal_user))
+        doc = opts.security_doc()
+        users = {**doc["users"], internal_user[0]: internal_user[1]}
+        entries = " ".join(f"user_{name}={_jaas_quote(pw)}" for name, pw in sorted(users.items()))
+        jaas = (
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f"username={_jaas_quote(internal_user[0])} password={_jaas_quote(internal_user[1])} {entries};"
+        )
+        # The controller listener is PLAINTEXT on loopback: its peers are the nodes (User:ANONYMOUS).
+        supers = [*doc["super_users"], f"User:{internal_user[0]}", "User:ANONYMOUS"]
+        props.update(
+            {
+                "sasl.enabled.mechanisms": "PLAIN",
+                "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                f"listener.name.{CLIENT_LISTENER.lower()}.plain.sasl.jaas.config": jaas,
+                "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                "super.users": ";".join(dict.fromkeys(supers)),
+                "allow.everyone.if.no.acl.found": "false",
+            }
+        )
     return props
 
 
-def _sasl_properties(opts: KafkaOptions, internal_user: tuple[str, str]) -> dict[str, str]:
-    """SASL/PLAIN on the client listener, the users of the security file plus the nodes' own, ACLs on."""
-    doc = opts.security_doc()
-    users = {**doc["users"], internal_user[0]: internal_user[1]}
-    entries = " ".join(f"user_{name}={_jaas_quote(pw)}" for name, pw in sorted(users.items()))
-    jaas = (
-        "org.apache.kafka.common.security.plain.PlainLoginModule required "
-        f"username={_jaas_quote(internal_user[0])} password={_jaas_quote(internal_user[1])} {entries};"
+def _secured_listeners(
+    opts: KafkaOptions,
+    props: dict[str, str],
+    host: str,
+    port: int,
+    controller_port: int,
+    internal_port: int,
+    internal_user: tuple[str, str] | None,
+    tls_files: dict[str, str] | None,
+) -> None:
+    """Listeners of the TLS / mTLS / SCRAM modes: the mode on CLIENT, the nodes' own on INTERNAL."""
+    client, internal = CLIENT_LISTENER.lower(), INTERNAL_LISTENER.lower()
+    internal_protocol = "SASL_PLAINTEXT" if opts.secured else "PLAINTEXT"
+    props.update(
+        {
+            "listeners": f"{CLIENT_LISTENER}://{host}:{port},{INTERNAL_LISTENER}://127.0.0.1:{internal_port},"
+            f"{CONTROLLER_LISTENER}://127.0.0.1:{controller_port}",
+            "advertised.listeners": f"{CLIENT_LISTENER}://{host}:{port},"
+            f"{INTERNAL_LISTENER}://127.0.0.1:{internal_port}",
+            "listener.security.protocol.map": f"{CLIENT_LISTENER}:{opts.client_protocol},"
+            f"{INTERNAL_LISTENER}:{internal_protocol},{CONTROLLER_LISTENER}:PLAINTEXT",
+            "inter.broker.listener.name": INTERNAL_LISTENER,
+        }
     )
-    # The controller listener is PLAINTEXT on loopback: its peers are the nodes (User:ANONYMOUS).
-    supers = [*doc["super_users"], f"User:{internal_user[0]}", "User:ANONYMOUS"]
-    return {
-        "sasl.enabled.mechanisms": "PLAIN",
-        "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        f"listener.name.{CLIENT_LISTENER.lower()}.plain.sasl.jaas.config": jaas,
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": ";".join(dict.fromkeys(supers)),
-        "allow.everyone.if.no.acl.found": "false",
-    }
+    if opts.uses_tls:
+        assert tls_files is not None
+        props.update(
+            {
+                f"listener.name.{client}.ssl.keystore.type": "PEM",
+                f"listener.name.{client}.ssl.keystore.location": tls_files["keystore"],
+                f"listener.name.{client}.ssl.truststore.type": "PEM",
+                f"listener.name.{client}.ssl.truststore.location": tls_files["ca"],
+            }
+        )
+        if opts.mtls:
+            props[f"listener.name.{client}.ssl.client.auth"] = "required"
+    if not opts.secured:
+        return
+    assert internal_user is not None
+    doc = opts.security_doc()
+    props.update(
+        {
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            f"listener.name.{internal}.sasl.enabled.mechanisms": "PLAIN",
+            f"listener.name.{internal}.plain.sasl.jaas.config": (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f"username={_jaas_quote(internal_user[0])} password={_jaas_quote(internal_user[1])} "
+                f"user_{internal_user[0]}={_jaas_quote(internal_user[1])};"
+            ),
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": ";".join(
+                dict.fromkeys([*doc["super_users"], f"User:{internal_user[0]}", "User:ANONYMOUS"])
+            ),
+            "allow.everyone.if.no.acl.found": "false",
+        }
+    )
+    if opts.uses_sasl:
+        mechanism = opts.sasl_mechanism
+        props[f"listener.name.{client}.sasl.enabled.mechanisms"] = mechanism
+        if mechanism == "PLAIN":
+            entries = " ".join(f"user_{name}={_jaas_quote(pw)}" for name, pw in sorted(doc["users"].items()))
+            jaas = f"org.apache.kafka.common.security.plain.PlainLoginModule required {entries};"
+        elif mechanism == "OAUTHBEARER":  # Kafka 4.4's OIDC validation: JWT signature, exp, aud
+            jaas = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+            props[f"listener.name.{client}.oauthbearer.sasl.server.callback.handler.class"] = (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+            )
+            props["sasl.oauthbearer.jwks.endpoint.url"] = str(opts.oidc_jwks_url)
+            props["sasl.oauthbearer.expected.audience"] = "kafka"
+            # The issuer of oidc.OidcServer's tokens: its own origin.
+            origin = urllib.parse.urlsplit(str(opts.oidc_jwks_url))
+            props["sasl.oauthbearer.expected.issuer"] = f"{origin.scheme}://{origin.netloc}"
+        else:  # SCRAM: the credentials live in the metadata log (added at format time)
+            jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        props[f"listener.name.{client}.{mechanism.lower()}.sasl.jaas.config"] = jaas
+
+
+def scram_format_arguments(opts: KafkaOptions) -> list[str]:
+    """``--add-scram`` arguments of StorageTool format (they hold passwords: pass them in an @argfile)."""
+    if not (opts.uses_sasl and opts.sasl_mechanism.startswith("SCRAM")):
+        return []
+    args = []
+    for name, password in sorted(opts.security_doc()["users"].items()):
+        if any(ch in f"{name}{password}" for ch in ',[]="\\ '):
+            raise ValueError(
+                f"SCRAM user {name!r}: StorageTool's --add-scram cannot carry , [ ] = \" \\ or spaces"
+            )
+        args += ["--add-scram", f"{opts.sasl_mechanism}=[name={name},password={password}]"]
+    return args
 
 
 def render_properties(props: dict[str, str]) -> str:

@@ -52,7 +52,7 @@ def apply_acls(cluster: Cluster, entries: list[dict[str, Any]], deadline: float)
         for b in bindings
     ]
     user = cluster._internal_user
-    with WireProbe(cluster.nodes[0].address, sasl_plain=user) as probe:
+    with WireProbe(cluster.nodes[0].probe_address, sasl_plain=user) as probe:
         response = probe.send(CreateAclsRequest(creations=creations), version=3)
     failed = [(b, r.error_message) for b, r in zip(bindings, response.results, strict=True) if r.error_code]
     if failed:
@@ -68,7 +68,7 @@ def apply_acls(cluster: Cluster, entries: list[dict[str, Any]], deadline: float)
     )
     for node in cluster.nodes:
         while True:
-            with WireProbe(node.address, sasl_plain=user) as probe:
+            with WireProbe(node.probe_address, sasl_plain=user) as probe:
                 found = probe.send(describe, version=2)
             count = sum(len(resource.acls) for resource in found.resources)
             if count >= len(bindings):

@@ -22,6 +22,7 @@ from .records import (
     CONTROL_COMMIT,
     BatchHeader,
     CorruptBatchError,
+    compression_problem,
     control_batch,
     control_type,
     parse_header,
@@ -148,6 +149,12 @@ class PartitionLog:
             return AppendResult(codes.CORRUPT_MESSAGE, error_message=str(exc))
         if not batches:
             return AppendResult(codes.CORRUPT_MESSAGE, error_message="no record batch in the request")
+        for header, data in batches:  # before anything is appended, as Kafka validates a request
+            problem = compression_problem(header, data)
+            if problem is not None:
+                # Kafka 4.4 answers UNKNOWN_SERVER_ERROR, no message (tests/broker/test_compressed_batches.py)
+                log.warning("refused a compressed batch: %s", problem)
+                return AppendResult(codes.UNKNOWN_SERVER_ERROR)
         first_offset = -1
         for header, data in batches:
             if header.is_control:

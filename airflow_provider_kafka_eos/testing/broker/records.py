@@ -1,10 +1,12 @@
 """Record batch v2 headers, read and written as bytes.
 
-The broker never decodes individual records on the produce or fetch path: it only needs the
-fixed 61-byte batch header (offsets, producer id/epoch, sequence, flags), and Kafka's CRC does
-not cover the first 16 bytes (base offset, length, partition leader epoch), so the broker can
-assign offsets by rewriting those bytes without touching the rest. The only records built here
-are control records (transaction markers), which are tiny.
+The broker never decodes individual records of an uncompressed batch on the produce or fetch
+path: it only needs the fixed 61-byte batch header (offsets, producer id/epoch, sequence, flags),
+and Kafka's CRC does not cover the first 16 bytes (base offset, length, partition leader epoch),
+so the broker can assign offsets by rewriting those bytes without touching the rest. A
+compressed batch is decompressed once on produce, as Kafka's ``LogValidator`` does, so that one
+that does not decode under its codec is refused (:func:`compression_problem`); it is stored as
+sent. The only records built here are control records (transaction markers), which are tiny.
 """
 
 from __future__ import annotations
@@ -116,6 +118,32 @@ def split_batches(data: bytes) -> list[tuple[BatchHeader, memoryview]]:
         out.append((header, view[pos : pos + header.size]))
         pos += header.size
     return out
+
+
+_CODEC_MASK = 0x07
+_KNOWN_CODECS = range(0, 5)  # none, gzip, snappy, lz4, zstd
+
+
+def compression_problem(header: BatchHeader, batch: memoryview | bytes) -> str | None:
+    """Why a compressed batch cannot be read (``None`` when it can, or is not compressed).
+
+    The records are decoded with kafka-python's reader (its ``kafka/codec.py`` decompressors, the
+    same packages the Arrow producer compresses with), and their number must match the header.
+    """
+    codec = header.attributes & _CODEC_MASK
+    if codec == 0:
+        return None
+    if codec not in _KNOWN_CODECS:
+        return f"unknown compression codec id {codec}"
+    from kafka.record.default_records import DefaultRecordBatch
+
+    try:
+        count = sum(1 for _ in DefaultRecordBatch(bytes(batch)))
+    except Exception as exc:  # whatever the codec library raises for a payload it cannot decode
+        return f"the records do not decode under codec id {codec} ({type(exc).__name__})"
+    if count != header.record_count:
+        return f"the batch header says {header.record_count} records, the payload holds {count}"
+    return None
 
 
 def with_base_offset(batch: memoryview | bytes, base_offset: int, leader_epoch: int = 0) -> bytes:

@@ -1,0 +1,144 @@
+"""An S3-API server on loopback for the manifest store's tests and demos: moto's server (from PyPI).
+
+    ./run s3                 # foreground; prints the endpoint and the environment to use
+    python -m airflow_provider_kafka_eos.testing.s3_server --port 9000
+
+Why this server: the manifest store relies on S3's conditional writes (``If-None-Match: *`` to
+create only if absent, ``If-Match: <etag>`` to replace only if unchanged, 412 otherwise), and
+moto's server implements both (``tests/store/test_s3_server.py`` proves it against the raw API
+before any provider test relies on it). It installs from PyPI with the test dependencies, so CI
+builds nothing; MinIO and versitygw implement the same and would need a Go build per machine
+(docs/dependencies.md). Data lives in the server's memory: a restart starts empty.
+
+Clients find it the way boto and s3fs find any endpoint: ``AWS_ENDPOINT_URL`` and the usual
+``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_DEFAULT_REGION`` (:meth:`S3Server.env`).
+Test-only: nothing in the provider imports this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+__all__ = ["S3Server"]
+
+ACCESS_KEY = "kafka-eos-test"
+SECRET_KEY = "kafka-eos-test-secret"  # noqa: S105 (a local test server's dummy credential)
+REGION = "us-east-1"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class S3Server:
+    """One moto S3 server process on 127.0.0.1; ``stop()`` (or the context manager) ends it."""
+
+    def __init__(self, port: int | None = None, *, log_path: Path | None = None,
+                 start_timeout_s: float = 60.0) -> None:
+        self.port = port or _free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        log = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115 (closed below)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        finally:
+            if log is not subprocess.DEVNULL:
+                log.close()
+        self._wait_until_up(start_timeout_s)
+
+    def _wait_until_up(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the S3 server exited with {self.process.returncode} before answering"
+                                   + (f"; log: {self.log_path}" if self.log_path else ""))
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()  # noqa: S310 (loopback)
+                return
+            time.sleep(0.1)  # polling interval of a deadline-bounded wait
+        self.stop()
+        raise TimeoutError(f"the S3 server at {self.endpoint} did not answer within {timeout_s:.0f} s")
+
+    def env(self) -> dict[str, str]:
+        """The environment boto3, s3fs and the AWS CLI read to reach this server."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_DEFAULT_REGION": REGION,
+        }
+
+    def client(self) -> Any:
+        """A boto3 S3 client for this server (tests of the raw API)."""
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
+                            aws_secret_access_key=SECRET_KEY, region_name=REGION)
+
+    def create_bucket(self, name: str) -> str:
+        """Create ``name``; returns ``s3://name``."""
+        self.client().create_bucket(Bucket=name)
+        return f"s3://{name}"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+
+    def __enter__(self) -> S3Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="./run s3", description="An S3-API server (moto) on 127.0.0.1, in the foreground.")
+    parser.add_argument("--port", type=int, default=None, help="port (default: a free one)")
+    parser.add_argument("--bucket", action="append", default=[], help="create this bucket (repeatable)")
+    args = parser.parse_args(argv)
+    server = S3Server(args.port)
+    for bucket in args.bucket:
+        server.create_bucket(bucket)
+    print(f"listening on {server.endpoint}", flush=True)
+    for key, value in server.env().items():
+        print(f"export {key}={value}", flush=True)
+    stop = {"now": False}
+
+    def on_signal(*_: object) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        while not stop["now"] and server.process.poll() is None:
+            time.sleep(0.5)
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""What the provider adds to Airflow's web server (an Airflow plugin; see ``plugin.py``)."""

@@ -1,0 +1,74 @@
+"""``kafka-eos-txn --action checkpoints``: which checkpoint holds which input, from a terminal.
+
+The installed console script over a real local manifest store (no Kafka: the action reads only
+the store, so no broker is started; a broker address that cannot answer proves it is never dialled).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord, RunIdentity
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
+    Manifest,
+    ManifestStatus,
+    manifest_uri,
+    write_manifest,
+)
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
+
+CLI = str(Path(sys.executable).with_name("kafka-eos-txn"))
+
+
+def _write(base: Path, checkpoint: int, status: ManifestStatus, input_record: InputRecord | None) -> str:
+    committable = Committable(f"orders-0-{checkpoint}", 7, 0, (TopicPartition("out", 0),), 25, 1, 1,
+                              60_000, 2, 5)
+    manifest = Manifest("orders", checkpoint, "orders", "INCREMENTING", "out", status, [committable],
+                        1_770_000_000_000, 1_770_000_000_000,
+                        prepared_by=RunIdentity("eos_pipeline", f"manual__{checkpoint}", 1, None),
+                        input=input_record)
+    uri = manifest_uri(str(base), "orders", checkpoint)
+    write_manifest(uri, manifest)
+    return uri
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([CLI, "--bootstrap-servers", "127.0.0.1:1", *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_checkpoints_lists_status_input_and_run_and_filters_by_input(tmp_path):
+    legacy = _write(tmp_path, 10, ManifestStatus.COMMITTED, None)  # written before input identities
+    first = _write(tmp_path, 20, ManifestStatus.COMMITTED, InputRecord("B1"))
+    again = _write(tmp_path, 30, ManifestStatus.PREPARED, InputRecord("B1", reprocess_of=20))
+
+    table = run("--action", "checkpoints", "--manifest-base", str(tmp_path))
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["PIPELINE_ID", "CHECKPOINT_ID", "STATUS", "INPUT", "REPROCESS_OF", "RUN",
+                                "RECORDS", "TRANSACTIONS", "UPDATED", "MANIFEST"]
+    assert lines[1].split()[:3] == ["orders", "10", "COMMITTED"] and legacy in lines[1]
+    assert lines[2].split()[:4] == ["orders", "20", "COMMITTED", "B1"] and "manual__20" in lines[2]
+    assert lines[3].split()[:5] == ["orders", "30", "PREPARED", "B1", "20"]
+    assert lines[-1] == f"3 checkpoint(s) in {tmp_path}"
+
+    only = run("--action", "checkpoints", "--manifest-base", str(tmp_path), "--pipeline-id", "orders",
+               "--input-id", "B1", "--json")
+    assert only.returncode == 0, only.stderr
+    rows = json.loads(only.stdout)["rows"]
+    got = [(r["checkpoint_id"], r["manifest"], r["records"]) for r in rows]
+    assert got == [(20, first, 25), (30, again, 25)]
+
+
+def test_checkpoints_refuses_a_missing_store_and_misplaced_options(tmp_path):
+    missing = run("--action", "checkpoints", "--manifest-base", str(tmp_path / "nope"))
+    assert missing.returncode == 1
+    assert f"manifest store {tmp_path / 'nope'}" in missing.stderr and "does not exist" in missing.stderr
+    unset = run("--action", "checkpoints")
+    assert unset.returncode == 1 and "no manifest store is configured" in unset.stderr
+    misplaced = run("--action", "list", "--input-id", "B1")
+    assert misplaced.returncode == 2
+    assert "--pipeline-id and --input-id apply to --action checkpoints only" in misplaced.stderr

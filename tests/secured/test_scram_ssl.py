@@ -1,0 +1,131 @@
+"""SASL_SSL with SCRAM-SHA-512 on a real Kafka 4.4 node: a pipeline principal with ACLs only."""
+
+from __future__ import annotations
+
+import pytest
+from secured_support import (
+    PRODUCER_PATHS,
+    acl_entries,
+    refusal_on_both_paths,
+    two_partition_pipeline,
+    write_acl_file,
+)
+
+from airflow_provider_kafka_eos.kafka.errors import AuthenticationError, SecurityProtocolMismatchError
+from airflow_provider_kafka_eos.testing.apache_kafka.cluster import ApacheKafkaCluster
+
+pytestmark = pytest.mark.secured
+
+
+@pytest.fixture(scope="module")
+def scram_node(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("scram")
+    acl_file = write_acl_file(
+        directory,
+        {
+            "users": {"admin": "admin-secret", "etl": "etl-secret"},
+            "super_users": ["User:admin"],
+            "acls": acl_entries("User:etl"),
+        },
+    )
+    cluster = ApacheKafkaCluster(
+        {
+            "tls": True,
+            "sasl": True,
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "acl_file": acl_file,
+            "data_dir": str(directory / "kafka"),
+        }
+    )
+    yield cluster
+    cluster.stop()
+
+
+@pytest.mark.parametrize("path", PRODUCER_PATHS)
+def test_two_partition_pipeline_as_a_scram_user_over_tls(scram_node, path):
+    config = scram_node.sasl_config("etl", "etl-secret")
+    assert config["security.protocol"] == "SASL_SSL" and config["sasl.mechanism"] == "SCRAM-SHA-512"
+    two_partition_pipeline(config, scram_node.admin_config(), path)
+
+
+def _base(scram_node, **settings):
+    return {"bootstrap.servers": scram_node.bootstrap, **settings}
+
+
+def test_wrong_password_is_named_within_a_second(scram_node):
+    config = scram_node.sasl_config("etl", "not-the-secret")
+    for _path, message, _took in refusal_on_both_paths(config, AuthenticationError):
+        assert f"{scram_node.bootstrap} refused the credentials of SASL user 'etl'" in message
+        assert "not-the-secret" not in message
+        assert "--runbook sasl-authentication" in message
+
+
+def test_mechanism_not_enabled_on_the_listener_is_named(scram_node):
+    config = scram_node.sasl_config("etl", "etl-secret", **{"sasl.mechanism": "PLAIN"})
+    for _path, message, _took in refusal_on_both_paths(config, AuthenticationError):
+        assert f"SASL mechanism PLAIN is not enabled on the listener at {scram_node.bootstrap}" in message
+
+
+def test_plaintext_client_at_the_tls_port_is_named(scram_node):
+    config = _base(scram_node, **{"security.protocol": "PLAINTEXT"})
+    for _path, message, _took in refusal_on_both_paths(config, SecurityProtocolMismatchError):
+        assert f"{scram_node.bootstrap} is a TLS listener but security.protocol is PLAINTEXT" in message
+
+
+def test_tls_client_at_a_plaintext_port_is_named(scram_node):
+    internal = scram_node.nodes[0].probe_address  # the node's SASL_PLAINTEXT listener
+    config = {
+        "bootstrap.servers": internal,
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(scram_node.tls_dir / "ca.pem"),
+    }
+    for _path, message, _took in refusal_on_both_paths(config, SecurityProtocolMismatchError):
+        assert f"{internal} is a plaintext listener" in message
+
+
+def _store_style_properties(path, node, password):
+    """A client.properties as Java's Properties.store writes it (``\\=`` inside the JAAS value)."""
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username\\="etl" password\\="{password}";'
+    )
+    path.write_text(
+        "#written by java.util.Properties.store\n"
+        f"bootstrap.servers={node.bootstrap.replace(':', chr(92) + ':')}\n"
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        f"sasl.jaas.config={jaas}\n"
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={node.tls_dir / 'ca.pem'}\n"
+    )
+    path.chmod(0o600)
+    return path
+
+
+def _cli(*args):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tool = str(Path(sys.executable).with_name("kafka-eos-txn"))
+    return subprocess.run([tool, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_cli_with_a_store_style_client_properties_lists_over_sasl_ssl(scram_node, tmp_path):
+    config = _store_style_properties(tmp_path / "client.properties", scram_node, "etl-secret")
+    result = _cli(
+        "--action", "list", "--command-config", str(config), "--prefix", "secured-", "--timeout", "20s"
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_cli_with_a_wrong_password_names_the_refusal(scram_node, tmp_path):
+    config = _store_style_properties(tmp_path / "client.properties", scram_node, "not-the-secret")
+    result = _cli(
+        "--action", "list", "--command-config", str(config), "--prefix", "secured-", "--timeout", "20s"
+    )
+    assert result.returncode != 0
+    assert (
+        f"{scram_node.bootstrap} refused the credentials of SASL user 'etl' (SCRAM-SHA-512)" in result.stderr
+    )
+    assert "not-the-secret" not in result.stderr + result.stdout
