@@ -34,6 +34,7 @@ MOVED: dict[str, str] = {
     f"{_K}.coordinator_answers": f"{_K}.protocol.coordinator_answers",
     f"{_K}.committable": f"{_K}.protocol.committable",
     f"{_K}.transaction_types": f"{_K}.protocol.transaction_types",
+    f"{_K}.connection_security": f"{_K}.protocol.connection_security",
     # admin: the coordinator and the cluster, one module per API behind the TransactionAdmin facade
     f"{_K}.transactions": f"{_K}.admin.transactions",
     f"{_K}.end_txn": f"{_K}.admin.end_txn",
