@@ -91,7 +91,7 @@ def test_wrong_key_password_is_named_without_the_password(files):
 
 
 def test_right_key_password_passes_the_check(files):
-    from airflow_provider_kafka_eos.kafka.connection_security import check_client_files
+    from airflow_provider_kafka_eos.kafka.protocol.connection_security import check_client_files
 
     check_client_files(
         {

@@ -1,4 +1,4 @@
-"""The naming rules of kafka/connection_security.py that need no server (the probes: tests/secured)."""
+"""The naming rules of kafka/protocol/connection_security.py that need no server (probes: tests/secured)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import ssl
 
 import pytest
 
-from airflow_provider_kafka_eos.kafka import connection_security as cs
 from airflow_provider_kafka_eos.kafka.errors import (
     AuthenticationError,
     ConfigError,
     SecurityProtocolMismatchError,
     TlsCertificateError,
 )
+from airflow_provider_kafka_eos.kafka.protocol import connection_security as cs
 
 CONFIG = {
     "bootstrap.servers": "b1:9093",

@@ -30,7 +30,6 @@ from itertools import repeat
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.config import is_secret_key
-from airflow_provider_kafka_eos.kafka.connection_security import check_client_files, init_transactions_watched
 from airflow_provider_kafka_eos.kafka.errors import (
     BrokerUnreachableError,
     KafkaEosError,
@@ -38,6 +37,10 @@ from airflow_provider_kafka_eos.kafka.errors import (
 )
 from airflow_provider_kafka_eos.kafka.producers.producer_config import LIBRDKAFKA, check_producer_settings
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
+from airflow_provider_kafka_eos.kafka.protocol.connection_security import (
+    check_client_files,
+    init_transactions_watched,
+)
 
 __all__ = [
     "DEFAULT_PARTITIONER",

@@ -206,12 +206,18 @@ def _sasl_probe(address: str, config: Mapping[str, Any]) -> KafkaEosError | None
     answer = _sasl_handshake(address, config, mechanism.upper())
     if answer is None:
         return None
+    from airflow_provider_kafka_eos.kafka.protocol.error_codes import (
+        ILLEGAL_SASL_STATE,
+        NONE,
+        UNSUPPORTED_SASL_MECHANISM,
+    )
+
     code, enabled = answer
-    if code == 33:  # UNSUPPORTED_SASL_MECHANISM
+    if code == UNSUPPORTED_SASL_MECHANISM:
         return _mechanism_error(address, config, RuntimeError(f"the listener enables {', '.join(enabled)}"))
-    if code == 34:  # ILLEGAL_SASL_STATE: a listener without SASL
+    if code == ILLEGAL_SASL_STATE:  # a listener without SASL
         return _no_sasl_error(address, config)
-    if code == 0:
+    if code == NONE:
         return _credentials_error(address, config, RuntimeError("authentication failed"))
     return None
 

@@ -20,6 +20,7 @@ __all__ = [
     "COORDINATOR_NOT_AVAILABLE",
     "DUPLICATE_SEQUENCE_NUMBER",
     "FENCED_LEADER_EPOCH",
+    "ILLEGAL_SASL_STATE",
     "INVALID_PRODUCER_EPOCH",
     "INVALID_PRODUCER_ID_MAPPING",
     "INVALID_TRANSACTION_TIMEOUT",
@@ -41,6 +42,7 @@ __all__ = [
     "TRANSACTION_COORDINATOR_FENCED",
     "UNKNOWN_LEADER_EPOCH",
     "UNKNOWN_TOPIC_OR_PARTITION",
+    "UNSUPPORTED_SASL_MECHANISM",
     "UNSUPPORTED_VERSION",
     "error_name",
 ]
@@ -58,6 +60,8 @@ NOT_ENOUGH_REPLICAS: int = kerr.NotEnoughReplicasError.errno
 NOT_ENOUGH_REPLICAS_AFTER_APPEND: int = kerr.NotEnoughReplicasAfterAppendError.errno
 TOPIC_AUTHORIZATION_FAILED: int = kerr.TopicAuthorizationFailedError.errno
 CLUSTER_AUTHORIZATION_FAILED: int = kerr.ClusterAuthorizationFailedError.errno
+UNSUPPORTED_SASL_MECHANISM: int = kerr.UnsupportedSaslMechanismError.errno
+ILLEGAL_SASL_STATE: int = kerr.IllegalSaslStateError.errno
 UNSUPPORTED_VERSION: int = kerr.UnsupportedVersionError.errno
 DUPLICATE_SEQUENCE_NUMBER: int = kerr.DuplicateSequenceNumberError.errno
 INVALID_PRODUCER_EPOCH: int = kerr.InvalidProducerEpochError.errno

@@ -37,14 +37,14 @@ from kafka.net.compat import KafkaNetClient
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest
 
 from airflow_provider_kafka_eos.kafka.config import REDACTED, KafkaClientConfig, is_secret_key
-from airflow_provider_kafka_eos.kafka.connection_security import (
+from airflow_provider_kafka_eos.kafka.errors import AuthorizationError, BrokerUnreachableError, KafkaEosError
+from airflow_provider_kafka_eos.kafka.protocol.connection_security import (
     check_client_files,
     early_refusal,
     explain,
     is_handshake_refusal,
     speaks_tls,
 )
-from airflow_provider_kafka_eos.kafka.errors import AuthorizationError, BrokerUnreachableError, KafkaEosError
 from airflow_provider_kafka_eos.kafka.protocol.error_codes import error_name  # kept importable from here
 
 __all__ = ["COORDINATOR_TRANSACTION", "Wire", "error_name"]
