@@ -6,6 +6,8 @@ import pytest
 from secured_support import (
     PRODUCER_PATHS,
     acl_entries,
+    lingering_scan_and_trigger,
+    preflight_as,
     refusal_on_both_paths,
     two_partition_pipeline,
     write_acl_file,
@@ -46,6 +48,17 @@ def test_two_partition_pipeline_as_a_scram_user_over_tls(scram_node, path):
     config = scram_node.sasl_config("etl", "etl-secret")
     assert config["security.protocol"] == "SASL_SSL" and config["sasl.mechanism"] == "SCRAM-SHA-512"
     two_partition_pipeline(config, scram_node.admin_config(), path)
+
+
+def test_lingering_scan_and_trigger_as_a_scram_user(scram_node, monkeypatch, tmp_path):
+    config = scram_node.sasl_config("etl", "etl-secret")
+    lingering_scan_and_trigger(monkeypatch, tmp_path, config, scram_node.admin_config())
+
+
+def test_preflight_names_the_scram_user_as_principal(scram_node, monkeypatch):
+    config = scram_node.sasl_config("etl", "etl-secret")
+    preflight_as(monkeypatch, config, "User:etl")
+    preflight_as(monkeypatch, config, "User:etl", own=False)
 
 
 def _base(scram_node, **settings):
@@ -129,3 +142,56 @@ def test_cli_with_a_wrong_password_names_the_refusal(scram_node, tmp_path):
         f"{scram_node.bootstrap} refused the credentials of SASL user 'etl' (SCRAM-SHA-512)" in result.stderr
     )
     assert "not-the-secret" not in result.stderr + result.stdout
+
+
+def test_cli_with_secrets_only_in_the_environment_lists_and_commits(scram_node, tmp_path, monkeypatch):
+    """No secret in the file or argv: the SCRAM user and password come from KAFKA_EOS_SASL_*."""
+    import json
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from secured_support import unique
+
+    from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.testing.transactions import (
+        produce_transaction,
+        wait_until_committed,
+        write_prepared_manifest,
+    )
+    from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+
+    password = "etl-secret"
+    config = scram_node.sasl_config("etl", password)
+    topic, tid = unique("cli-env"), unique("cli-env") + "-0-1"
+    creator = AdminClient(scram_node.admin_config())
+    creator.create_topics([NewTopic(topic, 1, 1)], operation_timeout=10)[topic].result(timeout=15)
+    keys = [f"{tid}/{i}".encode() for i in range(5)]
+    produce_transaction(config, tid, topic, keys, transaction_timeout_ms=600_000)
+    with TransactionAdmin(KafkaClientConfig.from_mapping(config)) as admin:
+        uri = write_prepared_manifest(admin, tmp_path.as_uri(), "secured-cli", topic, [tid])
+    settings = tmp_path / "client.properties"  # the TLS and SASL settings, no credentials
+    settings.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={scram_node.tls_dir / 'ca.pem'}\n"
+    )
+    monkeypatch.setenv("KAFKA_EOS_SASL_USERNAME", "etl")
+    monkeypatch.setenv("KAFKA_EOS_SASL_PASSWORD", password)
+    common = ("--bootstrap-servers", scram_node.bootstrap, "--command-config", str(settings))
+
+    listed = _cli("--action", "list", *common, "--prefix", tid, "--json", "--timeout", "20s")
+    assert listed.returncode == 0, listed.stderr
+    assert tid in listed.stdout and "Ongoing" in listed.stdout
+    committed = _cli("--action", "commit", *common, "--manifest", uri, "--timeout", "30s")
+    assert committed.returncode == 0, committed.stderr
+    with TransactionAdmin(KafkaClientConfig.from_mapping(config)) as admin:
+        wait_until_committed(admin, [tid])
+    assert_exactly_once(count_keys(config, topic), keys)
+    for result in (listed, committed):
+        assert password not in result.stdout + result.stderr
+    assert password not in json.dumps(list(common))
+
+    monkeypatch.setenv("KAFKA_EOS_SASL_PASSWORD", "not-the-secret")
+    refused = _cli("--action", "list", *common, "--prefix", tid, "--timeout", "20s")
+    assert refused.returncode != 0
+    assert f"{scram_node.bootstrap} refused the credentials of SASL user 'etl'" in refused.stderr
+    assert "not-the-secret" not in refused.stdout + refused.stderr
