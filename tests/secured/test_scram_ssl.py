@@ -195,3 +195,106 @@ def test_cli_with_secrets_only_in_the_environment_lists_and_commits(scram_node, 
     assert refused.returncode != 0
     assert f"{scram_node.bootstrap} refused the credentials of SASL user 'etl'" in refused.stderr
     assert "not-the-secret" not in refused.stdout + refused.stderr
+
+
+MASKED = {
+    "sasl.password": "etl-secret",
+    "ssl.key.password": "key-pass-4f1e9a",
+    "sasl.oauthbearer.client.secret": "oidc-secret-8c2d7b",
+}
+
+
+MASKING_DAG = """
+import datetime as dt
+import logging
+
+from airflow.providers.standard.operators.python import PythonOperator
+from airflow.sdk import DAG
+
+from airflow_provider_kafka_eos.operators.preflight import KafkaEosPreflightOperator
+
+CONN = "kafka_eos_masking"
+KEYS = {keys!r}
+
+
+def log_the_secrets(**secrets):
+    # A careless task: prints and logs the connection's secrets it was templated with.
+    for name, value in secrets.items():
+        print(f"printed {{name}}={{value}}")
+        logging.getLogger("airflow.task").info("logged %s=%s", name, value)
+
+
+with DAG("secured_masking", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    preflight = KafkaEosPreflightOperator(
+        task_id="preflight",
+        kafka_eos_conn_id=CONN,
+        transactional_id_prefix="secured-pipe-",
+        topics=["secured-out"],
+        transaction_timeout_ms=600_000,
+        job_duration_budget=30,
+        commit_execution_timeout=60,
+    )
+    show = PythonOperator(
+        task_id="show",
+        python_callable=log_the_secrets,
+        op_kwargs={{
+            k.replace(".", "_"): "{{{{ conn." + CONN + ".extra_dejson['" + k + "'] }}}}" for k in KEYS
+        }},
+    )
+    preflight >> show
+"""
+
+
+def test_connection_secrets_never_reach_a_task_log_a_rendered_template_or_xcom(
+    scram_node, airflow_db, monkeypatch, capfd, tmp_path
+):
+    """dag.test() on SQLite: a preflight task (XCom: its report) and a task templated with the
+    extra's secrets. Airflow 3.3 masks an extra's values by key name when ``extra_dejson`` is read
+    (names containing password / secret / token...: all three here); the hook also registers every
+    key the provider counts as secret (``is_secret_key``). So the log, the stored rendered fields and
+    every XCom show ``***`` instead."""
+    import json
+
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from secured_support import set_connection
+
+    extra = {**scram_node.sasl_config("etl", MASKED["sasl.password"]), **MASKED}
+    set_connection(monkeypatch, "kafka_eos_masking", extra)
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    (folder / "secured_masking.py").write_text(MASKING_DAG.format(keys=sorted(MASKED)))
+    local = "airflow.dag_processing.bundles.local.LocalDagBundle"
+    bundles = [  # the repository's dags folder, plus this test's own DAG folder
+        {"name": "dags-folder", "classpath": local, "kwargs": {}},
+        {"name": "secured-masking", "classpath": local, "kwargs": {"path": str(folder)}},
+    ]
+    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps(bundles))
+    bag = DagBag(dag_folder=str(folder))
+    assert bag.import_errors == {}
+    dag = bag.get_dag("secured_masking")
+    run = dag.test()
+    output = "".join(capfd.readouterr())
+    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    assert states == {"preflight": "success", "show": "success"}, output[-3000:]
+    # dag.test() runs tasks in-process, without the supervisor whose log writer passes every line
+    # through the secrets masker; the task log is what that masker makes of the task's output.
+    from airflow.sdk._shared.secrets_masker import redact
+
+    assert "printed sasl_password=" in output and "logged ssl_key_password=" in output, output[-3000:]
+    task_log = redact(output)
+    assert "printed sasl_password=***" in task_log and "logged ssl_key_password=***" in task_log
+
+    with create_session() as session:
+        xcoms = session.query(XComModel).filter_by(dag_id=dag.dag_id, run_id=run.run_id).all()
+        stored_xcom = json.dumps([x.value for x in xcoms], default=str)
+        show_ti = next(ti for ti in run.get_task_instances() if ti.task_id == "show")
+        rendered = RenderedTaskInstanceFields.get_templated_fields(show_ti, session=session)
+    assert xcoms and "User:etl" in stored_xcom  # the preflight report is there, naming the principal
+    assert rendered and "***" in json.dumps(rendered, default=str)
+    for name, value in MASKED.items():
+        places = (("task log", task_log), ("XCom", stored_xcom), ("rendered", json.dumps(rendered)))
+        for where, text in places:
+            assert value not in text, f"{name} appears in the {where}"
