@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafka.net.sasl.oauth import AbstractTokenProvider
-
 from airflow_provider_kafka_eos.kafka.errors import AuthenticationError, ConfigError
 from airflow_provider_kafka_eos.kafka.jaas import JaasSyntaxError, parse_jaas_config
 from airflow_provider_kafka_eos.kafka.java_properties import read_properties_file
@@ -477,6 +475,13 @@ class KafkaClientConfig:
         ):
             if not s.get(key):
                 raise ConfigError(f"{self.source}: OAUTHBEARER with method oidc needs key {key!r}")
+        # kafka-python checks isinstance(provider, AbstractTokenProvider) (an ABC): register our class
+        # as one here, where kafka-python is in use, rather than importing it at module level, which
+        # made every Spark task on an executor without kafka-python fail before the job's one-line
+        # "lacks kafka-python" check could run (this module travels to every executor).
+        from kafka.net.sasl.oauth import AbstractTokenProvider
+
+        AbstractTokenProvider.register(ClientCredentialsTokenProvider)
         return ClientCredentialsTokenProvider(
             token_endpoint_url=str(s["sasl.oauthbearer.token.endpoint.url"]),
             client_id=str(s["sasl.oauthbearer.client.id"]),
@@ -485,8 +490,10 @@ class KafkaClientConfig:
         )
 
 
-class ClientCredentialsTokenProvider(AbstractTokenProvider):
+class ClientCredentialsTokenProvider:
     """OAuth 2 client-credentials tokens for kafka-python's OAUTHBEARER (librdkafka's ``oidc`` method).
+
+    A kafka-python ``AbstractTokenProvider`` (registered as one where the provider is built).
 
     Caches the token until shortly before it expires. The secret lives only in this object
     (its repr hides it).

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import javaproperties
-
 from airflow_provider_kafka_eos.kafka.errors import ConfigError
 
 __all__ = ["parse_properties", "read_properties_file"]
@@ -26,6 +24,11 @@ __all__ = ["parse_properties", "read_properties_file"]
 
 def parse_properties(text: str, *, source: str = "client.properties") -> dict[str, str]:
     """Properties text (already decoded) parsed as ``Properties.load`` does; the last key wins."""
+    # Imported here, not at the top: Spark executors import kafka/config.py (through the writer)
+    # but never read a properties file, and their environment lists only the job-side packages
+    # (spark/requirements.py); a top-level import made every task fail on a provider-less executor.
+    import javaproperties
+
     try:
         return javaproperties.loads(text)
     except javaproperties.InvalidUEscapeError as exc:

@@ -147,3 +147,101 @@ def refusal_on_both_paths(
         assert took < LIMIT_S, (path, took, message)
         assert "password" not in message.lower() or "sasl.password" in message, message
     return results
+
+
+def set_connection(monkeypatch, conn_id: str, config: Mapping[str, Any], **extra: Any) -> str:
+    """A ``kafka_eos`` connection whose extra is ``config`` (secrets included), as AIRFLOW_CONN_<ID>."""
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{conn_id.upper()}",
+        json.dumps({"conn_type": "kafka_eos", "extra": {**config, **extra}}),
+    )
+    return conn_id
+
+
+def lingering_scan_and_trigger(monkeypatch, tmp_path: Path, config: Mapping[str, Any], admin_config) -> None:
+    """The sensor's scan and its trigger over a secured connection: an orphan and a commit-pending
+    transaction of the principal (opened with ``config``) are found and told apart."""
+    import asyncio
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from airflow_provider_kafka_eos.kafka.classify import Findings, ScanSpec
+    from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
+    from airflow_provider_kafka_eos.testing.transactions import produce_transaction, write_prepared_manifest
+    from airflow_provider_kafka_eos.triggers.lingering import LingeringTransactionTrigger
+
+    topic, prefix = unique("linger"), unique("lt") + "-"
+    creator = AdminClient(dict(admin_config))  # kept referenced until the result: destroying it cancels
+    creator.create_topics([NewTopic(topic, 1, 1)], operation_timeout=10)[topic].result(timeout=15)
+    orphan, pending = f"{prefix}0-1", f"{prefix}1-1"
+    for tid in (orphan, pending):
+        produce_transaction(dict(config), tid, topic, [tid.encode()], transaction_timeout_ms=600_000)
+    store = tmp_path / "store"
+    store.mkdir()
+    base = store.as_uri()
+    client = KafkaClientConfig.from_mapping(dict(config))
+    with TransactionAdmin(client) as admin:
+        uri = write_prepared_manifest(admin, base, "secured-pipe", topic, [pending])
+        conn_id = set_connection(monkeypatch, "kafka_eos_secured", config, manifest_base_uri=base)
+        expected = {orphan: "orphan", pending: "commit-pending"}
+
+        sensor = KafkaLingeringTransactionSensor(
+            task_id="secured-scan", kafka_eos_conn_id=conn_id, prefixes=[prefix], min_age=0
+        )
+        result = sensor.poke({})
+        assert result.is_done
+        xcom = json.dumps(result.xcom_value)
+        by_id = {f.transactional_id: f for f in Findings.from_dict(json.loads(xcom)).transactions}
+        assert {tid: f.kind.value for tid, f in by_id.items()} == expected
+        assert by_id[pending].manifest_uri == uri
+        for secret_key in ("sasl.password", "sasl.oauthbearer.client.secret", "ssl.key.location"):
+            if config.get(secret_key):
+                assert str(config[secret_key]) not in xcom
+
+        trigger = LingeringTransactionTrigger(
+            kafka_eos_conn_id=conn_id,
+            spec=ScanSpec(min_age_ms=0, prefixes=(prefix,), manifest_base_uri=base).to_dict(),
+            poll_interval=0.2,
+        )
+        _, kwargs = trigger.serialize()
+        assert "password" not in json.dumps(kwargs) and "secret" not in json.dumps(kwargs)
+
+        async def first_event():
+            return await asyncio.wait_for(trigger.run().asend(None), 60)
+
+        event = asyncio.run(first_event())
+        assert event.payload["status"] == "found", event.payload
+        returned = sensor.execute_complete({}, event.payload)
+        kinds = {f.transactional_id: f.kind.value for f in Findings.from_dict(returned).transactions}
+        assert kinds == expected
+        # Leave nothing open on the node: abort both (by fencing), then nothing is visible.
+        assert sorted(o.outcome for o in admin.abort([orphan, pending])) == ["aborted", "aborted"]
+    assert_exactly_once(count_keys(dict(config), topic), [])
+
+
+def preflight_as(monkeypatch, config: Mapping[str, Any], principal: str, *, own: bool = True):
+    """Preflight through the hook on a secured connection: the ACL check names ``principal`` and,
+    for the principal's own prefix (``own``), finds every ACL it needs; else names what is missing."""
+    from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+    from airflow_provider_kafka_eos.kafka.preflight import RetrySchedule
+
+    conn_id = set_connection(monkeypatch, "kafka_eos_preflight", config)
+    scope = PREFIX if own else "elsewhere-"
+    report = KafkaEosHook(conn_id).preflight(
+        transactional_id_prefix=f"{scope}pipe-",
+        topics=[f"{scope}out"],
+        transaction_timeout_ms=600_000,
+        job_duration_budget=30,
+        commit_schedule=RetrySchedule.of(retries=2, retry_delay=5, execution_timeout=60),
+        raise_on_failure=False,
+    )
+    acl_checks = [c for c in report.checks if c.name.startswith("ACL ")]
+    assert acl_checks, report.render()
+    assert {c.details["principal"] for c in acl_checks} == {principal}, report.render()
+    if own:
+        assert report.ok, report.render()
+    else:
+        failed = [c for c in report.failures if c.name.startswith("ACL ")]
+        assert failed, report.render()
+        assert all(f"--allow-principal {principal} " in c.details["grant"] for c in failed)
+    return report

@@ -6,6 +6,8 @@ import pytest
 from secured_support import (
     PRODUCER_PATHS,
     acl_entries,
+    lingering_scan_and_trigger,
+    preflight_as,
     refusal_on_both_paths,
     two_partition_pipeline,
     write_acl_file,
@@ -38,6 +40,17 @@ def test_two_partition_pipeline_as_a_certificate_principal(mtls_node, path):
     config = mtls_node.mtls_config(etl)
     assert config["security.protocol"] == "SSL"
     two_partition_pipeline(config, mtls_node.admin_config(), path)
+
+
+def test_lingering_scan_and_trigger_as_a_certificate_principal(mtls_node, monkeypatch, tmp_path):
+    config = mtls_node.mtls_config(mtls_node.issue_client_certificate("etl"))
+    lingering_scan_and_trigger(monkeypatch, tmp_path, config, mtls_node.admin_config())
+
+
+def test_preflight_names_the_certificate_dn_as_principal(mtls_node, monkeypatch):
+    config = mtls_node.mtls_config(mtls_node.issue_client_certificate("etl"))
+    preflight_as(monkeypatch, config, f"User:{ETL_DN}")
+    preflight_as(monkeypatch, config, f"User:{ETL_DN}", own=False)
 
 
 def test_a_certificate_without_acls_is_refused(mtls_node):

@@ -11,6 +11,8 @@ import pytest
 from secured_support import (
     PRODUCER_PATHS,
     acl_entries,
+    lingering_scan_and_trigger,
+    preflight_as,
     refusal_on_both_paths,
     two_partition_pipeline,
     write_acl_file,
@@ -68,6 +70,17 @@ def test_two_partition_pipeline_as_a_token_subject(oauth_node, idp, path):
     before = idp.issued
     two_partition_pipeline(_oauth_config(oauth_node, idp, "etl", secret), oauth_node.admin_config(), path)
     assert idp.issued > before  # both client paths fetched tokens from the endpoint
+
+
+def test_lingering_scan_and_trigger_as_a_token_subject(oauth_node, idp, monkeypatch, tmp_path):
+    config = _oauth_config(oauth_node, idp, "etl", idp.add_client("etl"))
+    lingering_scan_and_trigger(monkeypatch, tmp_path, config, oauth_node.admin_config())
+
+
+def test_preflight_names_the_token_subject_as_principal(oauth_node, idp, monkeypatch):
+    config = _oauth_config(oauth_node, idp, "etl", idp.add_client("etl"))
+    preflight_as(monkeypatch, config, "User:etl")
+    preflight_as(monkeypatch, config, "User:etl", own=False)
 
 
 def test_wrong_client_secret_is_named_on_both_paths(oauth_node, idp):

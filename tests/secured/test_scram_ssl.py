@@ -6,6 +6,8 @@ import pytest
 from secured_support import (
     PRODUCER_PATHS,
     acl_entries,
+    lingering_scan_and_trigger,
+    preflight_as,
     refusal_on_both_paths,
     two_partition_pipeline,
     write_acl_file,
@@ -46,6 +48,17 @@ def test_two_partition_pipeline_as_a_scram_user_over_tls(scram_node, path):
     config = scram_node.sasl_config("etl", "etl-secret")
     assert config["security.protocol"] == "SASL_SSL" and config["sasl.mechanism"] == "SCRAM-SHA-512"
     two_partition_pipeline(config, scram_node.admin_config(), path)
+
+
+def test_lingering_scan_and_trigger_as_a_scram_user(scram_node, monkeypatch, tmp_path):
+    config = scram_node.sasl_config("etl", "etl-secret")
+    lingering_scan_and_trigger(monkeypatch, tmp_path, config, scram_node.admin_config())
+
+
+def test_preflight_names_the_scram_user_as_principal(scram_node, monkeypatch):
+    config = scram_node.sasl_config("etl", "etl-secret")
+    preflight_as(monkeypatch, config, "User:etl")
+    preflight_as(monkeypatch, config, "User:etl", own=False)
 
 
 def _base(scram_node, **settings):
@@ -129,3 +142,224 @@ def test_cli_with_a_wrong_password_names_the_refusal(scram_node, tmp_path):
         f"{scram_node.bootstrap} refused the credentials of SASL user 'etl' (SCRAM-SHA-512)" in result.stderr
     )
     assert "not-the-secret" not in result.stderr + result.stdout
+
+
+def test_cli_with_secrets_only_in_the_environment_lists_and_commits(scram_node, tmp_path, monkeypatch):
+    """No secret in the file or argv: the SCRAM user and password come from KAFKA_EOS_SASL_*."""
+    import json
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from secured_support import unique
+
+    from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.testing.transactions import (
+        produce_transaction,
+        wait_until_committed,
+        write_prepared_manifest,
+    )
+    from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+
+    password = "etl-secret"
+    config = scram_node.sasl_config("etl", password)
+    topic, tid = unique("cli-env"), unique("cli-env") + "-0-1"
+    creator = AdminClient(scram_node.admin_config())
+    creator.create_topics([NewTopic(topic, 1, 1)], operation_timeout=10)[topic].result(timeout=15)
+    keys = [f"{tid}/{i}".encode() for i in range(5)]
+    produce_transaction(config, tid, topic, keys, transaction_timeout_ms=600_000)
+    with TransactionAdmin(KafkaClientConfig.from_mapping(config)) as admin:
+        uri = write_prepared_manifest(admin, tmp_path.as_uri(), "secured-cli", topic, [tid])
+    settings = tmp_path / "client.properties"  # the TLS and SASL settings, no credentials
+    settings.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={scram_node.tls_dir / 'ca.pem'}\n"
+    )
+    monkeypatch.setenv("KAFKA_EOS_SASL_USERNAME", "etl")
+    monkeypatch.setenv("KAFKA_EOS_SASL_PASSWORD", password)
+    common = ("--bootstrap-servers", scram_node.bootstrap, "--command-config", str(settings))
+
+    listed = _cli("--action", "list", *common, "--prefix", tid, "--json", "--timeout", "20s")
+    assert listed.returncode == 0, listed.stderr
+    assert tid in listed.stdout and "Ongoing" in listed.stdout
+    committed = _cli("--action", "commit", *common, "--manifest", uri, "--timeout", "30s")
+    assert committed.returncode == 0, committed.stderr
+    with TransactionAdmin(KafkaClientConfig.from_mapping(config)) as admin:
+        wait_until_committed(admin, [tid])
+    assert_exactly_once(count_keys(config, topic), keys)
+    for result in (listed, committed):
+        assert password not in result.stdout + result.stderr
+    assert password not in json.dumps(list(common))
+
+    monkeypatch.setenv("KAFKA_EOS_SASL_PASSWORD", "not-the-secret")
+    refused = _cli("--action", "list", *common, "--prefix", tid, "--timeout", "20s")
+    assert refused.returncode != 0
+    assert f"{scram_node.bootstrap} refused the credentials of SASL user 'etl'" in refused.stderr
+    assert "not-the-secret" not in refused.stdout + refused.stderr
+
+
+MASKED = {
+    "sasl.password": "etl-secret",
+    "ssl.key.password": "key-pass-4f1e9a",
+    "sasl.oauthbearer.client.secret": "oidc-secret-8c2d7b",
+}
+
+
+MASKING_DAG = """
+import datetime as dt
+import logging
+
+from airflow.providers.standard.operators.python import PythonOperator
+from airflow.sdk import DAG
+
+from airflow_provider_kafka_eos.operators.preflight import KafkaEosPreflightOperator
+
+CONN = "kafka_eos_masking"
+KEYS = {keys!r}
+
+
+def log_the_secrets(**secrets):
+    # A careless task: prints and logs the connection's secrets it was templated with.
+    for name, value in secrets.items():
+        print(f"printed {{name}}={{value}}")
+        logging.getLogger("airflow.task").info("logged %s=%s", name, value)
+
+
+with DAG("secured_masking", schedule=None, start_date=dt.datetime(2026, 1, 1), catchup=False) as dag:
+    preflight = KafkaEosPreflightOperator(
+        task_id="preflight",
+        kafka_eos_conn_id=CONN,
+        transactional_id_prefix="secured-pipe-",
+        topics=["secured-out"],
+        transaction_timeout_ms=600_000,
+        job_duration_budget=30,
+        commit_execution_timeout=60,
+    )
+    show = PythonOperator(
+        task_id="show",
+        python_callable=log_the_secrets,
+        op_kwargs={{
+            k.replace(".", "_"): "{{{{ conn." + CONN + ".extra_dejson['" + k + "'] }}}}" for k in KEYS
+        }},
+    )
+    preflight >> show
+"""
+
+
+def test_connection_secrets_never_reach_a_task_log_a_rendered_template_or_xcom(
+    scram_node, airflow_db, monkeypatch, capfd, caplog, tmp_path
+):
+    """dag.test() on SQLite: a preflight task (XCom: its report) and a task templated with the
+    extra's secrets. Airflow 3.3 masks an extra's values by key name when ``extra_dejson`` is read
+    (names containing password / secret / token...: all three here); the hook also registers every
+    key the provider counts as secret (``is_secret_key``). So the log, the stored rendered fields and
+    every XCom show ``***`` instead."""
+    import json
+
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from secured_support import set_connection
+
+    extra = {**scram_node.sasl_config("etl", MASKED["sasl.password"]), **MASKED}
+    set_connection(monkeypatch, "kafka_eos_masking", extra)
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    (folder / "secured_masking.py").write_text(MASKING_DAG.format(keys=sorted(MASKED)))
+    local = "airflow.dag_processing.bundles.local.LocalDagBundle"
+    bundles = [  # the repository's dags folder, plus this test's own DAG folder
+        {"name": "dags-folder", "classpath": local, "kwargs": {}},
+        {"name": "secured-masking", "classpath": local, "kwargs": {"path": str(folder)}},
+    ]
+    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps(bundles))
+    bag = DagBag(dag_folder=str(folder))
+    assert bag.import_errors == {}
+    dag = bag.get_dag("secured_masking")
+    run = dag.test()
+    output = "".join(capfd.readouterr()) + caplog.text  # where the task's lines went depends on the run
+    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    assert states == {"preflight": "success", "show": "success"}, output[-3000:]
+    # dag.test() runs tasks in-process, without the supervisor whose log writer passes every line
+    # through the secrets masker; the task log is what that masker makes of the task's output.
+    from airflow.sdk._shared.secrets_masker import redact
+
+    assert "printed sasl_password=" in output and "logged ssl_key_password=" in output, output[-3000:]
+    task_log = redact(output)
+    assert "printed sasl_password=***" in task_log and "logged ssl_key_password=***" in task_log
+
+    with create_session() as session:
+        xcoms = session.query(XComModel).filter_by(dag_id=dag.dag_id, run_id=run.run_id).all()
+        stored_xcom = json.dumps([x.value for x in xcoms], default=str)
+        show_ti = next(ti for ti in run.get_task_instances() if ti.task_id == "show")
+        rendered = RenderedTaskInstanceFields.get_templated_fields(show_ti, session=session)
+    assert xcoms and "User:etl" in stored_xcom  # the preflight report is there, naming the principal
+    assert rendered and "***" in json.dumps(rendered, default=str)
+    for name, value in MASKED.items():
+        places = (("task log", task_log), ("XCom", stored_xcom), ("rendered", json.dumps(rendered)))
+        for where, text in places:
+            assert value not in text, f"{name} appears in the {where}"
+
+
+SPARK_APP = (
+    "def build(spark, params):\n"
+    "    from pyspark.sql import functions as F\n"
+    "    df = spark.range(int(params['n']), numPartitions=2)\n"
+    "    return df.select(F.concat(F.lit(params['stem']), F.col('id').cast('string')).alias('key'),\n"
+    "                     F.col('id').cast('string').alias('value'))\n"
+)
+
+
+def test_spark_job_writes_as_a_scram_user_with_the_config_from_its_private_file(
+    scram_node, monkeypatch, tmp_path, capsys
+):
+    """The job entry point (local-mode Spark, in this process) as SparkEosSubmitOperator runs it:
+    the connection's config, password included, reaches the job only through the operator's 0600
+    private file (KAFKA_EOS_CLIENT_CONFIG_FILE), never argv; commit from the manifest; count."""
+    import os
+    import stat
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from secured_support import set_connection, unique
+
+    from airflow_provider_kafka_eos.kafka.manifest import read_manifest
+    from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
+    from airflow_provider_kafka_eos.spark import job
+    from airflow_provider_kafka_eos.testing.spark import commit_manifest, local_spark_session
+    from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+
+    password = "etl-secret"
+    config = scram_node.sasl_config("etl", password)
+    conn_id = set_connection(monkeypatch, "kafka_eos_spark", config)
+    topic = unique("spark")
+    creator = AdminClient(scram_node.admin_config())
+    creator.create_topics([NewTopic(topic, 2, 1)], operation_timeout=10)[topic].result(timeout=15)
+    (tmp_path / "secured_app.py").write_text(SPARK_APP)
+    operator = SparkEosSubmitOperator(
+        task_id="submit",
+        pipeline_id="secured-spark",
+        topic=topic,
+        transactional_id_prefix=unique("spark"),
+        manifest_base_uri=(tmp_path / "manifests").as_uri(),
+        application_callable=f"{tmp_path / 'secured_app.py'}:build",
+        application_params={"n": 40, "stem": topic + "/"},
+        kafka_eos_conn_id=conn_id,
+    )
+    private = operator._write_client_config()
+    try:
+        assert stat.S_IMODE(os.stat(private).st_mode) == 0o600
+        argv = operator._job_args(1)
+        assert password not in " ".join(argv)
+        monkeypatch.setenv(job.CONFIG_FILE_ENV, private)
+        local_spark_session()  # the job's getOrCreate() takes this local-mode session
+        code = job.main(argv)
+        out, err = capsys.readouterr()
+        assert code == 0, err[-3000:]
+        assert password not in out + err
+    finally:
+        operator._config_file = private
+        operator._remove_config_file()
+    result = next(line for line in out.splitlines() if line.startswith(job.RESULT_PREFIX))
+    uri = result[len(job.RESULT_PREFIX) :]
+    outcomes = commit_manifest(config, read_manifest(uri))
+    assert {o.outcome for o in outcomes} == {"committed"}
+    assert_exactly_once(count_keys(config, topic), [f"{topic}/{i}" for i in range(40)])

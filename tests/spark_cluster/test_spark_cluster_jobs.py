@@ -37,7 +37,10 @@ pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
 def test_job_on_the_cluster_writes_exactly_once(spark_cluster, kafka_broker, tmp_path, unique_name):
     prefix, topic = unique_name("cluster"), unique_name("out")
-    result = submit(spark_cluster, kafka_broker, tmp_path, prefix, topic, 1)
+    # Spark's INFO line "Added file ...airflow_provider_kafka_eos-<hash>.zip" shows that the runtime
+    # zip travelled with the job; the job quiets Spark to WARN by default, so turn it up here.
+    result = submit(spark_cluster, kafka_broker, tmp_path, prefix, topic, 1,
+                    env={"KAFKA_EOS_SPARK_LOG_LEVEL": "INFO"})
     assert result.returncode == 0, _tail(result)
     manifest = read_manifest(reported_manifest_uri(result.stdout))
     assert manifest.status is ManifestStatus.PREPARED and len(manifest.committables) == 3

@@ -76,3 +76,40 @@ def test_principal_from_client_config():
     )
     assert principal_of({"bootstrap.servers": "b:9092"}) == "User:ANONYMOUS"
     assert principal_of({"security.protocol": "SSL"}) is None
+
+
+def test_principal_of_a_client_certificate_is_its_subject_dn(tmp_path):
+    from airflow_provider_kafka_eos.testing.apache_kafka.certs import CertificateAuthority
+
+    issued = CertificateAuthority(tmp_path).issue("etl", common_name="etl", client=True, organization="acme")
+    config = {"security.protocol": "SSL", "ssl.certificate.location": str(issued.cert)}
+    assert principal_of(config) == "User:CN=etl,O=acme" == f"User:{issued.subject}"
+    pem = {"security.protocol": "SSL", "ssl.certificate.pem": issued.cert.read_text()}
+    assert principal_of(pem) == "User:CN=etl,O=acme"
+    # Unreadable or not a certificate: unknown here (connecting names the file's own error).
+    missing = {"security.protocol": "SSL", "ssl.certificate.location": str(tmp_path / "no")}
+    assert principal_of(missing) is None
+
+
+def test_principal_of_an_oauthbearer_client_is_its_token_subject():
+    """The token provider is stubbed: the loopback identity provider is in tests/secured."""
+    import base64
+    import json
+
+    def jwt(claims):
+        body = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
+        return f"e30.{body}.sig"
+
+    class Config:
+        def __init__(self, token):
+            self._token = token
+
+        def confluent(self):
+            return {"security.protocol": "SASL_SSL", "sasl.mechanisms": "OAUTHBEARER"}
+
+        def kafka_python(self):
+            return {"sasl_oauth_token_provider": type("P", (), {"token": lambda _self: self._token})()}
+
+    assert principal_of(Config(jwt({"sub": "etl-svc", "aud": "kafka"}))) == "User:etl-svc"
+    assert principal_of(Config(jwt({"aud": "kafka"}))) is None
+    assert principal_of(Config("not-a-jwt")) is None

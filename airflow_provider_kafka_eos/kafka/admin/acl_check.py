@@ -233,7 +233,14 @@ def evaluate_rules(principal: str, rules: Sequence[AclRule], req: AclRequirement
 
 
 def principal_of(config: Any) -> str | None:
-    """``User:<name>`` for SASL users; ``None`` when the broker derives it (mTLS, OAuth, Kerberos)."""
+    """The principal the broker will name this client, as its default principal builder does.
+
+    ``User:<name>`` for SASL/PLAIN and SCRAM users; ``User:<subject DN>`` for a TLS client
+    certificate (mTLS: Kafka's ``ssl.principal.mapping.rules=DEFAULT`` takes the RFC 2253 DN);
+    ``User:<sub>`` for an OAUTHBEARER/OIDC token (the broker's default ``sub`` claim), read from a
+    token fetched with the client's own credentials. ``None`` when it cannot be known here (Kerberos,
+    a keystore we do not read, a token we cannot fetch): the ACL check then probes instead.
+    """
     settings = config.confluent() if hasattr(config, "confluent") else dict(config)
     mechanism = str(settings.get("sasl.mechanism") or settings.get("sasl.mechanisms") or "").upper()
     username = settings.get("sasl.username")
@@ -242,7 +249,51 @@ def principal_of(config: Any) -> str | None:
     protocol = str(settings.get("security.protocol") or "PLAINTEXT").upper()
     if protocol == "PLAINTEXT":
         return "User:ANONYMOUS"
+    if protocol == "SSL":
+        subject = _certificate_subject(settings)
+        return None if subject is None else f"User:{subject}"
+    if mechanism == "OAUTHBEARER" and hasattr(config, "kafka_python"):
+        subject = _token_subject(config)
+        return None if subject is None else f"User:{subject}"
     return None
+
+
+def _certificate_subject(settings: dict[str, Any]) -> str | None:
+    """The RFC 2253 subject DN of the client certificate (PEM file or inline PEM), else None."""
+    try:
+        from cryptography import x509
+    except ImportError:  # the job side may lack it; the ACL check then probes
+        return None
+    pem = settings.get("ssl.certificate.pem")
+    try:
+        if not pem and settings.get("ssl.certificate.location"):
+            with open(str(settings["ssl.certificate.location"]), "rb") as handle:
+                pem = handle.read()
+        if not pem:
+            return None
+        return x509.load_pem_x509_certificate(
+            pem if isinstance(pem, bytes) else str(pem).encode()
+        ).subject.rfc4514_string()
+    except (OSError, ValueError):  # unreadable or not PEM: connecting reports it, with its own error
+        return None
+
+
+def _token_subject(config: Any) -> str | None:
+    """The ``sub`` claim of a token from the client's own OAUTHBEARER token provider (unverified:
+    only the name is read; the broker verifies the token)."""
+    import base64
+    import json
+
+    provider = config.kafka_python().get("sasl_oauth_token_provider")
+    if provider is None:
+        return None
+    try:
+        payload = provider.token().split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except Exception:  # a token we cannot read only means: probe instead
+        return None
+    subject = claims.get("sub") if isinstance(claims, dict) else None
+    return str(subject) if subject else None
 
 
 def check_acls(client: Any, requirements: Sequence[AclRequirement], principal: str | None) -> AclCheckResult:
