@@ -165,7 +165,7 @@ def lingering_scan_and_trigger(monkeypatch, tmp_path: Path, config: Mapping[str,
 
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from airflow_provider_kafka_eos.kafka.classify import Findings, ScanSpec
+    from airflow_provider_kafka_eos.kafka.operations.classify import Findings, ScanSpec
     from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
     from airflow_provider_kafka_eos.testing.transactions import produce_transaction, write_prepared_manifest
     from airflow_provider_kafka_eos.triggers.lingering import LingeringTransactionTrigger
@@ -223,7 +223,7 @@ def preflight_as(monkeypatch, config: Mapping[str, Any], principal: str, *, own:
     """Preflight through the hook on a secured connection: the ACL check names ``principal`` and,
     for the principal's own prefix (``own``), finds every ACL it needs; else names what is missing."""
     from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-    from airflow_provider_kafka_eos.kafka.preflight import RetrySchedule
+    from airflow_provider_kafka_eos.kafka.operations.preflight import RetrySchedule
 
     conn_id = set_connection(monkeypatch, "kafka_eos_preflight", config)
     scope = PREFIX if own else "elsewhere-"

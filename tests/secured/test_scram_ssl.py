@@ -151,8 +151,8 @@ def test_cli_with_secrets_only_in_the_environment_lists_and_commits(scram_node, 
     from confluent_kafka.admin import AdminClient, NewTopic
     from secured_support import unique
 
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-    from airflow_provider_kafka_eos.kafka.transactions import TransactionAdmin
     from airflow_provider_kafka_eos.testing.transactions import (
         produce_transaction,
         wait_until_committed,
@@ -321,7 +321,7 @@ def test_spark_job_writes_as_a_scram_user_with_the_config_from_its_private_file(
     from confluent_kafka.admin import AdminClient, NewTopic
     from secured_support import set_connection, unique
 
-    from airflow_provider_kafka_eos.kafka.manifest import read_manifest
+    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import read_manifest
     from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
     from airflow_provider_kafka_eos.spark import job
     from airflow_provider_kafka_eos.testing.spark import commit_manifest, local_spark_session
