@@ -131,23 +131,18 @@ def test_a_commit_racing_a_give_up_one_wins_and_the_other_says_so(kafka_broker, 
     start = threading.Barrier(2)
     results: dict[str, object] = {}
 
-    def commit() -> None:
+    def side(name: str, act) -> None:
         with _admin(kafka_broker.bootstrap) as admin:
             start.wait(timeout=30)
             try:
-                results["commit"] = commit_checkpoint(admin, uri, committed_by="committer")
-            except KafkaEosError as exc:
-                results["commit"] = exc
+                results[name] = act(admin)
+            except KafkaEosError as exc:  # the loser's named refusal is its result
+                results[name] = exc
 
-    def give_up() -> None:
-        with _admin(kafka_broker.bootstrap) as admin:
-            start.wait(timeout=30)
-            try:
-                results["give_up"] = abort_checkpoint(admin, uri, aborted_by="operator")
-            except KafkaEosError as exc:
-                results["give_up"] = exc
-
-    threads = [threading.Thread(target=commit), threading.Thread(target=give_up)]
+    threads = [
+        threading.Thread(target=side, args=("commit", lambda a: commit_checkpoint(a, uri, committed_by="c"))),
+        threading.Thread(target=side, args=("give_up", lambda a: abort_checkpoint(a, uri, aborted_by="op"))),
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -168,17 +168,11 @@ def create_object(uri: str, data: bytes) -> bool:
     if is_local_uri(uri):
         path = local_path(uri)
         directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
+        tmp = _fsynced_temp(directory, data)
         try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                return False
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
@@ -264,13 +258,8 @@ def object_lock(uri: str) -> Iterator[None]:
 def write_local_atomic(path: str, data: bytes) -> None:
     """Temp file in the same folder, fsync, rename, fsync the folder: all or nothing, durable."""
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
+    tmp = _fsynced_temp(directory, data)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -278,6 +267,22 @@ def write_local_atomic(path: str, data: bytes) -> None:
         raise
     # Persist the rename itself (the directory entry), or a crash could resurrect the old object.
     _fsync_directory(directory)
+
+
+def _fsynced_temp(directory: str, data: bytes) -> str:
+    """``data`` in a new fsynced temp file of ``directory``; its path (the caller renames or links it)."""
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return tmp
 
 
 def _fsync_directory(directory: str) -> None:
