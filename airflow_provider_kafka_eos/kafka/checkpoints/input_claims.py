@@ -230,76 +230,123 @@ def claim_input(
     is waited for, polling every ``poll_s`` up to ``timeout_s``; then :class:`InputBusyError`
     (nothing written; a retry finds the outcome).
     """
-    input_id = validate_input_id(input_id)
-    uri = claim_uri(store, pipeline_id, input_id)
+    ask = _Ask(store, pipeline_id, validate_input_id(input_id), checkpoint_id, run, reprocess)
     deadline = clock() + timeout_s
-    first_claim_logged = False
     while True:
-        found = _read_versioned_claim(store, pipeline_id, input_id)
+        found = _read_versioned_claim(store, pipeline_id, ask.input_id)
         if found is None:
-            if not first_claim_logged:
-                first_claim_logged = _note_first_claim(store, pipeline_id)
-            mine = InputClaim(input_id, pipeline_id, checkpoint_id, run, _now_ms())
-            if _create(store, uri, mine):
-                if reprocess:
-                    log.warning("reprocess asked for input %r, but no checkpoint holds it yet: writing it "
-                                "once", input_id)
-                return _write(mine, store, uri,
-                              f"input {input_id!r} is new: checkpoint {checkpoint_id} writes it")
-            continue  # another run created it first: read its claim
-        claim, version = found
-        if run is not None and run.same_run(claim.claimed_by):
-            return _write(claim, store, uri, f"input {input_id!r} was claimed by this run (an earlier "
-                                             f"try): checkpoint {claim.checkpoint_id} carries it")
-        manifest = _manifest_of(store, claim)
+            outcome = ask.claim_new()
+        else:
+            claim, version = found
+            outcome = ask.decide(claim, version, run_is_active)
+            if outcome is _WAIT:
+                if clock() >= deadline:
+                    raise ask.busy(claim, run_is_active, timeout_s)
+                log.info("input %r is being written by %s (checkpoint %d): waiting for its manifest",
+                         ask.input_id, _who(claim), claim.checkpoint_id)
+                sleep(max(0.0, min(poll_s, deadline - clock())))
+                continue
+        if outcome is not None:
+            return outcome
+        # None: another run changed the claim between our read and our write; read it again
+
+
+_WAIT = object()  # the claim's run may still be preparing: wait and read again
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """One run asking to write one input: the steps of :func:`claim_input`, each one case of the rule.
+
+    Each step returns the outcome, None when another run moved the claim meanwhile (read again),
+    or ``_WAIT``.
+    """
+
+    store: ManifestStore
+    pipeline_id: str
+    input_id: str
+    checkpoint_id: int
+    run: RunIdentity | None
+    reprocess: bool
+
+    @property
+    def uri(self) -> str:
+        return claim_uri(self.store, self.pipeline_id, self.input_id)
+
+    def claim_new(self) -> ClaimOutcome | None:
+        _note_first_claim(self.store, self.pipeline_id)
+        mine = InputClaim(self.input_id, self.pipeline_id, self.checkpoint_id, self.run, _now_ms())
+        if not _create(self.store, self.uri, mine):
+            return None  # another run created it first: read its claim
+        if self.reprocess:
+            log.warning("reprocess asked for input %r, but no checkpoint holds it yet: writing it once",
+                        self.input_id)
+        return _write(mine, self.store, self.uri,
+                      f"input {self.input_id!r} is new: checkpoint {self.checkpoint_id} writes it")
+
+    def decide(self, claim: InputClaim, version: str, run_is_active: Callable[[RunIdentity], bool | None]
+               ) -> ClaimOutcome | object | None:
+        if self.run is not None and self.run.same_run(claim.claimed_by):
+            return _write(claim, self.store, self.uri, f"input {self.input_id!r} was claimed by this run "
+                                                       f"(an earlier try): checkpoint {claim.checkpoint_id} "
+                                                       "carries it")
+        manifest = _manifest_of(self.store, claim)
         status = manifest.status if manifest is not None else None
-        if status in (ManifestStatus.COMMITTED, ManifestStatus.PREPARED) and not reprocess:
-            return _duplicate(store, uri, claim, manifest)
+        if status in (ManifestStatus.COMMITTED, ManifestStatus.PREPARED) and not self.reprocess:
+            return _duplicate(self.store, self.uri, claim, manifest)
         if status is ManifestStatus.PREPARED:  # reprocess, but the earlier write is still owed a commit
             raise UsageError(
-                f"reprocess of input {input_id!r} refused: checkpoint {claim.checkpoint_id} "
-                f"({_manifest_uri(store, claim)}) is PREPARED, so its commit would deliver the input too. "
-                "Let its commit task (or the cleanup DAG) commit it, or give it up with kafka-eos-txn "
+                f"reprocess of input {self.input_id!r} refused: checkpoint {claim.checkpoint_id} "
+                f"({_manifest_uri(self.store, claim)}) is PREPARED, so its commit would deliver the input "
+                "too. Let its commit task (or the cleanup DAG) commit it, or give it up with kafka-eos-txn "
                 "--action abort --manifest URI, then reprocess. Nothing was written", runbook=RUNBOOK)
         if status is not None:  # COMMITTED with reprocess, or ABORTED: a fresh checkpoint writes it
-            replacement = InputClaim(input_id, pipeline_id, checkpoint_id, run, _now_ms(),
-                                     reprocess_of=claim.checkpoint_id if status is ManifestStatus.COMMITTED
-                                     else claim.reprocess_of)
-            if _replace(store, uri, version, replacement):
-                if status is ManifestStatus.COMMITTED:
-                    log.warning("REPROCESS: input %r was written by checkpoint %d (%s); writing it again as "
-                                "checkpoint %d on request (reprocess=True); the manifest records it",
-                                input_id, claim.checkpoint_id, _who(claim), checkpoint_id)
-                    why = f"reprocess of checkpoint {claim.checkpoint_id}"
-                else:
-                    why = f"checkpoint {claim.checkpoint_id}, which held it, was given up (ABORTED)"
-                return _write(replacement, store, uri,
-                              f"input {input_id!r}: {why}; checkpoint {checkpoint_id} writes it")
-            continue
+            return self.write_afresh(claim, version, status)
         # A claim without a manifest: its run is still writing, or died before preparing anything.
         owner = claim.claimed_by
-        active = run_is_active(owner) if owner is not None else None
-        if active is False:
-            takeover = InputClaim(input_id, pipeline_id, claim.checkpoint_id, run, _now_ms(),
-                                  reprocess_of=claim.reprocess_of)
-            if _replace(store, uri, version, takeover):
-                log.warning("input %r was claimed by %s, which is no longer running and prepared nothing: "
-                            "taking its checkpoint %d over (any attempt of it still writing is fenced)",
-                            input_id, _who(claim), claim.checkpoint_id)
-                return _write(takeover, store, uri,
-                              f"input {input_id!r}: took checkpoint {claim.checkpoint_id} over from "
-                              f"{_who(claim)}, which prepared nothing")
-            continue
-        if clock() >= deadline:
-            state = "still running" if active else "not known to have stopped"
-            raise InputBusyError(
-                f"input {input_id!r} is claimed by {_who(claim)} for checkpoint {claim.checkpoint_id} "
-                f"({uri}), which has not prepared it yet and is {state}; waited {timeout_s:.0f} s. Nothing "
-                "was written: this task fails so that its retry finds the outcome (a duplicate once that run "
-                "prepares it, or a takeover once it has stopped)")
-        log.info("input %r is being written by %s (checkpoint %d): waiting for its manifest",
-                 input_id, _who(claim), claim.checkpoint_id)
-        sleep(max(0.0, min(poll_s, deadline - clock())))
+        if (run_is_active(owner) if owner is not None else None) is False:
+            return self.take_over(claim, version)
+        return _WAIT
+
+    def write_afresh(self, claim: InputClaim, version: str, status: ManifestStatus) -> ClaimOutcome | None:
+        committed = status is ManifestStatus.COMMITTED
+        replacement = InputClaim(self.input_id, self.pipeline_id, self.checkpoint_id, self.run, _now_ms(),
+                                 reprocess_of=claim.checkpoint_id if committed else claim.reprocess_of)
+        if not _replace(self.store, self.uri, version, replacement):
+            return None
+        if committed:
+            log.warning("REPROCESS: input %r was written by checkpoint %d (%s); writing it again as "
+                        "checkpoint %d on request (reprocess=True); the manifest records it",
+                        self.input_id, claim.checkpoint_id, _who(claim), self.checkpoint_id)
+            why = f"reprocess of checkpoint {claim.checkpoint_id}"
+        else:
+            why = f"checkpoint {claim.checkpoint_id}, which held it, was given up (ABORTED)"
+        return _write(replacement, self.store, self.uri,
+                      f"input {self.input_id!r}: {why}; checkpoint {self.checkpoint_id} writes it")
+
+    def take_over(self, claim: InputClaim, version: str) -> ClaimOutcome | None:
+        """The claiming run no longer runs and prepared nothing: its checkpoint id, so a straggling
+        attempt of it is fenced by this run's producers."""
+        takeover = InputClaim(self.input_id, self.pipeline_id, claim.checkpoint_id, self.run, _now_ms(),
+                              reprocess_of=claim.reprocess_of)
+        if not _replace(self.store, self.uri, version, takeover):
+            return None
+        log.warning("input %r was claimed by %s, which is no longer running and prepared nothing: taking "
+                    "its checkpoint %d over (any attempt of it still writing is fenced)",
+                    self.input_id, _who(claim), claim.checkpoint_id)
+        return _write(takeover, self.store, self.uri,
+                      f"input {self.input_id!r}: took checkpoint {claim.checkpoint_id} over from "
+                      f"{_who(claim)}, which prepared nothing")
+
+    def busy(self, claim: InputClaim, run_is_active: Callable[[RunIdentity], bool | None],
+             timeout_s: float) -> InputBusyError:
+        active = run_is_active(claim.claimed_by) if claim.claimed_by is not None else None
+        state = "still running" if active else "not known to have stopped"
+        return InputBusyError(
+            f"input {self.input_id!r} is claimed by {_who(claim)} for checkpoint {claim.checkpoint_id} "
+            f"({self.uri}), which has not prepared it yet and is {state}; waited {timeout_s:.0f} s. Nothing "
+            "was written: this task fails so that its retry finds the outcome (a duplicate once that run "
+            "prepares it, or a takeover once it has stopped)")
 
 
 # -- steps ---------------------------------------------------------------------------------------
