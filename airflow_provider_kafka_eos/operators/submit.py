@@ -9,7 +9,7 @@ must get right done for you:
   two runs triggered within one second get different ones, and later runs get larger ids;
 * with ``input_id`` (the identity of the input this run reads: a batch name, a file set's
   digest, a date partition), the input's claim is taken before anything is written
-  (``kafka/input_claims.py``): a run whose input another run already prepared or committed
+  (``kafka/checkpoints/input_claims.py``): a run whose input another run already prepared or committed
   writes nothing and is skipped with "input X was already written by run Y (checkpoint N,
   committed at T)"; so is its commit task, and no Asset event fires. ``reprocess=True`` writes
   it again on purpose, recorded in the manifest and the log;
@@ -17,7 +17,7 @@ must get right done for you:
   manifest for its checkpoint never succeeds silently: a duplicate of the same input (an
   explicit ``checkpoint_id``, or the same logical date) is skipped with "duplicate of run X,
   nothing written"; anything else fails with ``CheckpointConflictError``
-  (``kafka/checkpoint_identity.py`` owns that rule);
+  (``kafka/checkpoints/identity.py`` owns that rule);
 * the Kafka client configuration, secrets included, and the user's ``application_params``
   reach the job through a private (0600) file named by an environment variable, never the
   command line; the file is deleted when the task ends, and one left behind by a task that was

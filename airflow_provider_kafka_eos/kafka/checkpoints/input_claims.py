@@ -1,6 +1,6 @@
 """The same input is never written twice: one claim per input identity, taken before anything is written.
 
-A checkpoint id names *a run's* batch (see ``checkpoint_identity.py``); it cannot tell that two
+A checkpoint id names *a run's* batch (see ``identity.py``); it cannot tell that two
 runs read the same data: a second trigger from the UI form, the CLI or the REST API gets a new
 id and, without this module, would write the same input again. So a run that names its input
 (``input_id``: a batch name, a file set's digest, a date partition) first takes the input's
