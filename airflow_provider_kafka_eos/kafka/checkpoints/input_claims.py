@@ -50,7 +50,6 @@ from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     Manifest,
     ManifestStatus,
-    read_manifest,
     store_exists,
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
@@ -241,7 +240,7 @@ def claim_input(
             outcome = ask.decide(claim, version, run_is_active)
             if outcome is _WAIT:
                 if clock() >= deadline:
-                    raise ask.busy(claim, run_is_active, timeout_s)
+                    raise ask.busy(claim, timeout_s)
                 log.info("input %r is being written by %s (checkpoint %d): waiting for its manifest",
                          ask.input_id, _who(claim), claim.checkpoint_id)
                 sleep(max(0.0, min(poll_s, deadline - clock())))
@@ -338,13 +337,12 @@ class _Ask:
                       f"input {self.input_id!r}: took checkpoint {claim.checkpoint_id} over from "
                       f"{_who(claim)}, which prepared nothing")
 
-    def busy(self, claim: InputClaim, run_is_active: Callable[[RunIdentity], bool | None],
-             timeout_s: float) -> InputBusyError:
-        active = run_is_active(claim.claimed_by) if claim.claimed_by is not None else None
-        state = "still running" if active else "not known to have stopped"
+    def busy(self, claim: InputClaim, timeout_s: float) -> InputBusyError:
+        """Waited long enough; Airflow said the claiming run is queued or running (or could not say)."""
         return InputBusyError(
             f"input {self.input_id!r} is claimed by {_who(claim)} for checkpoint {claim.checkpoint_id} "
-            f"({self.uri}), which has not prepared it yet and is {state}; waited {timeout_s:.0f} s. Nothing "
+            f"({self.uri}), which has not prepared it yet and is not known to have stopped (Airflow says "
+            f"it is queued or running, or could not be asked); waited {timeout_s:.0f} s. Nothing "
             "was written: this task fails so that its retry finds the outcome (a duplicate once that run "
             "prepares it, or a takeover once it has stopped)")
 
@@ -373,10 +371,14 @@ def _manifest_of(store: ManifestStore, claim: InputClaim) -> Manifest | None:
     """The claimed checkpoint's manifest; None when it does not exist (yet)."""
     uri = _manifest_uri(store, claim)
     try:
-        exists = read_object(uri) is not None
+        data = read_object(uri)
     except (OSError, ManifestError) as exc:
         raise _unreadable(store, uri, exc) from None
-    return read_manifest(uri) if exists else None
+    if data is None:
+        return None
+    manifest = Manifest.from_json(data, source=uri)  # parsed from the one read, not fetched twice
+    manifest.uri = uri
+    return manifest
 
 
 def _create(store: ManifestStore, uri: str, claim: InputClaim) -> bool:
