@@ -52,20 +52,20 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_provider_kafka_eos.kafka.checkpoint_identity import (
+from airflow_provider_kafka_eos.assets.lineage import KafkaLineageMixin, kafka_namespace
+from airflow_provider_kafka_eos.kafka.checkpoints.identity import (
     Reuse,
     RunIdentity,
     checkpoint_id_from_datetime,
     reuse_verdict,
     validate_input_id,
 )
+from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import ClaimOutcome, InputVerdict, claim_input
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, manifest_uri, read_manifest
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, ManifestError, UsageError
-from airflow_provider_kafka_eos.kafka.input_claims import ClaimOutcome, InputVerdict, claim_input
-from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, manifest_uri, read_manifest
-from airflow_provider_kafka_eos.operators.fail_now import fail_now_exception, raises_fail_now
-from airflow_provider_kafka_eos.operators.lineage import KafkaLineageMixin, kafka_namespace
 from airflow_provider_kafka_eos.spark import job as eos_job
 from airflow_provider_kafka_eos.spark import shipping
+from airflow_provider_kafka_eos.tasks.fail_now import fail_now_exception, raises_fail_now
 
 __all__ = ["XCOM_CHECKPOINT_KEY", "SparkEosSubmitOperator", "checkpoint_id_for_run", "run_identity"]
 
@@ -271,8 +271,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         input_claim_timeout: float = 300.0,
         **kwargs: Any,
     ) -> None:
-        from airflow_provider_kafka_eos.kafka.abort_strategies import AbortStrategy
-        from airflow_provider_kafka_eos.kafka.naming import NamingStrategy, pipeline_identity
+        from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import AbortStrategy
+        from airflow_provider_kafka_eos.kafka.checkpoints.naming import NamingStrategy, pipeline_identity
 
         try:  # strategy names are parsed once, here at the edge
             naming_strategy = NamingStrategy.parse(naming_strategy).value
