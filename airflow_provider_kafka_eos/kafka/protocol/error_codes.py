@@ -40,6 +40,7 @@ __all__ = [
     "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
     "TRANSACTIONAL_ID_NOT_FOUND",
     "TRANSACTION_COORDINATOR_FENCED",
+    "OPERATION_NOT_ATTEMPTED",
     "UNKNOWN_LEADER_EPOCH",
     "UNKNOWN_TOPIC_OR_PARTITION",
     "UNSUPPORTED_SASL_MECHANISM",
@@ -71,6 +72,7 @@ INVALID_TRANSACTION_TIMEOUT: int = kerr.InvalidTransactionTimeoutError.errno
 CONCURRENT_TRANSACTIONS: int = kerr.ConcurrentTransactionsError.errno
 TRANSACTION_COORDINATOR_FENCED: int = kerr.TransactionCoordinatorFencedError.errno
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED: int = kerr.TransactionalIdAuthorizationFailedError.errno
+OPERATION_NOT_ATTEMPTED: int = kerr.OperationNotAttemptedError.errno
 SECURITY_DISABLED: int = kerr.SecurityDisabledError.errno
 KAFKA_STORAGE_ERROR: int = kerr.KafkaStorageError.errno
 FENCED_LEADER_EPOCH: int = kerr.FencedLeaderEpochError.errno
