@@ -92,18 +92,19 @@ def _targets(cluster: Any, stack: AirflowStack) -> list[Target]:
 
         return processes
 
-    def commit_runner(line: str) -> bool:
-        return line.startswith("airflow worker -- ")
+    def task_runner(line: str) -> bool:
+        """A task's own process, "airflow worker -- <task instance id>" (not "-- LocalExecutor: ...")."""
+        return line.startswith("airflow worker -- ") and "Executor" not in line
 
     def commit_tasks() -> list[psutil.Process]:
-        return [p for p in under_scheduler(commit_runner)()
-                if "commit" in " ".join(p.parent().cmdline())]
+        return [p for p in under_scheduler(task_runner)() if "commit" in " ".join(p.parent().cmdline())]
 
     return [
         Target("kafka-node", kafka_processes, kafka_restart, kafka_node=True),
         service("scheduler"), service("triggerer"), service("dag-processor"), service("api-server"),
         Target("airflow-supervisor", under_scheduler(lambda c: c.startswith("airflow supervisor:"))),
-        Target("airflow-task", under_scheduler(lambda c: c.startswith("airflow worker -- "))),
+        Target("airflow-executor-worker", under_scheduler(lambda c: c.startswith("airflow worker -- Local"))),
+        Target("airflow-task", under_scheduler(task_runner)),
         Target("commit-task", commit_tasks),
         Target("spark-driver", under_scheduler(lambda c: "org.apache.spark.deploy.SparkSubmit" in c)),
         Target("spark-python-worker", under_scheduler(lambda c: any(m in c for m in PYSPARK_WORKERS))),
@@ -150,6 +151,7 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
             "KAFKA_EOS_CLEANUP_PREFIXES": f"{PIPELINE_ID}-",
             "KAFKA_EOS_CLEANUP_MIN_AGE_SECONDS": "60",
             "KAFKA_EOS_CLEANUP_POLL_SECONDS": "5",
+            "KAFKA_EOS_CLEANUP_SENSOR_TIMEOUT_SECONDS": "45",  # nothing lingering: skip after 45 s
             # a killed task is noticed in 30 s (default 5 min), so its retry fits in a short soak
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",
         })
