@@ -33,7 +33,7 @@ from soak_checker import count_output, judge, read_manifests, stuck
 from soak_history import History, read_history
 from soak_nemesis import Nemesis, Target, descendants
 
-from airflow_provider_kafka_eos.testing.pytest_plugin import KAFKA_KIND_ENV, kafka_kind
+from kafka_eos_testing.pytest_plugin import KAFKA_KIND_ENV, kafka_kind
 
 pytestmark = pytest.mark.soak
 
@@ -124,7 +124,7 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
     if kafka_kind() != "apache3":
         pytest.skip(f"the soak needs a 3-node Apache Kafka cluster whose nodes it can kill "
                     f"(${KAFKA_KIND_ENV}=apache3; the kafka under test is {kafka_kind()})")
-    from airflow_provider_kafka_eos.testing.apache_kafka import ApacheKafkaCluster
+    from kafka_eos_testing.apache_kafka import ApacheKafkaCluster
 
     minutes, seed, out = _settings()
     out = out or tmp_path_factory.mktemp("soak")
