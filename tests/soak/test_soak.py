@@ -161,7 +161,8 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         stack.unpause("eos_pipeline")
         stack.unpause("eos_cleanup")
         checker_config = {"bootstrap_servers": cluster.bootstrap}
-        nemesis = Nemesis(seed, _targets(cluster, stack), history)
+        low, high = (float(x) for x in os.environ.get("KAFKA_EOS_SOAK_FAULT_EVERY_S", "4,12").split(","))
+        nemesis = Nemesis(seed, _targets(cluster, stack), history, interval_s=(low, high))
         history.record("phase", name="start", seed=seed, minutes=minutes, topic=topic)
         nemesis.start()
         active = _drive(stack, history, rng, home, minutes, checker_config, topic)
@@ -200,6 +201,19 @@ def _drive(stack: AirflowStack, history: History, rng: random.Random, home: path
     started = time.monotonic()
     next_check, next_cleanup = started + CHECK_EVERY_S, started + CLEANUP_EVERY_S
 
+    seen: dict[int, tuple[str, str | None]] = {}
+
+    def record_transitions() -> None:
+        """Every manifest state or decision not seen before goes into the history (the store's log)."""
+        for manifest in read_manifests(home / "manifests", PIPELINE_ID):
+            decision = (manifest.get("decision") or {}).get("outcome")
+            state = (manifest["status"], decision)
+            if seen.get(manifest["checkpoint_id"]) != state:
+                seen[manifest["checkpoint_id"]] = state
+                history.record("manifest", checkpoint=manifest["checkpoint_id"], status=state[0],
+                               decision=decision, input=(manifest.get("input") or {}).get("id"),
+                               transactions=[c["transactional_id"] for c in manifest["committables"]])
+
     def trigger(batch: str, why: str) -> None:
         run_id = _retrying("trigger", lambda: stack.trigger("eos_pipeline", {"batch": batch}))
         active[run_id] = batch
@@ -207,6 +221,7 @@ def _drive(stack: AirflowStack, history: History, rng: random.Random, home: path
 
     while time.monotonic() < started + minutes * 60:
         _collect_finished(stack, history, active, retried, trigger)
+        record_transitions()
         if len(active) < MAX_ACTIVE:
             if batches and rng.random() < 0.1:
                 trigger(rng.choice(batches[-5:]), "again by hand")  # must be skipped: written once
