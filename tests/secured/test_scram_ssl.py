@@ -363,3 +363,15 @@ def test_spark_job_writes_as_a_scram_user_with_the_config_from_its_private_file(
     outcomes = commit_manifest(config, read_manifest(uri))
     assert {o.outcome for o in outcomes} == {"committed"}
     assert_exactly_once(count_keys(config, topic), [f"{topic}/{i}" for i in range(40)])
+
+
+def test_spark_cluster_job_writes_as_a_scram_user(
+    scram_node, spark_cluster, monkeypatch, capfd, caplog, tmp_path
+):
+    """Executors without the provider, on the standalone cluster, write over SASL_SSL as ``etl``."""
+    from secured_support import pipeline_on_the_spark_cluster
+
+    config = scram_node.sasl_config("etl", "etl-secret")
+    pipeline_on_the_spark_cluster(
+        spark_cluster, monkeypatch, capfd, caplog, tmp_path, config, scram_node.admin_config(), ["etl-secret"]
+    )
