@@ -43,6 +43,9 @@ class OidcServer:
         self._lifetimes: dict[str, int] = {}
         self._skews: dict[str, int] = {}
         self.issued = 0
+        self.issued_to: dict[str, int] = {}  # tokens issued per client id
+        # (client id, how it authenticated: "basic" is librdkafka's oidc, "form" the provider's own)
+        self.fetches: list[tuple[str, str]] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -73,6 +76,7 @@ class OidcServer:
                 if server._clients.get(client_id) != secret:
                     self._json(401, {"error": "invalid_client"})
                     return
+                server.fetches.append((client_id, "basic" if auth.startswith("Basic ") else "form"))
                 lifetime = server._lifetimes.get(client_id, TOKEN_LIFETIME_S)
                 skew = server._skews.get(client_id, 0)
                 self._json(
@@ -141,6 +145,7 @@ class OidcServer:
         }
         token = jwt.encode(claims, self._key, algorithm="RS256", headers={"kid": self._kid})
         self.issued += 1
+        self.issued_to[subject] = self.issued_to.get(subject, 0) + 1
         return {"access_token": token, "token_type": "Bearer", "expires_in": max(lifetime_s, 1)}
 
     def close(self) -> None:
