@@ -53,8 +53,8 @@ def carry(config: Mapping[str, Any], *, source: str = "connection") -> CarriedCo
     files: dict[str, bytes] = {}
     for key in FILE_KEYS:
         path = settings.get(key)
-        if not path:
-            continue
+        if not path or (key == "ssl.ca.location" and str(path) == "probe"):
+            continue  # "probe": librdkafka looks in the executor's own system CA paths
         path = str(path)
         if os.path.isdir(path):
             raise ConfigError(

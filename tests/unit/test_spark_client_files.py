@@ -39,6 +39,8 @@ def test_files_travel_as_bytes_and_land_private_on_the_executor(tmp_path):
 def test_a_config_without_files_is_unchanged():
     with materialised(carry({"bootstrap.servers": "b:9092"})) as settings:
         assert settings == {"bootstrap.servers": "b:9092"}
+    with materialised(carry({"ssl.ca.location": "probe"})) as settings:  # librdkafka's system CA probe
+        assert settings == {"ssl.ca.location": "probe"}
 
 
 def test_an_unreadable_or_directory_location_is_refused_naming_the_key(tmp_path):
