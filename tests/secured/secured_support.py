@@ -276,6 +276,8 @@ def pipeline_on_the_spark_cluster(
     written to a private folder on the executor): none may appear in the driver's output, the
     spark-submit command Airflow logs, or anything on the worker (executor launch commands, logs).
     """
+    import os
+    import stat
     from datetime import datetime, timezone
     from types import SimpleNamespace
 
@@ -316,6 +318,15 @@ def pipeline_on_the_spark_cluster(
         executor_python=spark_cluster.executor_python,
         conf=conf,
     )
+    private_files: list[tuple[str, int]] = []
+    write_private = operator._write_client_config
+
+    def write_and_check() -> str:  # the operator's private hand-off file: 0600, removed at the end
+        path = write_private()
+        private_files.append((path, stat.S_IMODE(os.stat(path).st_mode)))
+        return path
+
+    operator._write_client_config = write_and_check
     run = SimpleNamespace(
         dag_id="secured_cluster",
         run_id=f"manual__{prefix}",
@@ -324,6 +335,8 @@ def pipeline_on_the_spark_cluster(
     )
     ti = SimpleNamespace(try_number=1, xcom_push=lambda *args, **kwargs: None)  # no scheduler here
     uri = operator.execute({"dag_run": run, "ti": ti})
+    assert [mode for _, mode in private_files] == [0o600]
+    assert not os.path.exists(private_files[0][0])
     report = KafkaCommitTransactionsOperator(task_id="commit", manifest_uri=uri, kafka_eos_conn_id=kafka_conn)
     assert report.execute({})["records"] == records
     assert_exactly_once(count_keys(dict(config), topic), [f"{topic}/{i}" for i in range(records)])

@@ -109,7 +109,7 @@ def test_expired_token_is_named(oauth_node, idp):
     config = _oauth_config(oauth_node, idp, "etl-expired", secret)
     kafka_python, librdkafka = refusal_on_both_paths(config, AuthenticationError)
     # Both refuse the expired token before sending it (the provider's token check; librdkafka's own).
-    assert "issued client id 'etl-expired' a token that expired 120 s ago" in kafka_python[1]
+    assert re.search(r"issued client id 'etl-expired' a token that expired 12[01] s ago", kafka_python[1])
     assert "no OAUTHBEARER token for client id 'etl-expired'" in librdkafka[1]
     assert "Must supply an unexpired token" in librdkafka[1]
 
