@@ -1,7 +1,7 @@
 """``./run demo``: the example pipeline DAG end to end on the embedded Kafka broker.
 
 ``./run demo --kafka apache`` runs the same on a real Apache Kafka 4.4 single node instead
-(``testing/apache_kafka``; its jars are fetched with Maven on first use), and
+(``kafka_eos_testing/apache_kafka``; its jars are fetched with Maven on first use), and
 ``--security sasl_ssl`` / ``--security mtls`` makes that node a secured one (certificates made for
 the run under ``demo-output/broker/tls``): SASL_SSL with SCRAM-SHA-512, or TLS with client
 certificates. The connection then carries the credentials (or the client certificate and key),
@@ -84,7 +84,7 @@ def run_pipeline(dag, batch: str, *, fault: str | None = None, again: bool = Fal
     import pendulum
 
     logical_date = pendulum.now("UTC") if again else pendulum.parse(batch, tz="UTC")
-    from airflow_provider_kafka_eos.testing import fault_job
+    from kafka_eos_testing import fault_job
 
     submit = dag.get_task("submit")
     production_job = submit.application
@@ -102,7 +102,7 @@ def run_pipeline(dag, batch: str, *, fault: str | None = None, again: bool = Fal
     return states
 
 
-SECURITY_MODES = {  # --security -> the Kafka node's options (testing/apache_kafka/options.py)
+SECURITY_MODES = {  # --security -> the Kafka node's options (kafka_eos_testing/apache_kafka/options.py)
     "plaintext": {},
     "sasl_ssl": {"tls": True, "sasl": True, "sasl_mechanism": "SCRAM-SHA-512"},
     "mtls": {"mtls": True},
@@ -113,13 +113,13 @@ def start_kafka(kind: str, security: str = "plaintext"):
     """The demo's Kafka: the embedded broker (no JVM, no Maven) or a real Apache Kafka node."""
     options = {"data_dir": str(OUT / "broker"), "partitions": 3}
     if kind == "apache":
-        from airflow_provider_kafka_eos.testing.apache_kafka import ApacheKafkaCluster
+        from kafka_eos_testing.apache_kafka import ApacheKafkaCluster
 
         say(f"starting Apache Kafka 4.4, one KRaft node, {security} (jars from the Maven cache)")
         broker = ApacheKafkaCluster({**options, **SECURITY_MODES[security]})
         print(f"    listening on {broker.bootstrap}; log: {broker.nodes[0].log_path}")
         return broker
-    from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
+    from kafka_eos_testing.embedded import start_embedded_broker
 
     say("starting the embedded Kafka broker (kafka-eos-devbroker)")
     broker = start_embedded_broker(options, str(OUT))
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(client: dict, expected: list[str], failed: list[str]) -> int:
     from airflow_provider_kafka_eos.kafka.checkpoints.manifest import find_manifests
-    from airflow_provider_kafka_eos.testing.verify import count_keys, exactly_once_report
+    from kafka_eos_testing.verify import count_keys, exactly_once_report
 
     say("manifests")
     for uri, manifest in find_manifests((OUT / "manifests").as_uri(), PIPELINE_ID):

@@ -1,6 +1,6 @@
 """One Spark standalone cluster for the secured pass (started on first use, shared by the modes).
 
-Its executors run the cached provider-less Python (``testing/spark_cluster.py``): the secured
+Its executors run the cached provider-less Python (``kafka_eos_testing/spark_cluster.py``): the secured
 write brings its code, its secrets and its certificates to them through the job alone.
 """
 
@@ -11,7 +11,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory):
-    from airflow_provider_kafka_eos.testing.spark_cluster import start_cluster
+    from kafka_eos_testing.spark_cluster import start_cluster
 
     cluster = start_cluster(workers=1, worker_cores=2, work_dir=tmp_path_factory.mktemp("spark-cluster"))
     try:

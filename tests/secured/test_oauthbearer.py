@@ -21,8 +21,8 @@ from secured_support import (
 )
 
 from airflow_provider_kafka_eos.kafka.errors import AuthenticationError
-from airflow_provider_kafka_eos.testing.apache_kafka.cluster import ApacheKafkaCluster
-from airflow_provider_kafka_eos.testing.apache_kafka.oidc import OidcServer
+from kafka_eos_testing.apache_kafka.cluster import ApacheKafkaCluster
+from kafka_eos_testing.apache_kafka.oidc import OidcServer
 
 pytestmark = pytest.mark.secured
 
@@ -96,7 +96,7 @@ def test_wrong_client_secret_is_named_on_both_paths(oauth_node, idp):
 
 
 def test_token_endpoint_down_is_named(oauth_node, idp):
-    from airflow_provider_kafka_eos.testing.apache_kafka.cluster import free_port
+    from kafka_eos_testing.apache_kafka.cluster import free_port
 
     config = _oauth_config(oauth_node, idp, "etl", "any")
     config["sasl.oauthbearer.token.endpoint.url"] = f"http://127.0.0.1:{free_port()}/token"
@@ -146,7 +146,7 @@ def test_token_refresh_during_a_long_task_on_both_client_libraries(oauth_node, i
         PartitionTransaction,
         TransactionProtocol,
     )
-    from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+    from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
     secret = idp.add_client("etl", lifetime_s=SHORT_LIFETIME_S)
     try:
