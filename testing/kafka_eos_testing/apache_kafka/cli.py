@@ -128,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         if idp is not None:
             print(f"OAUTHBEARER token endpoint {idp.token_url}", file=sys.stderr, flush=True)
         if options.uses_tls:
-            print(f"{options.client_protocol}: CA {cluster.tls_dir / 'ca.pem'}", file=sys.stderr, flush=True)
+            print(
+                f"{options.client_protocol}: CA {cluster.tls_dir / 'ca.pem'}", file=sys.stderr, flush=True
+            )
         print(f"listening on {cluster.bootstrap}", flush=True)
         stop.wait()
     finally:
