@@ -25,6 +25,7 @@ from airflow.sdk import BaseHook
 
 from airflow_provider_kafka_eos import CONNECTION_TYPE
 from airflow_provider_kafka_eos.hooks import connection_form as form
+from airflow_provider_kafka_eos.hooks import masking  # noqa: F401 (registers the secret key names)
 
 if TYPE_CHECKING:
     from airflow_provider_kafka_eos.kafka.admin.capabilities import ClusterCapabilities
