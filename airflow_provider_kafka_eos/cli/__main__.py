@@ -1,0 +1,5 @@
+"""``python -m airflow_provider_kafka_eos.cli`` runs ``kafka-eos-txn`` (where the script is not on PATH)."""
+
+from airflow_provider_kafka_eos.cli.app import main
+
+main()
