@@ -12,6 +12,7 @@ runbook page (with ``--json``, also a JSON object on stdout); no traceback.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -21,11 +22,13 @@ from typing import Any, TextIO
 
 from airflow_provider_kafka_eos.cli.options import (
     CHECKPOINTS,
+    CLI_REFERENCE_URL,
     DEFAULT_TIMEOUT,
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
     PROG,
+    UsageExit,
     build_command_parser,
     complete,
 )
@@ -56,7 +59,14 @@ def run(
     stderr = stderr or sys.stderr
     env = os.environ if env is None else env
     argv = list(sys.argv[1:] if argv is None else argv)
-    args, parser = complete(argv)
+    try:
+        args, parser = complete(argv)
+    except UsageExit as refused:  # argparse's own refusal: printed; with --json, as JSON on stdout too
+        if "--json" in argv:
+            doc = {"ok": False, "error": refused.message, "exit_code": EXIT_USAGE}
+            doc.update(runbook=CLI_REFERENCE_URL, runbook_page=None)
+            stdout.write(json.dumps(doc, sort_keys=True) + "\n")
+        return EXIT_USAGE
     if args.command == "completion":
         return print_completion(args.shell, stdout, stderr)
     if args.runbook is not None:

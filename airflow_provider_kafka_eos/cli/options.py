@@ -34,6 +34,7 @@ SHELLS = ("bash", "zsh", "fish", "tcsh", "powershell")
 # Every attribute a parsed command line has, whichever form filled it.
 DEFAULTS: dict[str, Any] = {
     "command": None,
+    "legacy": False,  # written in the seed's --action form (messages then use its flag names)
     "action": None,
     "runbook": None,
     "page": None,
@@ -112,14 +113,21 @@ examples:
 {SECRETS_NOTE}"""
 
 
+class UsageExit(SystemExit):
+    """argparse refused the command line (exit 2); ``message`` is the line it printed, for ``--json``."""
+
+    def __init__(self, message: str):
+        super().__init__(EXIT_USAGE)
+        self.message = message
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with our one-line error format (exit 2)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(
-            f"{self.prog}: error: {message} (see {self.prog} --help). Next step: {CLI_REFERENCE_URL}\n"
-        )
-        raise SystemExit(EXIT_USAGE)
+        line = f"{message} (see {self.prog} --help). Next step: {CLI_REFERENCE_URL}"
+        sys.stderr.write(f"{self.prog}: error: {line}\n")
+        raise UsageExit(line)
 
 
 def is_legacy(argv: Sequence[str]) -> bool:
@@ -131,6 +139,7 @@ def complete(argv: Sequence[str]) -> tuple[argparse.Namespace, argparse.Argument
     """Parse ``argv`` in whichever form it is written; every :data:`DEFAULTS` attribute is set."""
     parser = build_parser() if is_legacy(argv) else build_command_parser()
     args = parser.parse_args(argv)
+    args.legacy = is_legacy(argv)
     for key, value in DEFAULTS.items():
         if not hasattr(args, key):
             setattr(args, key, copy.copy(value))
@@ -424,7 +433,8 @@ COMMANDS: dict[str, tuple[str, str, str, _Adder, bool, bool]] = {
     ),
     "abort-partition": (
         "abort a hanging transaction on one partition (KIP-664 WriteTxnMarkers, no JVM tool)",
-        "Write an ABORT marker for one producer on one partition, as kafka-transactions.sh abort does: "
+        "Write an ABORT marker for one producer on one partition (KIP-664 WriteTxnMarkers, through "
+        "kafka-python: no JVM tool), as kafka-transactions.sh abort does: "
         "for a transaction its coordinator no longer knows (find-hanging --topic names them). Refused "
         "for a producer a PREPARED manifest lists.",
         "abort-partition --bootstrap-server b1:9092 --manifest-base s3://bucket/manifests --topic orders "

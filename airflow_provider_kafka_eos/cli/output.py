@@ -42,11 +42,19 @@ class ProgressBar:
         self._task: Any = None
         if enabled:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TaskProgressColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
             self._progress = Progress(
                 TextColumn("{task.description}"),
                 BarColumn(),
+                TaskProgressColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
                 console=Console(file=stream),

@@ -9,6 +9,9 @@ never come from the command line, where ``ps`` would show them.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
+from collections.abc import Callable
 from typing import Any
 
 from airflow_provider_kafka_eos.cli.options import (
@@ -39,22 +42,28 @@ class _Airflow:
         self.conn_id = conn_id
         self.hook = KafkaEosHook(conn_id)
 
+
     def client_config(self) -> Any:
+        return self._ask(self.hook.client_config)
+
+    def manifest_base_uri(self) -> str | None:
+        return self._ask(self.hook.manifest_base_uri)
+
+    def _ask(self, call: Callable[[], Any]) -> Any:
+        """``call()``; Airflow's own failures (no such connection, no database) named as ours."""
         from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError
 
         try:
-            return self.hook.client_config()
+            with contextlib.redirect_stdout(sys.stderr):  # Airflow's log lines are not our output
+                return call()
         except KafkaEosError:
             raise
         except Exception as exc:  # Airflow's AirflowNotFoundException, a database that is not set up
+            detail = str(exc).splitlines()[0] if str(exc) else "no detail"
             raise ConfigError(
-                f"Airflow connection {self.conn_id!r} could not be read ({type(exc).__name__}: "
-                f"{str(exc).splitlines()[0] if str(exc) else 'no detail'}); check `airflow connections get "
-                f"{self.conn_id}` on this machine"
+                f"Airflow connection {self.conn_id!r} could not be read ({type(exc).__name__}: {detail}); "
+                f"check `airflow connections get {self.conn_id}` on this machine"
             ) from None
-
-    def manifest_base_uri(self) -> str | None:
-        return self.hook.manifest_base_uri()
 
 
 def airflow_connection(args: argparse.Namespace) -> _Airflow | None:
@@ -107,9 +116,8 @@ def _client_config(
         )
     settings = {**defaults, **overrides}
     if "bootstrap.servers" not in settings:
-        raise UsageError(
-            "--bootstrap-server is required (or bootstrap.servers in --command-config, or --conn-id)"
-        )
+        flag = "--bootstrap-servers" if getattr(args, "legacy", True) else "--bootstrap-server"
+        raise UsageError(f"{flag} is required (or bootstrap.servers in --command-config, or --conn-id)")
     return KafkaClientConfig.from_mapping(settings, source="command line")
 
 

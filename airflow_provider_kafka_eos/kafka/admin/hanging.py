@@ -162,7 +162,8 @@ def abort_on_partition(admin: Any, txn: PartitionOpenTransaction) -> None:
     """
     from kafka import errors as kerr
 
-    topic, partition, producer_id, producer_epoch = txn.topic, txn.partition, txn.producer_id, txn.producer_epoch
+    topic, partition = txn.topic, txn.partition
+    producer_id, producer_epoch = txn.producer_id, txn.producer_epoch
 
     what = f"{topic}-{partition} (producer id {producer_id}, epoch {producer_epoch})"
     try:
