@@ -119,16 +119,19 @@ def _result(args: Any, env: Any, stdout: TextIO, stderr: TextIO) -> Any:
         _request,
         airflow_connection,
     )
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
     from airflow_provider_kafka_eos.kafka.errors import UsageError
+    from airflow_provider_kafka_eos.kafka.operations.resolution import run_resolution
     from airflow_provider_kafka_eos.kafka.validation import MAX_DURATION_MS, parse_duration_ms
 
-    # The deadline starts before anything else can wait: every call below is bounded by it.
+    connection = airflow_connection(args)  # imports Airflow (seconds): before the deadline too
+    # The deadline starts before anything else can wait (the imports above, a second on a loaded
+    # machine, are not the cluster's time): every call below is bounded by it.
     timeout_ms = parse_duration_ms(args.timeout, what="--timeout", positive=True, max_ms=MAX_DURATION_MS)
     if timeout_ms is None:
         raise UsageError(f"--timeout must be a positive duration like 30s (default {DEFAULT_TIMEOUT})")
     deadline = time.monotonic() + timeout_ms / 1000
     path, props = _properties(args, env)
-    connection = airflow_connection(args)
     manifest_base = _manifest_base(args, env, props, connection)
     if args.action == CHECKPOINTS:
         return _checkpoints(args, manifest_base)
@@ -139,9 +142,6 @@ def _result(args: Any, env: Any, stdout: TextIO, stderr: TextIO) -> Any:
             "aborted too; their checkpoints' batches are lost\n"
         )
     config = _client_config(args, env, path, props, connection)
-    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
-    from airflow_provider_kafka_eos.kafka.operations.resolution import run_resolution
-
     interactive = stderr.isatty() and not args.json
     with (
         TransactionAdmin(
