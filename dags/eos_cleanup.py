@@ -34,7 +34,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import Param, dag, task
 
-from airflow_provider_kafka_eos.kafka.classify import FindingKind, Findings
+from airflow_provider_kafka_eos.kafka.operations.classify import FindingKind, Findings
 from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
 
@@ -49,6 +49,8 @@ DEFAULT_PREFIXES = [
 ]
 DEFAULT_MIN_AGE_SECONDS = int(os.environ.get("KAFKA_EOS_CLEANUP_MIN_AGE_SECONDS", "900"))
 POLL_SECONDS = float(os.environ.get("KAFKA_EOS_CLEANUP_POLL_SECONDS", "60"))
+# How long one run's sensor looks before it gives up softly (nothing lingering: the run is skipped).
+SENSOR_TIMEOUT_SECONDS = float(os.environ.get("KAFKA_EOS_CLEANUP_SENSOR_TIMEOUT_SECONDS", str(10 * 60)))
 
 COMMIT = "commit"
 ALERT = "alert"
@@ -120,7 +122,7 @@ def eos_cleanup() -> None:
         min_age="{{ params.min_age_seconds }}",
         deferrable=True,  # the triggerer polls between checks; no worker slot is held while waiting
         poke_interval=POLL_SECONDS,
-        timeout=10 * 60,
+        timeout=SENSOR_TIMEOUT_SECONDS,
         soft_fail=True,  # nothing lingering is the healthy case: skip the rest of the run
     )
 
@@ -130,7 +132,7 @@ def eos_cleanup() -> None:
     ) -> list[dict[str, Any]]:
         """Commit every checkpoint holding a commit-pending transaction (idempotent per manifest)."""
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-        from airflow_provider_kafka_eos.kafka.checkpoint import commit_checkpoint
+        from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint
 
         pending = Findings.from_dict(findings).of_kind(FindingKind.COMMIT_PENDING)
         uris = sorted({f.manifest_uri for f in pending if f.manifest_uri})

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-from airflow_provider_kafka_eos.testing.embedded import EmbeddedBroker
-from airflow_provider_kafka_eos.testing.transactions import produce_transaction, write_prepared_manifest
+from kafka_eos_testing.embedded import EmbeddedBroker
+from kafka_eos_testing.transactions import produce_transaction, write_prepared_manifest
 
 CLI = str(Path(sys.executable).with_name("kafka-eos-txn"))
 WORK = Path("/tmp/kafka-eos-transcript")  # noqa: S108 (a fixed, readable path: it is printed in the docs)

@@ -23,8 +23,8 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     manifest_uri,
     write_manifest,
 )
-from airflow_provider_kafka_eos.testing.transactions import produce_transaction
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.transactions import produce_transaction
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 

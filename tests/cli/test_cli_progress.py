@@ -25,8 +25,8 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
 )
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.operations.resolution import ResolutionRequest, run_resolution
-from airflow_provider_kafka_eos.testing.transactions import produce_transaction
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.transactions import produce_transaction
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 

@@ -25,12 +25,12 @@ from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsO
 from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
 from airflow_provider_kafka_eos.spark.requirements import RUNBOOK, install_specs, requirements_for
 from airflow_provider_kafka_eos.spark.writer import DEFAULT_PRODUCER
-from airflow_provider_kafka_eos.testing.spark import (
+from kafka_eos_testing.spark import (
     commit_manifest,
     reported_manifest_uri,
 )
-from airflow_provider_kafka_eos.testing.spark_cluster import executor_python_env
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.spark_cluster import executor_python_env
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -64,7 +64,7 @@ def test_executors_lacking_a_job_side_requirement_fail_with_one_line(
     lines = [line for line in result.stdout.splitlines() if line.startswith("kafka-eos job:")]
     assert len(lines) == 1, _tail(result)
     line = lines[0]
-    specs = install_specs()  # the bounds setup.cfg declares, read from this install's metadata
+    specs = install_specs()  # the bounds pyproject.toml declares, read from this install's metadata
     assert python in line and f"pip install {' '.join(repr(specs[m]) for m in missing)}" in line, line
     assert f"docs/runbook/{RUNBOOK}.md" in line and "Traceback" not in line and "Pickl" not in line
     # Refused before producing: no transaction was opened, no manifest written, no record sent.
