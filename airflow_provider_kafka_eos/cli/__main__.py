@@ -2,4 +2,5 @@
 
 from airflow_provider_kafka_eos.cli.app import main
 
-main()
+if __name__ == "__main__":  # importing the module (pkgutil.walk_packages, docs tools) runs nothing
+    main()
