@@ -131,7 +131,7 @@ def test_bootstrap_server_singular_and_plural_are_one_option():
         ("list", "--bootstrap-servers"),
         ("--action", "list", "--bootstrap-server"),
     ):
-        result = run(*args, "127.0.0.1:1", "--timeout", "5s")
+        result = run(*args, "127.0.0.1:1", "--timeout", "2s")
         assert result.returncode == 1, (args, result.stderr)
         assert "127.0.0.1:1" in result.stderr and "--runbook broker-unreachable" in result.stderr, args
 
