@@ -45,6 +45,8 @@ EXIT_USAGE = 2  # usage or configuration error: the same input fails the same wa
 # Keys of the operator's private file (the client config and the application params together).
 PRIVATE_FILE_CONFIG_KEY = "client_config"
 PRIVATE_FILE_PARAMS_KEY = "application_params"
+# The manifest store's fsspec options (credentials, endpoint) from the worker's Airflow connection.
+PRIVATE_FILE_STORE_KEY = "store_options"
 DEFAULT_FUNCTION = "build_dataframe"
 
 log = logging.getLogger("airflow_provider_kafka_eos.spark.job")
@@ -113,6 +115,34 @@ def load_client_config(environ: dict[str, str] | None = None) -> Any:
         f"no Kafka client configuration: set {CONFIG_FILE_ENV} (a JSON or client.properties file) or "
         f"{CONFIG_ENV} (JSON); SparkEosSubmitOperator sets the file from the kafka_eos connection"
     )
+
+
+def load_store_options(base_uri: str, environ: dict[str, str] | None = None) -> bool:
+    """Use the store options of the operator's private file for ``base_uri`` (True when it had some).
+
+    Without them the store client's standard chain applies (``AWS_*`` variables, profile,
+    instance role): how a job run by hand, or in cluster mode with a mounted file, is configured.
+    """
+    from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import use_storage_options
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+
+    env = os.environ if environ is None else environ
+    path = env.get(CONFIG_FILE_ENV)
+    if not path:
+        return False
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError:
+        return False  # load_client_config reports the unreadable file
+    if not text.lstrip().startswith("{"):
+        return False
+    options = _json_object(text, CONFIG_FILE_ENV).get(PRIVATE_FILE_STORE_KEY)
+    if options is None:
+        return False
+    if not isinstance(options, dict):
+        raise UsageError(f"{CONFIG_FILE_ENV}: {PRIVATE_FILE_STORE_KEY!r} must be a JSON object")
+    use_storage_options(base_uri, options)
+    return bool(options)
 
 
 def load_params(args_params: str | None, environ: dict[str, str] | None = None) -> dict:
@@ -186,6 +216,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
     check_job_side(_choose_producer(args.producer, args.two_phase_commit))
     params = load_params(args.params)
     config = load_client_config()
+    load_store_options(args.manifest_base_uri)
     application = load_application(args.application)
     plan = fault_plan if fault_plan is not None else FaultPlan()
     if plan.active:

@@ -350,7 +350,7 @@ def store_exists(base_uri: str) -> bool:
             os.listdir(root)  # PermissionError for a store we cannot list
             return True
         return False
-    fs, path = _fsspec(base_uri)
+    fs, path = _fresh(base_uri)
     return bool(fs.exists(path))
 
 
@@ -361,13 +361,23 @@ _local_path = local_path
 _fsspec = fsspec_for
 
 
+def _fresh(uri: str) -> tuple[Any, str]:
+    """The filesystem with its cached listings of ``uri`` dropped: s3fs (and other fsspec stores)
+    keep a listing for the life of the process by default, and a long-lived triggerer or worker
+    listing from that cache would miss a PREPARED manifest another process wrote since, and
+    abort what it protects."""
+    fs, path = _fsspec(uri)
+    fs.invalidate_cache(path)
+    return fs, path
+
+
 def _list_dirs(base: str) -> list[str]:
     if _is_local(base):
         root = _local_path(base)
         if not os.path.isdir(root):
             return []
         return [n for n in os.listdir(root) if os.path.isdir(os.path.join(root, n))]
-    fs, path = _fsspec(base)
+    fs, path = _fresh(base)
     if not fs.exists(path):
         return []
     return [
@@ -379,7 +389,7 @@ def _list_files(folder: str) -> list[str]:
     if _is_local(folder):
         root = _local_path(folder)
         return os.listdir(root) if os.path.isdir(root) else []
-    fs, path = _fsspec(folder)
+    fs, path = _fresh(folder)
     if not fs.exists(path):
         return []
     return [
