@@ -192,7 +192,7 @@ class KafkaEosHook(BaseHook):
                 ) from None
             return {}
         options = store_credentials.storage_options_from_connection(
-            conn, source=f"connection {conn_id!r} (credentials of manifest store {uri})")
+            conn, source=f"connection {conn_id!r} (credentials of manifest store {uri})", mask=_mask)
         store_objects.use_storage_options(uri, options)
         self.log.info("manifest store %s: credentials and endpoint from connection %r", uri, conn_id)
         return options

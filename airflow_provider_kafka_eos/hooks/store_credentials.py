@@ -22,6 +22,7 @@ Spark driver, into the submit operator's 0600 private file; never argv, logs or 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
@@ -57,9 +58,9 @@ def store_connection_id(extra: dict[str, Any], base_uri: str, *, source: str) ->
     return named.strip(), True
 
 
-def storage_options_from_connection(conn: Any, *, source: str) -> dict[str, Any]:
-    """s3fs options from an AWS connection (see the module doc); secrets masked as they are read."""
-    from airflow_provider_kafka_eos.hooks.kafka_eos import _mask
+def storage_options_from_connection(conn: Any, *, source: str, mask: Callable[[Any], None]) -> dict[str, Any]:
+    """s3fs options from an AWS connection (see the module doc); ``mask`` registers each secret
+    value with the secrets masker as it is read (the hook's, so one module owns masking)."""
     from airflow_provider_kafka_eos.kafka.errors import ConfigError
 
     try:
@@ -78,11 +79,11 @@ def storage_options_from_connection(conn: Any, *, source: str) -> dict[str, Any]
         raise ConfigError(f"{source}: an access key id needs its secret access key (and the other way round)")
     options: dict[str, Any] = {}
     if key:
-        _mask(secret)
+        mask(secret)
         options.update(key=key, secret=secret)
     token = extra.get("aws_session_token")
     if not form.blank(token):
-        _mask(token)
+        mask(token)
         options["token"] = token
     endpoint = extra.get("endpoint_url") or ((extra.get("service_config") or {}).get("s3") or {}).get(
         "endpoint_url")
