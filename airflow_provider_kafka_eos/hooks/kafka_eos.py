@@ -134,7 +134,12 @@ class KafkaEosHook(BaseHook):
         A malformed URI (relative path, unknown scheme) is a ConfigError naming the key.
         """
         value, source = self._provider_setting(MANIFEST_BASE_URI_KEY)
-        return form.validate_manifest_base_uri(value, source=source)
+        uri = form.validate_manifest_base_uri(value, source=source)
+        if uri:
+            # Whoever asks for the store will open it: its credentials from the connection first
+            # (every caller, the UI's and the Test button's included, gets them this way).
+            self.store_options(uri)
+        return uri
 
     def two_phase_commit(self) -> bool:
         """Whether pipelines on this connection expect KIP-939 2PC (extra ``two_phase_commit``)."""
@@ -156,12 +161,9 @@ class KafkaEosHook(BaseHook):
         The base URI may be None (neither set): a caller that needs a store uses
         :meth:`manifest_store`, which refuses that."""
         if base_uri:
-            base, source = base_uri, MANIFEST_BASE_URI_KEY
-        else:
-            base, source = self.manifest_base_uri(), self.manifest_store_source()
-        if base:
-            self.store_options(base)
-        return base, source
+            self.store_options(base_uri)
+            return base_uri, MANIFEST_BASE_URI_KEY
+        return self.manifest_base_uri(), self.manifest_store_source()
 
     def store_options(self, uri: str) -> dict[str, Any]:
         """Credentials and endpoint of the store holding ``uri`` from an Airflow connection

@@ -23,7 +23,8 @@ from airflow_provider_kafka_eos.testing import s3_server as s3
 from airflow_provider_kafka_eos.testing.spark import local_spark_session
 from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 
-pytestmark = [pytest.mark.spark, pytest.mark.broker]
+# The store and its credentials are the subject: one broker proves them (--kafka-facing leaves it out).
+pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.provider_logic]
 
 APP = """
 from pyspark.sql import functions as F
