@@ -1,4 +1,4 @@
-"""The manifest store on the S3-API server (moto, ``testing/s3_server.py``): listing cost, latency.
+"""The manifest store on the S3-API server (moto, ``kafka_eos_testing/s3_server.py``): listing cost, latency.
 
 No target (a local moto server says how many requests a listing costs; its latency is a lower
 bound of a real S3 region's, plus moto's own Python overhead). Reported:
@@ -38,7 +38,7 @@ def run(count: int, pipelines: int, repeat: int) -> dict[str, Any]:
     from airflow_provider_kafka_eos.kafka.checkpoints import store_objects
     from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
     from airflow_provider_kafka_eos.kafka.checkpoints.manifest import _list_files
-    from airflow_provider_kafka_eos.testing.s3_server import S3Server, seed_manifests
+    from kafka_eos_testing.s3_server import S3Server, seed_manifests
 
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp, S3Server(log_path=Path(tmp) / "s3.log") as server:

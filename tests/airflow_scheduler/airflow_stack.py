@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kafka_eos.testing.embedded import unique_name
+from kafka_eos_testing.embedded import unique_name
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SERVICES = ("api-server", "dag-processor", "scheduler", "triggerer")

@@ -1,11 +1,11 @@
 """The example DAGs on a distributed Airflow: CeleryExecutor, Redis, two workers, manifests on S3.
 
-``testing/celery_deployment.py`` runs Redis (Debian's redis-server), the control plane (api-server,
+``kafka_eos_testing/celery_deployment.py`` runs Redis (Debian's redis-server), the control plane (api-server,
 scheduler, dag-processor, triggerer) and two Celery workers, each with its own AIRFLOW_HOME,
 working directory and TMPDIR: ``spark`` serves queue ``spark`` (the pipeline's submit), ``kafka``
 serves queue ``kafka`` (the deployment's default queue: preflight, commit, the cleanup DAG). The
 workers share nothing but Kafka (the embedded broker), Redis, the API server and the manifest
-store on an S3-API server (moto, ``testing/s3_server.py``). No worker has an AWS variable in its
+store on an S3-API server (moto, ``kafka_eos_testing/s3_server.py``). No worker has an AWS variable in its
 environment: the store's credentials and endpoint come from an Airflow connection
 (``manifest_store_conn_id``) kept in the metadata database, and reach the Spark driver in the
 submit's private file. A read_committed consumer counts the keys at the end of each DAG.
@@ -21,11 +21,11 @@ import sys
 
 import pytest
 
-from airflow_provider_kafka_eos.testing import s3_server
-from airflow_provider_kafka_eos.testing.celery_deployment import CeleryDeployment
-from airflow_provider_kafka_eos.testing.embedded import unique_name
-from airflow_provider_kafka_eos.testing.transactions import produce_transaction
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing import s3_server
+from kafka_eos_testing.celery_deployment import CeleryDeployment
+from kafka_eos_testing.embedded import unique_name
+from kafka_eos_testing.transactions import produce_transaction
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "dags"))

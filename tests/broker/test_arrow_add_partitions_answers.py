@@ -27,8 +27,8 @@ from airflow_provider_kafka_eos.kafka.protocol.error_codes import (
     TRANSACTION_COORDINATOR_FENCED,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
-from airflow_provider_kafka_eos.testing.broker.txn_testkit import create_topic
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.broker.txn_testkit import create_topic
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 

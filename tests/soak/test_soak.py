@@ -33,7 +33,7 @@ from soak_checker import count_output, judge, read_manifests, stuck
 from soak_history import History, read_history
 from soak_nemesis import Nemesis, Target, descendants
 
-from airflow_provider_kafka_eos.testing.pytest_plugin import KAFKA_KIND_ENV, kafka_kind
+from kafka_eos_testing.pytest_plugin import KAFKA_KIND_ENV, kafka_kind
 
 pytestmark = pytest.mark.soak
 
@@ -92,18 +92,19 @@ def _targets(cluster: Any, stack: AirflowStack) -> list[Target]:
 
         return processes
 
-    def commit_runner(line: str) -> bool:
-        return line.startswith("airflow worker -- ")
+    def task_runner(line: str) -> bool:
+        """A task's own process, "airflow worker -- <task instance id>" (not "-- LocalExecutor: ...")."""
+        return line.startswith("airflow worker -- ") and "Executor" not in line
 
     def commit_tasks() -> list[psutil.Process]:
-        return [p for p in under_scheduler(commit_runner)()
-                if "commit" in " ".join(p.parent().cmdline())]
+        return [p for p in under_scheduler(task_runner)() if "commit" in " ".join(p.parent().cmdline())]
 
     return [
         Target("kafka-node", kafka_processes, kafka_restart, kafka_node=True),
         service("scheduler"), service("triggerer"), service("dag-processor"), service("api-server"),
         Target("airflow-supervisor", under_scheduler(lambda c: c.startswith("airflow supervisor:"))),
-        Target("airflow-task", under_scheduler(lambda c: c.startswith("airflow worker -- "))),
+        Target("airflow-executor-worker", under_scheduler(lambda c: c.startswith("airflow worker -- Local"))),
+        Target("airflow-task", under_scheduler(task_runner)),
         Target("commit-task", commit_tasks),
         Target("spark-driver", under_scheduler(lambda c: "org.apache.spark.deploy.SparkSubmit" in c)),
         Target("spark-python-worker", under_scheduler(lambda c: any(m in c for m in PYSPARK_WORKERS))),
@@ -123,7 +124,7 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
     if kafka_kind() != "apache3":
         pytest.skip(f"the soak needs a 3-node Apache Kafka cluster whose nodes it can kill "
                     f"(${KAFKA_KIND_ENV}=apache3; the kafka under test is {kafka_kind()})")
-    from airflow_provider_kafka_eos.testing.apache_kafka import ApacheKafkaCluster
+    from kafka_eos_testing.apache_kafka import ApacheKafkaCluster
 
     minutes, seed, out = _settings()
     out = out or tmp_path_factory.mktemp("soak")
@@ -150,6 +151,7 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
             "KAFKA_EOS_CLEANUP_PREFIXES": f"{PIPELINE_ID}-",
             "KAFKA_EOS_CLEANUP_MIN_AGE_SECONDS": "60",
             "KAFKA_EOS_CLEANUP_POLL_SECONDS": "5",
+            "KAFKA_EOS_CLEANUP_SENSOR_TIMEOUT_SECONDS": "45",  # nothing lingering: skip after 45 s
             # a killed task is noticed in 30 s (default 5 min), so its retry fits in a short soak
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",
         })
@@ -159,7 +161,8 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         stack.unpause("eos_pipeline")
         stack.unpause("eos_cleanup")
         checker_config = {"bootstrap_servers": cluster.bootstrap}
-        nemesis = Nemesis(seed, _targets(cluster, stack), history)
+        low, high = (float(x) for x in os.environ.get("KAFKA_EOS_SOAK_FAULT_EVERY_S", "4,12").split(","))
+        nemesis = Nemesis(seed, _targets(cluster, stack), history, interval_s=(low, high))
         history.record("phase", name="start", seed=seed, minutes=minutes, topic=topic)
         nemesis.start()
         active = _drive(stack, history, rng, home, minutes, checker_config, topic)
@@ -198,6 +201,19 @@ def _drive(stack: AirflowStack, history: History, rng: random.Random, home: path
     started = time.monotonic()
     next_check, next_cleanup = started + CHECK_EVERY_S, started + CLEANUP_EVERY_S
 
+    seen: dict[int, tuple[str, str | None]] = {}
+
+    def record_transitions() -> None:
+        """Every manifest state or decision not seen before goes into the history (the store's log)."""
+        for manifest in read_manifests(home / "manifests", PIPELINE_ID):
+            decision = (manifest.get("decision") or {}).get("outcome")
+            state = (manifest["status"], decision)
+            if seen.get(manifest["checkpoint_id"]) != state:
+                seen[manifest["checkpoint_id"]] = state
+                history.record("manifest", checkpoint=manifest["checkpoint_id"], status=state[0],
+                               decision=decision, input=(manifest.get("input") or {}).get("id"),
+                               transactions=[c["transactional_id"] for c in manifest["committables"]])
+
     def trigger(batch: str, why: str) -> None:
         run_id = _retrying("trigger", lambda: stack.trigger("eos_pipeline", {"batch": batch}))
         active[run_id] = batch
@@ -205,6 +221,7 @@ def _drive(stack: AirflowStack, history: History, rng: random.Random, home: path
 
     while time.monotonic() < started + minutes * 60:
         _collect_finished(stack, history, active, retried, trigger)
+        record_transitions()
         if len(active) < MAX_ACTIVE:
             if batches and rng.random() < 0.1:
                 trigger(rng.choice(batches[-5:]), "again by hand")  # must be skipped: written once

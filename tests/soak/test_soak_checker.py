@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 from soak_checker import count_output, judge, read_manifests, stuck
 from soak_history import History, read_history
 
-from airflow_provider_kafka_eos.testing.broker.txn_testkit import create_topic
+from kafka_eos_testing.broker.txn_testkit import create_topic
 
 
 def _batch(name: str, n: int = 3) -> dict:

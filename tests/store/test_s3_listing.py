@@ -7,7 +7,7 @@ Requests are counted on the server side, from moto's request log (``S3Server.req
 from __future__ import annotations
 
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
-from airflow_provider_kafka_eos.testing.s3_server import seed_manifests
+from kafka_eos_testing.s3_server import seed_manifests
 
 COUNT = 1_050  # more than one ListObjectsV2 page (1,000 keys)
 PREPARED = {7, 500, 1_049}

@@ -19,9 +19,9 @@ from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkp
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import manifest_uri
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.spark import job
-from airflow_provider_kafka_eos.testing import s3_server as s3
-from airflow_provider_kafka_eos.testing.spark import local_spark_session
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing import s3_server as s3
+from kafka_eos_testing.spark import local_spark_session
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 # The store and its credentials are the subject: one broker proves them (--kafka-facing leaves it out).
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.provider_logic]

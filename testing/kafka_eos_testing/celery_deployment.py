@@ -1,6 +1,6 @@
 """A distributed Airflow on loopback: CeleryExecutor, Redis, and workers that share nothing on disk.
 
-    python -m airflow_provider_kafka_eos.testing.celery_deployment   # foreground, Ctrl-C stops
+    python -m kafka_eos_testing.celery_deployment   # foreground, Ctrl-C stops
 
 What runs (each process in its own session, its output in ``<root>/<name>.log``):
 
@@ -284,7 +284,7 @@ class CeleryDeployment:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m airflow_provider_kafka_eos.testing.celery_deployment",
+        prog="python -m kafka_eos_testing.celery_deployment",
         description="Airflow with CeleryExecutor on loopback: Redis, the control plane and two workers "
                     "(queues 'spark' and 'kafka'), in the foreground until Ctrl-C.")
     parser.add_argument("--root", type=Path, default=None, help="state folder (default: a new temp dir)")
