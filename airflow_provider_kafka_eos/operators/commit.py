@@ -69,7 +69,9 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
 
         uri = self._resolve_uri(context)
         hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
-        hook.store_options(uri)  # the store's credentials from the Airflow connection, if one has them
+        # The store's credentials from the Airflow connection, if one has them, for the whole store
+        # (<base>/<pipeline>/checkpoint-<id>.json: a restore reads the pipeline's other objects too).
+        hook.store_options(uri.rsplit("/", 2)[0])
         was_prepared = read_manifest(uri).status is ManifestStatus.PREPARED  # also the Asset event rule
         if not was_prepared:  # COMMITTED: reported again; ABORTED: DataLossError. Neither needs Kafka.
             report = commit_checkpoint(None, uri, committed_by=f"task {self.task_id}")
