@@ -10,8 +10,8 @@ environment: the store's credentials and endpoint come from an Airflow connectio
 (``manifest_store_conn_id``) kept in the metadata database, and reach the Spark driver in the
 submit's private file. A read_committed consumer counts the keys at the end of each DAG.
 
-Measured on the shared 2-core machine (load 8-15): 190-361 s, of which setup (Redis, db migrate,
-four services, two workers) 100-130 s and the two DAGs 170-215 s (one spark-submit); the
+Measured on the shared 2-core machine (load 7-15): 190-361 s, of which setup (Redis, db migrate,
+four services, two workers) 81-127 s and the two DAGs 115-215 s (one spark-submit); the
 deployment starts once per module.
 """
 
