@@ -46,7 +46,11 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     read_manifest,
     store_exists,
 )
-from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import read_versioned, replace_if
+from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
+    create_object,
+    read_versioned,
+    replace_if,
+)
 from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError, ManifestError
 
 __all__ = [
@@ -88,6 +92,8 @@ class ManifestStoreError(ManifestError):
     default_runbook = RUNBOOK_STORE
 
 
+STORE_MARKER = ".kafka-eos-store"
+
 # -- the store --------------------------------------------------------------------------------
 
 
@@ -119,9 +125,20 @@ class ManifestStore:
         return manifest_uri(self.base_uri, pipeline_id, checkpoint_id)
 
     def create(self) -> None:
-        """Make the base exist (writers only: a reader never creates what it expected to find)."""
+        """Make the base exist (writers only: a reader never creates what it expected to find).
+
+        On an object store a prefix exists only while an object is under it, so a writer's first
+        run on a new prefix puts the marker ``<base>/.kafka-eos-store`` there (created only if
+        absent); readers keep refusing a prefix nobody wrote to, which is what a typo looks like.
+        """
         if is_local_uri(self.base_uri):
             os.makedirs(local_path(self.base_uri), exist_ok=True)
+            return
+        try:
+            if not store_exists(self.base_uri):
+                create_object(f"{self.base_uri}/{STORE_MARKER}", b"kafka-eos manifest store\n")
+        except Exception as exc:  # a missing bucket, refused credentials, an unreachable endpoint
+            raise self._unreadable(f"{type(exc).__name__}: {exc}") from None
 
     def check(self) -> None:
         """Raise :class:`ManifestStoreError` unless the store exists and can be listed."""
