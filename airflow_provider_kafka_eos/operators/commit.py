@@ -18,7 +18,11 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_provider_kafka_eos.assets.events import announce_committed_checkpoint, with_committed_alias
+from airflow_provider_kafka_eos.assets.events import (
+    announce_committed_checkpoint,
+    settle_declared_topic_assets,
+    with_committed_alias,
+)
 from airflow_provider_kafka_eos.assets.lineage import KafkaLineageMixin
 from airflow_provider_kafka_eos.kafka.errors import ManifestError
 from airflow_provider_kafka_eos.tasks.fail_now import raises_fail_now
@@ -39,7 +43,9 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
 
     A try that turns the manifest from PREPARED into COMMITTED emits one Asset event for
     ``kafka://host:port/topic`` (``assets/events.py``; a rerun of a COMMITTED manifest emits
-    none), records the ``kafka_eos.*`` metrics and reports the topic to OpenLineage.
+    none), records the ``kafka_eos.*`` metrics and reports the topic to OpenLineage. Declare the
+    topic's Asset in ``outlets`` to list this task as its producer on the Asset page: it still gets
+    an event only from the try that committed records to it.
     """
 
     template_fields: Sequence[str] = ("manifest_uri", "kafka_eos_conn_id", "submit_task_id")
@@ -87,6 +93,9 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
         )
         if was_prepared and report.status in ("committed", "already_committed"):
             announce_committed_checkpoint(self, context, report.to_dict())
+        else:  # nothing new became visible: no declared topic Asset may get an event from this try
+            hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
+            settle_declared_topic_assets(self, hook.client_config().bootstrap_servers, None)
         return report.to_dict()
 
     def _resolve_uri(self, context: Any) -> str:
