@@ -26,6 +26,7 @@ from airflow_provider_kafka_eos.assets.events import (
 from airflow_provider_kafka_eos.assets.lineage import KafkaLineageMixin
 from airflow_provider_kafka_eos.kafka.errors import ManifestError
 from airflow_provider_kafka_eos.tasks.fail_now import raises_fail_now
+from airflow_provider_kafka_eos.ui.links import CheckpointViewLink, remember_checkpoint
 
 __all__ = ["KafkaCommitTransactionsOperator"]
 
@@ -49,6 +50,7 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
     """
 
     template_fields: Sequence[str] = ("manifest_uri", "kafka_eos_conn_id", "submit_task_id")
+    operator_extra_links = (CheckpointViewLink(),)  # its checkpoint in the operators' view
     ui_color = "#b7e8c4"
 
     def __init__(
@@ -74,7 +76,9 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
         from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, read_manifest
 
         uri = self._resolve_uri(context)
-        was_prepared = read_manifest(uri).status is ManifestStatus.PREPARED  # also the Asset event rule
+        manifest = read_manifest(uri)
+        remember_checkpoint(self, self.kafka_eos_conn_id, manifest.pipeline_id, manifest.checkpoint_id)
+        was_prepared = manifest.status is ManifestStatus.PREPARED  # also the Asset event rule
         if not was_prepared:  # COMMITTED: reported again; ABORTED: DataLossError. Neither needs Kafka.
             report = commit_checkpoint(None, uri, committed_by=f"task {self.task_id}")
         else:

@@ -66,6 +66,7 @@ from airflow_provider_kafka_eos.operators.fail_now import fail_now_exception, ra
 from airflow_provider_kafka_eos.operators.lineage import KafkaLineageMixin, kafka_namespace
 from airflow_provider_kafka_eos.spark import job as eos_job
 from airflow_provider_kafka_eos.spark import shipping
+from airflow_provider_kafka_eos.ui.links import CheckpointViewLink, remember_checkpoint
 
 __all__ = ["XCOM_CHECKPOINT_KEY", "SparkEosSubmitOperator", "checkpoint_id_for_run", "run_identity"]
 
@@ -225,6 +226,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
     Any other keyword goes to ``SparkSubmitOperator`` (``conf``, ``py_files``, ``driver_memory``...).
     """
 
+    operator_extra_links = (CheckpointViewLink(),)  # its checkpoint in the operators' view
     template_fields: Sequence[str] = (
         *SparkSubmitOperator.template_fields,
         "pipeline_id",
@@ -325,6 +327,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         checkpoint = self._adopt_legacy(context, self._checkpoint_id(context))
         run = run_identity(context)
         checkpoint = self._claim_input(context, store, checkpoint, run)
+        remember_checkpoint(self, self.kafka_eos_conn_id, self.pipeline_id, checkpoint)
         expected_uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, checkpoint)
         self.application_args = self._job_args(checkpoint) + self._identity_args(run) + self._input_args()
         connection = self._get_hook()._connection  # master and deploy mode, resolved the parent's way
