@@ -44,6 +44,7 @@ import signal
 import stat
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -66,6 +67,8 @@ from airflow_provider_kafka_eos.operators.fail_now import fail_now_exception, ra
 from airflow_provider_kafka_eos.operators.lineage import KafkaLineageMixin, kafka_namespace
 from airflow_provider_kafka_eos.spark import job as eos_job
 from airflow_provider_kafka_eos.spark import shipping
+from airflow_provider_kafka_eos.spark.log_config import quiet_driver_conf
+from airflow_provider_kafka_eos.tasks.job_summary import job_summary
 from airflow_provider_kafka_eos.ui.links import CheckpointViewLink, remember_checkpoint
 
 __all__ = ["XCOM_CHECKPOINT_KEY", "SparkEosSubmitOperator", "checkpoint_id_for_run", "run_identity"]
@@ -371,8 +374,11 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             shipped = [f for f in (self.py_files or "").split(",") if f]
             if runtime not in shipped:
                 self.py_files = ",".join([*shipped, runtime])
+        if not cluster_mode:  # a cluster-mode driver cannot read this worker's files
+            self.conf = quiet_driver_conf(self.conf)
         self.log.info("pipeline %s: preparing checkpoint %d -> %s",
                       self.pipeline_id, checkpoint, expected_uri)
+        started = time.monotonic()
         try:
             super().execute(context)
         except Exception as err:
@@ -391,9 +397,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
                 runbook="rerun-a-checkpoint",
             )
         self._judge_reuse(context, manifest, expected_uri, run)
-        self.log.info("checkpoint %d is %s: %d transaction(s), %d record(s)", checkpoint,
-                      manifest.status.value, len(manifest.committables),
-                      sum(c.record_count for c in manifest.committables))
+        self.log.info("%s", job_summary(manifest, expected_uri, time.monotonic() - started))
         return expected_uri
 
     def _fail_now_on_job_usage_error(self, err: Exception) -> None:

@@ -15,7 +15,8 @@ from urllib.parse import urlencode, urlparse
 from airflow.sdk import BaseOperatorLink
 
 __all__ = [
-    "VIEW_PREFIX", "CheckpointViewLink", "airflow_base_path", "checkpoint_view_url", "remember_checkpoint"
+    "VIEW_PREFIX", "CheckpointViewLink", "airflow_base_path", "checkpoint_anchor", "checkpoint_view_url",
+    "remember_checkpoint",
 ]
 
 VIEW_PREFIX = "/kafka-eos"
@@ -24,10 +25,13 @@ _ATTRIBUTE = "_kafka_eos_view_checkpoint"
 
 def checkpoint_view_url(conn_id: str, pipeline_id: str, checkpoint_id: int, base_path: str = "") -> str:
     """The view filtered to the pipeline, scrolled to (and highlighting) the checkpoint's row."""
-    from airflow_provider_kafka_eos.ui.view import checkpoint_anchor
-
     query = urlencode({"conn_id": conn_id, "pipeline_id": pipeline_id})
     return f"{base_path}{VIEW_PREFIX}/?{query}#{checkpoint_anchor(pipeline_id, checkpoint_id)}"
+
+
+def checkpoint_anchor(pipeline_id: str, checkpoint_id: int) -> str:
+    """The checkpoint row's id on the view's page (the link ends with ``#`` and this)."""
+    return f"checkpoint-{pipeline_id}-{checkpoint_id}"
 
 
 def remember_checkpoint(operator: Any, conn_id: str, pipeline_id: Any, checkpoint_id: Any) -> None:

@@ -30,6 +30,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
+from airflow_provider_kafka_eos.ui.links import airflow_base_path, checkpoint_anchor
 
 DEFAULT_CONN_ID = "kafka_eos_default"
 COLUMNS = ("pipeline_id", "checkpoint_id", "status", "run", "records", "transactions", "age_s", "manifest")
@@ -162,16 +163,20 @@ def _cell(column: str, value: Any) -> str:
     return f"<td>{text}</td>"
 
 
-def _table(columns: tuple[str, ...], rows: list[dict[str, Any]], extra: Any = None,
+def _table(columns: tuple[str, ...], rows: list[dict[str, Any]], action: Any = None,
            row_id: Any = None) -> str:
-    """An HTML table; ``extra(row)`` adds a last cell, ``row_id(row)`` an anchor id per row."""
+    """An HTML table; ``action(row)`` adds an "action" cell after the first column, ``row_id(row)``
+    an anchor id per row."""
     esc = html.escape
-    head = "".join(f"<th>{esc(c)}</th>" for c in columns) + ("<th></th>" if extra else "")
+
+    def cells(row: dict[str, Any]) -> list[str]:
+        out = [_cell(c, row[c]) for c in columns]
+        return [out[0], f"<td>{action(row)}</td>", *out[1:]] if action else out
+
+    heads = [f"<th>{esc(c)}</th>" for c in columns]
+    head = "".join([heads[0], "<th>action</th>", *heads[1:]] if action else heads)
     body = "".join(
-        (f"<tr id='{esc(row_id(row))}'>" if row_id else "<tr>")
-        + "".join(_cell(c, row[c]) for c in columns)
-        + (f"<td>{extra(row)}</td>" if extra else "")
-        + "</tr>"
+        (f"<tr id='{esc(row_id(row))}'>" if row_id else "<tr>") + "".join(cells(row)) + "</tr>"
         for row in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -190,9 +195,6 @@ def _resolve_cell(conn_id: str) -> Any:
     return cell
 
 
-def checkpoint_anchor(pipeline_id: str, checkpoint_id: int) -> str:
-    """The checkpoint row's id on the page (the tasks' extra links end with ``#`` and this)."""
-    return f"checkpoint-{pipeline_id}-{checkpoint_id}"
 
 
 @app.get("/", response_class=HTMLResponse)
@@ -221,9 +223,9 @@ async def checkpoints_page(
                  row_id=lambda r: checkpoint_anchor(r["pipeline_id"], r["checkpoint_id"]))
         + f"<h2>Open transactions</h2><p>Ongoing for at least {txns['min_age_s']} s under {esc(scope)}: "
         f"{len(txns['transactions'])}. <i>partitions</i> are those whose last stable offset each holds; "
-        "the last column opens a pre-filled eos_manual_resolution request (a dry run until you untick "
+        "<i>action</i> opens a pre-filled eos_manual_resolution request (a dry run until you untick "
         "it).</p>"
-        + _table(TXN_COLUMNS, txns["transactions"], extra=_resolve_cell(conn_id))
+        + _table(TXN_COLUMNS, txns["transactions"], action=_resolve_cell(conn_id))
     )
     return HTMLResponse(_page(conn_id, body))
 
@@ -234,7 +236,6 @@ async def resolve_page(
     kind: Annotated[str, Query(max_length=40)] = "",
 ) -> HTMLResponse:
     """A pre-filled eos_manual_resolution request (nothing is sent until the operator submits it)."""
-    from airflow_provider_kafka_eos.ui.links import airflow_base_path
     from airflow_provider_kafka_eos.ui.resolution import parse_request, resolve_page_body
 
     try:
@@ -281,8 +282,9 @@ def _markdown(text: str) -> str:
 def _page(conn_id: str, body: str, heading: str = "Checkpoints") -> str:
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>Kafka exactly-once: checkpoints</title>"
-        "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}.error{color:#b00}"
+        "<style>body{font-family:sans-serif;font-size:14px;margin:1.5em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;max-width:24em;overflow-wrap:anywhere}"
+        ".error{color:#b00}"
         "tr:target{background:#ffe8a0}</style></head>"
         f"<body><h1>{html.escape(heading)}</h1>{body}</body></html>"
     )
