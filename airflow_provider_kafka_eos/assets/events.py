@@ -18,8 +18,8 @@ The Asset page's "Producing Tasks" lists only tasks that *declare* the Asset as 
 creates none). So a DAG may declare its topic's Asset on the commit task (the example pipeline
 does), and the rule above still holds: Airflow adds an event for every declared outlet of a
 successful try, reading the task's ``outlets`` after ``execute()`` returns (the task runner's
-success path), so ``settle_declared_topic_assets`` keeps a declared ``kafka://`` Asset of this
-cluster only for the try that committed records to that topic (the event then carries the extra
+success path), so ``settle_declared_topic_assets`` keeps a declared ``kafka://`` Asset only for
+the try that committed records to that topic (the event then carries the extra
 and goes out once, not through the alias as well) and removes the others for this try.
 """
 
@@ -85,18 +85,17 @@ def declared_asset_uris(context: Mapping[str, Any]) -> set[str]:
     return {getattr(o, "uri", None) for o in (getattr(task, "outlets", None) or [])} - {None}
 
 
-def settle_declared_topic_assets(operator: Any, bootstrap_servers: str, emitted_uri: str | None) -> None:
-    """Drop, for this try, the declared ``kafka://`` outlets of this cluster that got no committed records.
+def settle_declared_topic_assets(operator: Any, emitted_uri: str | None) -> None:
+    """Drop, for this try, every declared ``kafka://`` outlet but the topic this try made records visible in.
 
-    Airflow would add an event for each of them on success (see the module docstring); only the
-    topic this try made records visible in keeps its outlet. Other Assets are left as declared.
+    Airflow would add an event for each of them on success (see the module docstring). A
+    ``kafka://`` Asset naming another cluster (a DAG whose bootstrap setting differs from the
+    connection's) is dropped too: the commit never makes records visible there. Other Assets are
+    left as declared.
     """
-    from airflow_provider_kafka_eos.assets.lineage import kafka_namespace
-
-    namespace = kafka_namespace(bootstrap_servers) + "/"
     kept = [
         o for o in (operator.outlets or [])
-        if not str(getattr(o, "uri", "") or "").startswith(namespace) or o.uri == emitted_uri
+        if not str(getattr(o, "uri", "") or "").startswith("kafka://") or o.uri == emitted_uri
     ]
     if len(kept) != len(operator.outlets or []):
         operator.outlets = kept
@@ -114,7 +113,7 @@ def announce_committed_checkpoint(
     bootstrap = KafkaEosHook(kafka_eos_conn_id=operator.kafka_eos_conn_id).client_config().bootstrap_servers
     operator.set_lineage(outputs=[(kafka_namespace(bootstrap), str(report["topic"]))])
     uri = emit_committed_checkpoint(context, bootstrap_servers=bootstrap, report=report)
-    settle_declared_topic_assets(operator, bootstrap, uri)
+    settle_declared_topic_assets(operator, uri)
     if uri:
         operator.log.info("Asset event for %s: checkpoint %s, %s record(s)", uri, report.get("checkpoint_id"),
                           report.get("records"))

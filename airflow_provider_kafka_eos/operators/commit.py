@@ -98,8 +98,7 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
         if was_prepared and report.status in ("committed", "already_committed"):
             announce_committed_checkpoint(self, context, report.to_dict())
         else:  # nothing new became visible: no declared topic Asset may get an event from this try
-            hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
-            settle_declared_topic_assets(self, hook.client_config().bootstrap_servers, None)
+            settle_declared_topic_assets(self, None)
         return report.to_dict()
 
     def _resolve_uri(self, context: Any) -> str:

@@ -208,6 +208,23 @@ def test_the_runbook_is_rendered_in_airflow(api_server):
     assert _view(api_server, "/runbook/orphaned-transaction", user=None).status_code == 401
 
 
+
+def test_the_asset_page_lists_the_commit_task_as_the_topics_producer(api_server, kafka_broker):
+    """Airflow 3.3 lists producers from declared outlets only (an alias creates no reference): the
+    example pipeline's commit task declares its topic's Asset (event rule: tests/unit/test_ui_links.py)."""
+    from airflow_stack import PIPELINE_TOPIC, wait_for
+
+    from airflow_provider_kafka_eos.assets.lineage import kafka_asset_uri
+
+    uri = kafka_asset_uri(kafka_broker.bootstrap, PIPELINE_TOPIC)
+
+    def the_asset() -> list:
+        found = api_server.request("GET", "/assets", params={"uri_pattern": PIPELINE_TOPIC})["assets"]
+        return [a for a in found if a["uri"] == uri]
+
+    [asset] = wait_for(f"the Asset {uri} of the parsed example DAGs", the_asset, 240, api_server)
+    assert [(t["dag_id"], t["task_id"]) for t in asset["producing_tasks"]] == [("eos_pipeline", "commit")]
+
 # -- the same server in a real browser (Chromium + Playwright): ui_browser_cases.py ---------------
 from ui_browser_cases import (  # noqa: E402  (collected here: one Airflow start for both)
     browser_page,  # noqa: F401  (the fixture `page`)

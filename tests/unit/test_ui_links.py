@@ -69,9 +69,9 @@ def test_a_declared_topic_asset_keeps_its_outlet_only_for_the_try_that_committed
     from airflow_provider_kafka_eos.assets.events import settle_declared_topic_assets
 
     mine, other_topic = Asset("kafka://broker:9092/orders"), Asset("kafka://broker:9092/audit")
-    elsewhere = Asset("s3://bucket/report")
-    operator = SimpleNamespace(outlets=[mine, other_topic, elsewhere])
-    settle_declared_topic_assets(operator, "broker:9092", "kafka://broker:9092/orders")
-    assert operator.outlets == [mine, elsewhere]  # another Asset of the cluster gets no event
-    settle_declared_topic_assets(operator, "broker:9092", None)  # a rerun: nothing new visible
+    other_cluster, elsewhere = Asset("kafka://old-broker:9092/orders"), Asset("s3://bucket/report")
+    operator = SimpleNamespace(outlets=[mine, other_topic, other_cluster, elsewhere])
+    settle_declared_topic_assets(operator, "kafka://broker:9092/orders")
+    assert operator.outlets == [mine, elsewhere]  # no other topic Asset gets an event from this try
+    settle_declared_topic_assets(operator, None)  # a rerun: nothing new visible
     assert operator.outlets == [elsewhere]
