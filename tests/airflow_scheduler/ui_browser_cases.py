@@ -29,7 +29,7 @@ import pytest
 from airflow_stack import AirflowStack, wait_for
 from ui_server import PASSWORDS
 
-from airflow_provider_kafka_eos.testing.embedded import unique_name
+from kafka_eos_testing.embedded import unique_name
 
 CHROMIUM = os.environ.get("KAFKA_EOS_CHROMIUM", "/usr/bin/chromium")
 # Chromium's own traffic (updates, sync, QUIC probes) off: the pass talks to loopback only.
@@ -192,7 +192,7 @@ def view_connection(api_server, kafka_broker, tmp_path_factory) -> dict[str, Any
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
     from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-    from airflow_provider_kafka_eos.testing.transactions import produce_transaction, write_prepared_manifest
+    from kafka_eos_testing.transactions import produce_transaction, write_prepared_manifest
 
     base = tmp_path_factory.mktemp("ui-view-store").as_uri()
     pipeline, topic = unique_name("uipipe").replace("-", "_"), unique_name("ui-view-topic")

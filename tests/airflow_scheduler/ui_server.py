@@ -53,6 +53,10 @@ def run_ui_server(bootstrap: str, home: pathlib.Path) -> Iterator[AirflowStack]:
             "AIRFLOW__API__WORKERS": "1",
             "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            # Parse each file once, one at a time: the parse competes with the API server's start
+            # for the CPU, and nothing here edits a DAG file.
+            "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
             **example_dag_settings(home, bootstrap),
         }
     )
