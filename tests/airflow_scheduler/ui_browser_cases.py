@@ -58,7 +58,7 @@ def browser_page(api_server, tmp_path_factory) -> Iterator[Any]:
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1100, "height": 700},
+            viewport={"width": 1100, "height": 860},
         )
         context.set_default_timeout(UI_TIMEOUT_MS)
         from playwright.sync_api import expect as playwright_expect
@@ -127,7 +127,7 @@ def test_the_connection_form_shows_the_providers_fields_and_saves_them(
     assert dialog.get_by_text("PLAINTEXT (default)").is_visible()  # the blank choice is named, not "null"
     dialog.locator("[id='element_bootstrap.servers']").fill(kafka_broker.bootstrap)
     dialog.locator("[id='element_manifest_base_uri']").fill(tmp_path.as_uri())
-    _shot(dialog, "connection-form")
+    _shot(page, "connection-form")
     dialog.get_by_role("button", name="Save").click()
     dialog.wait_for(state="hidden")
     stored = wait_for("the saved connection",
@@ -174,7 +174,7 @@ def test_eos_pipeline_is_triggered_from_its_form(page, api_server):
         dialog.get_by_text(re.compile(rf"^{title}\s*\*?$")).first.wait_for()
     dialog.get_by_text("One sub-folder of JSON event files per batch", exact=False).wait_for()
     dialog.locator("[id='element_batch']").fill(batch)
-    _shot(dialog, "trigger-form")
+    _shot(page, "trigger-form")
     dialog.get_by_role("button", name="Trigger", exact=True).click()
     dialog.wait_for(state="hidden")
     new = wait_for(
