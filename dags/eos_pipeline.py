@@ -39,6 +39,7 @@ folder (docs/ui.md, "Empty input").
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from datetime import datetime, timedelta
@@ -63,11 +64,17 @@ INPUT_DIR = os.environ.get("KAFKA_EOS_PIPELINE_INPUT_DIR", str(_STATE / "input")
 MANIFEST_BASE_URI = os.environ.get("KAFKA_EOS_MANIFEST_BASE_URI") or None
 KAFKA_EOS_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_CONN_ID", "kafka_eos_default")
 SPARK_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_SPARK_CONN_ID", "spark_local")
+# More spark-submit --conf settings as a JSON object (e.g. a standalone cluster's executor Python).
+SPARK_CONF: dict[str, str] = json.loads(os.environ.get("KAFKA_EOS_PIPELINE_SPARK_CONF") or "{}")
 TRANSACTION_TIMEOUT_MS = int(os.environ.get("KAFKA_EOS_PIPELINE_TXN_TIMEOUT_MS", "900000"))
 # A cron expression or preset; "none" for manual and API triggers only.
 SCHEDULE = os.environ.get("KAFKA_EOS_PIPELINE_SCHEDULE", "@hourly")
 # 1 keeps checkpoints in order; runs of the same batch never both write, whatever this is.
 MAX_ACTIVE_RUNS = int(os.environ.get("KAFKA_EOS_PIPELINE_MAX_ACTIVE_RUNS", "1"))
+# CeleryExecutor: pin spark-submit to the workers that can run Spark and the commit to any other
+# (blank: the deployment's [operators] default_queue). The commit needs only Kafka and the store.
+SUBMIT_QUEUE = {"queue": q} if (q := os.environ.get("KAFKA_EOS_PIPELINE_SUBMIT_QUEUE")) else {}
+COMMIT_QUEUE = {"queue": q} if (q := os.environ.get("KAFKA_EOS_PIPELINE_COMMIT_QUEUE")) else {}
 APPLICATION = f"{Path(__file__).resolve().with_name('eos_pipeline_job.py')}:build_dataframe"
 BATCH_FORMAT = "%Y%m%dT%H%M%S"
 
@@ -215,8 +222,9 @@ with DAG(
         transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
         kafka_eos_conn_id=KAFKA_EOS_CONN_ID,
         conn_id=SPARK_CONN_ID,
-        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
+        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", **SPARK_CONF},
         execution_timeout=timedelta(minutes=5),
+        **SUBMIT_QUEUE,
     )
 
     commit = KafkaCommitTransactionsOperator(
@@ -230,6 +238,7 @@ with DAG(
         # Lists this task as the topic's producer on the Asset page; the event still comes only
         # from a try that committed records to it (assets/events.py).
         outlets=[Asset(kafka_asset_uri(BOOTSTRAP_SERVERS, TOPIC))],
+        **COMMIT_QUEUE,
     )
 
     preflight >> submit >> commit

@@ -44,7 +44,7 @@ def _require_browser() -> Any:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.skip("the playwright package is missing (pip install playwright; the test extra has it)")
+        pytest.skip("the playwright package is missing (the test dependency group has it: ./run installs it)")
     if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install -y chromium; ./run test installs it)")
     return sync_playwright
