@@ -64,8 +64,8 @@ from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, 
 from airflow_provider_kafka_eos.spark import handoff, shipping
 from airflow_provider_kafka_eos.spark import job as eos_job
 from airflow_provider_kafka_eos.spark.handoff import private_dir, sweep_private_files, write_private_file
-from airflow_provider_kafka_eos.tasks.fail_now import fail_now_exception, raises_fail_now
 from airflow_provider_kafka_eos.spark.log_config import quiet_driver_conf
+from airflow_provider_kafka_eos.tasks.fail_now import fail_now_exception, raises_fail_now
 from airflow_provider_kafka_eos.tasks.job_summary import job_summary
 from airflow_provider_kafka_eos.ui.links import CheckpointViewLink, remember_checkpoint
 
