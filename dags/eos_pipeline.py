@@ -47,8 +47,9 @@ from pathlib import Path
 from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Asset, Param
 
+from airflow_provider_kafka_eos.assets.lineage import kafka_asset_uri
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
 from airflow_provider_kafka_eos.operators.preflight import KafkaEosPreflightOperator
 from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
@@ -56,6 +57,8 @@ from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
 _STATE = Path(os.environ.get("AIRFLOW_HOME") or tempfile.gettempdir()) / "eos-pipeline"
 PIPELINE_ID = os.environ.get("KAFKA_EOS_PIPELINE_ID", "user_activity")
 TOPIC = os.environ.get("KAFKA_EOS_PIPELINE_TOPIC", "user-activity-per-user")
+# The connection's bootstrap.servers as eos_downstream names it: the topic Asset's URI (first server).
+BOOTSTRAP_SERVERS = os.environ.get("KAFKA_EOS_PIPELINE_BOOTSTRAP_SERVERS", "broker:9092")
 INPUT_DIR = os.environ.get("KAFKA_EOS_PIPELINE_INPUT_DIR", str(_STATE / "input"))
 # None: the kafka_eos connection's manifest_base_uri (one store for this DAG and eos_cleanup).
 MANIFEST_BASE_URI = os.environ.get("KAFKA_EOS_MANIFEST_BASE_URI") or None
@@ -232,6 +235,9 @@ with DAG(
         retries=3,
         retry_delay=timedelta(seconds=15),
         execution_timeout=timedelta(minutes=1),
+        # Lists this task as the topic's producer on the Asset page; the event still comes only
+        # from a try that committed records to it (assets/events.py).
+        outlets=[Asset(kafka_asset_uri(BOOTSTRAP_SERVERS, TOPIC))],
         **COMMIT_QUEUE,
     )
 

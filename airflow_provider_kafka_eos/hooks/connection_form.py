@@ -48,12 +48,17 @@ FIELDS: dict[str, tuple[str, dict[str, Any], str]] = {
     ),
     "security.protocol": (
         "Security protocol",
-        {"type": ["string", "null"], "enum": [None, *SECURITY_PROTOCOLS]},
+        # values_display: Airflow's form labels a None option "null" otherwise (seen in the browser pass).
+        {
+            "type": ["string", "null"],
+            "enum": [None, *SECURITY_PROTOCOLS],
+            "values_display": {"null": "PLAINTEXT (default)"},
+        },
         "How clients talk to the brokers. Blank: PLAINTEXT.",
     ),
     "sasl.mechanisms": (
         "SASL mechanism",
-        {"type": ["string", "null"], "enum": [None, *SASL_MECHANISMS]},
+        {"type": ["string", "null"], "enum": [None, *SASL_MECHANISMS], "values_display": {"null": "none"}},
         "SASL_PLAINTEXT / SASL_SSL only. The credentials go in the SASL username and SASL password "
         "fields above.",
     ),

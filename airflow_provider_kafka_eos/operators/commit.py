@@ -18,10 +18,15 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_provider_kafka_eos.assets.events import announce_committed_checkpoint, with_committed_alias
+from airflow_provider_kafka_eos.assets.events import (
+    announce_committed_checkpoint,
+    settle_declared_topic_assets,
+    with_committed_alias,
+)
 from airflow_provider_kafka_eos.assets.lineage import KafkaLineageMixin
 from airflow_provider_kafka_eos.kafka.errors import ManifestError
 from airflow_provider_kafka_eos.tasks.fail_now import raises_fail_now
+from airflow_provider_kafka_eos.ui.links import CheckpointViewLink, remember_checkpoint
 
 __all__ = ["KafkaCommitTransactionsOperator"]
 
@@ -39,10 +44,13 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
 
     A try that turns the manifest from PREPARED into COMMITTED emits one Asset event for
     ``kafka://host:port/topic`` (``assets/events.py``; a rerun of a COMMITTED manifest emits
-    none), records the ``kafka_eos.*`` metrics and reports the topic to OpenLineage.
+    none), records the ``kafka_eos.*`` metrics and reports the topic to OpenLineage. Declare the
+    topic's Asset in ``outlets`` to list this task as its producer on the Asset page: it still gets
+    an event only from the try that committed records to it.
     """
 
     template_fields: Sequence[str] = ("manifest_uri", "kafka_eos_conn_id", "submit_task_id")
+    operator_extra_links = (CheckpointViewLink(),)  # its checkpoint in the operators' view
     ui_color = "#b7e8c4"
 
     def __init__(
@@ -72,7 +80,9 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
         # The store's credentials from the Airflow connection, if one has them, for the whole store
         # (<base>/<pipeline>/checkpoint-<id>.json: a restore reads the pipeline's other objects too).
         hook.store_options(uri.rsplit("/", 2)[0])
-        was_prepared = read_manifest(uri).status is ManifestStatus.PREPARED  # also the Asset event rule
+        manifest = read_manifest(uri)
+        remember_checkpoint(self, self.kafka_eos_conn_id, manifest.pipeline_id, manifest.checkpoint_id)
+        was_prepared = manifest.status is ManifestStatus.PREPARED  # also the Asset event rule
         if not was_prepared:  # COMMITTED: reported again; ABORTED: DataLossError. Neither needs Kafka.
             report = commit_checkpoint(None, uri, committed_by=f"task {self.task_id}")
         else:
@@ -91,6 +101,8 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
         )
         if was_prepared and report.status in ("committed", "already_committed"):
             announce_committed_checkpoint(self, context, report.to_dict())
+        else:  # nothing new became visible: no declared topic Asset may get an event from this try
+            settle_declared_topic_assets(self, None)
         return report.to_dict()
 
     def _resolve_uri(self, context: Any) -> str:

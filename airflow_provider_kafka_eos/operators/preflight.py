@@ -37,8 +37,9 @@ class KafkaEosPreflightOperator(BaseOperator):
     :param two_phase_commit: require KIP-939 2PC (advertised, enabled, ACL granted).
     :param fail_on_warning: treat warnings (unknowns) as failures.
 
-    The report's JSON is the task's return value (XCom ``return_value``) when it passes, and is
-    pushed under ``preflight_report`` in every case, so a failed preflight can be inspected too.
+    The report's JSON goes to XCom once per try: as the task's return value (``return_value``)
+    when it passes, under ``preflight_report`` when it fails (a failed task returns nothing, yet its
+    report must stay inspectable). Pushing it under both keys on success stored it twice.
     """
 
     template_fields: Sequence[str] = ("transactional_id_prefix", "topics", "kafka_eos_conn_id")
@@ -115,9 +116,10 @@ class KafkaEosPreflightOperator(BaseOperator):
         )
         self.log.info("%s", report.render())
         data = report.to_dict()
-        context["ti"].xcom_push(key=XCOM_KEY, value=data)
-        report.raise_on_failure()
         warnings = [c for c in report.checks if c.status == "warn"]
+        if not report.ok or (self.fail_on_warning and warnings):
+            context["ti"].xcom_push(key=XCOM_KEY, value=data)
+        report.raise_on_failure()
         if self.fail_on_warning and warnings:
             raise PreflightError(
                 "preflight warnings treated as failures (fail_on_warning=True): "

@@ -41,6 +41,7 @@ import os
 import shutil
 import signal
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -63,7 +64,10 @@ from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, 
 from airflow_provider_kafka_eos.spark import handoff, shipping
 from airflow_provider_kafka_eos.spark import job as eos_job
 from airflow_provider_kafka_eos.spark.handoff import private_dir, sweep_private_files, write_private_file
+from airflow_provider_kafka_eos.spark.log_config import quiet_driver_conf
 from airflow_provider_kafka_eos.tasks.fail_now import fail_now_exception, raises_fail_now
+from airflow_provider_kafka_eos.tasks.job_summary import job_summary
+from airflow_provider_kafka_eos.ui.links import CheckpointViewLink, remember_checkpoint
 
 __all__ = ["XCOM_CHECKPOINT_KEY", "SparkEosSubmitOperator", "checkpoint_id_for_run", "run_identity"]
 
@@ -222,6 +226,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
     Any other keyword goes to ``SparkSubmitOperator`` (``conf``, ``py_files``, ``driver_memory``...).
     """
 
+    operator_extra_links = (CheckpointViewLink(),)  # its checkpoint in the operators' view
     template_fields: Sequence[str] = (
         *SparkSubmitOperator.template_fields,
         "pipeline_id",
@@ -322,6 +327,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         checkpoint = self._adopt_legacy(context, self._checkpoint_id(context))
         run = run_identity(context)
         checkpoint = self._claim_input(context, store, checkpoint, run)
+        remember_checkpoint(self, self.kafka_eos_conn_id, self.pipeline_id, checkpoint)
         expected_uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, checkpoint)
         self.application_args = self._job_args(checkpoint) + self._identity_args(run) + self._input_args()
         connection = self._get_hook()._connection  # master and deploy mode, resolved the parent's way
@@ -365,8 +371,11 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             shipped = [f for f in (self.py_files or "").split(",") if f]
             if runtime not in shipped:
                 self.py_files = ",".join([*shipped, runtime])
+        if not cluster_mode:  # a cluster-mode driver cannot read this worker's files
+            self.conf = quiet_driver_conf(self.conf)
         self.log.info("pipeline %s: preparing checkpoint %d -> %s",
                       self.pipeline_id, checkpoint, expected_uri)
+        started = time.monotonic()
         try:
             super().execute(context)
         except Exception as err:
@@ -385,9 +394,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
                 runbook="rerun-a-checkpoint",
             )
         self._judge_reuse(context, manifest, expected_uri, run)
-        self.log.info("checkpoint %d is %s: %d transaction(s), %d record(s)", checkpoint,
-                      manifest.status.value, len(manifest.committables),
-                      sum(c.record_count for c in manifest.committables))
+        self.log.info("%s", job_summary(manifest, expected_uri, time.monotonic() - started))
         return expected_uri
 
     def _fail_now_on_job_usage_error(self, err: Exception) -> None:

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
+from airflow_provider_kafka_eos.ui.links import VIEW_PREFIX
 from airflow_provider_kafka_eos.ui.test_button import HostlessConnectionTestMiddleware
 from airflow_provider_kafka_eos.ui.view import app as view_app
-
-VIEW_PREFIX = "/kafka-eos"
 
 
 class KafkaEosPlugin(AirflowPlugin):

@@ -14,8 +14,10 @@ that connection (the store is configured on it); otherwise 401 / 403. A store th
 configured, malformed or unreadable is a named error on the page (HTTP 503), never an empty list.
 
 ``/kafka-eos/runbook/`` renders the runbook pages shipped in the package (any logged-in user);
-each transaction row links to its page. Not yet here: links into ``eos_manual_resolution``'s
-form (docs/ui.md, "Not yet").
+each transaction row links to its page, and to ``/kafka-eos/resolve``: a pre-filled
+``eos_manual_resolution`` request for it, offering only what its classification allows
+(``ui/resolution.py``). Each checkpoint row is the anchor ``#checkpoint-<pipeline>-<id>`` the
+submit and commit tasks' extra links point at (``ui/links.py``).
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ import html
 import time
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
+from airflow_provider_kafka_eos.ui.links import airflow_base_path, checkpoint_anchor
 
 DEFAULT_CONN_ID = "kafka_eos_default"
 COLUMNS = ("pipeline_id", "checkpoint_id", "status", "run", "records", "transactions", "age_s", "manifest")
@@ -74,7 +77,8 @@ def transaction_rows(findings: Any) -> list[dict[str, Any]]:
         data = finding.to_dict()
         rows.append({c: data.get(c) for c in TXN_COLUMNS if c not in ("age_s", "partitions", "runbook")}
                     | {"age_s": finding.age_ms // 1000, "partitions": ", ".join(finding.partitions),
-                       "runbook": finding.kind.runbook})
+                       "runbook": finding.kind.runbook, "producer_id": finding.producer_id,
+                       "producer_epoch": finding.producer_epoch})
     return sorted(rows, key=lambda r: (-r["age_s"], r["transactional_id"]))
 
 
@@ -159,11 +163,38 @@ def _cell(column: str, value: Any) -> str:
     return f"<td>{text}</td>"
 
 
-def _table(columns: tuple[str, ...], rows: list[dict[str, Any]]) -> str:
+def _table(columns: tuple[str, ...], rows: list[dict[str, Any]], action: Any = None,
+           row_id: Any = None) -> str:
+    """An HTML table; ``action(row)`` adds an "action" cell after the first column, ``row_id(row)``
+    an anchor id per row."""
     esc = html.escape
-    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(_cell(c, row[c]) for c in columns) + "</tr>" for row in rows)
+
+    def cells(row: dict[str, Any]) -> list[str]:
+        out = [_cell(c, row[c]) for c in columns]
+        return [out[0], f"<td>{action(row)}</td>", *out[1:]] if action else out
+
+    heads = [f"<th>{esc(c)}</th>" for c in columns]
+    head = "".join([heads[0], "<th>action</th>", *heads[1:]] if action else heads)
+    body = "".join(
+        (f"<tr id='{esc(row_id(row))}'>" if row_id else "<tr>") + "".join(cells(row)) + "</tr>"
+        for row in rows
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _resolve_cell(conn_id: str) -> Any:
+    from airflow_provider_kafka_eos.ui.resolution import DAG_ID, request_for, resolve_href
+
+    def cell(row: dict[str, Any]) -> str:
+        conf = request_for(row)
+        if conf is None:
+            return ""
+        href = html.escape(resolve_href(conn_id, str(row["kind"]), conf))
+        return f"<a href='{href}'>{html.escape(DAG_ID)}: {html.escape(str(conf['action']))}</a>"
+
+    return cell
+
+
 
 
 @app.get("/", response_class=HTMLResponse)
@@ -188,12 +219,32 @@ async def checkpoints_page(
     body = (
         f"<p>Manifest store <code>{esc(data['store'])}</code> of connection <code>{esc(conn_id)}</code>: "
         f"{len(data['checkpoints'])} checkpoint(s). Read-only.</p>"
-        + _table(COLUMNS, data["checkpoints"])
+        + _table(COLUMNS, data["checkpoints"],
+                 row_id=lambda r: checkpoint_anchor(r["pipeline_id"], r["checkpoint_id"]))
         + f"<h2>Open transactions</h2><p>Ongoing for at least {txns['min_age_s']} s under {esc(scope)}: "
-        f"{len(txns['transactions'])}. <i>partitions</i> are those whose last stable offset each holds.</p>"
-        + _table(TXN_COLUMNS, txns["transactions"])
+        f"{len(txns['transactions'])}. <i>partitions</i> are those whose last stable offset each holds; "
+        "<i>action</i> opens a pre-filled eos_manual_resolution request (a dry run until you untick "
+        "it).</p>"
+        + _table(TXN_COLUMNS, txns["transactions"], action=_resolve_cell(conn_id))
     )
     return HTMLResponse(_page(conn_id, body))
+
+
+@app.get("/resolve", response_class=HTMLResponse)
+async def resolve_page(
+    request: Request, user: Annotated[Any, _user_dep()], conn_id: ConnId = DEFAULT_CONN_ID,
+    kind: Annotated[str, Query(max_length=40)] = "",
+) -> HTMLResponse:
+    """A pre-filled eos_manual_resolution request (nothing is sent until the operator submits it)."""
+    from airflow_provider_kafka_eos.ui.resolution import parse_request, resolve_page_body
+
+    try:
+        conf, actions = parse_request(kind, request.query_params)
+    except ValueError as err:
+        body = f"<p class='error'><b>Cannot pre-fill the request</b>: {html.escape(str(err))}</p>"
+        return HTMLResponse(_page(conn_id, body, heading="Resolve a transaction"), status_code=400)
+    body = resolve_page_body(conn_id, kind, conf, actions, airflow_base_path())
+    return HTMLResponse(_page(conn_id, body, heading="Resolve a transaction"))
 
 
 @app.get("/runbook/", response_class=HTMLResponse)
@@ -231,7 +282,9 @@ def _markdown(text: str) -> str:
 def _page(conn_id: str, body: str, heading: str = "Checkpoints") -> str:
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>Kafka exactly-once: checkpoints</title>"
-        "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}.error{color:#b00}</style></head>"
+        "<style>body{font-family:sans-serif;font-size:14px;margin:1.5em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;max-width:24em;overflow-wrap:anywhere}"
+        ".error{color:#b00}"
+        "tr:target{background:#ffe8a0}</style></head>"
         f"<body><h1>{html.escape(heading)}</h1>{body}</body></html>"
     )

@@ -1,79 +1,38 @@
 """The provider's UI parts through a real Airflow 3.3 API server: the Test button and the checkpoints view.
 
-Only the API server runs (no scheduler: nothing is scheduled here), with Airflow's simple auth
-manager and two users: ``admin`` and ``viewer`` (a viewer may not read connections). The bodies are what the
-3.3 React UI sends (read from its bundle): the add/edit form and the connection list post
-``host: ""`` and ``port: 0`` (``Number("")`` / ``Number(null)``) for a type whose host and port
-are hidden, and the list posts the stored password as its mask ``***``. Without the provider's
-middleware (``ui/test_button.py``) a stored ``kafka_eos`` connection answers 400; the control
-case shows Airflow still does exactly that for another type.
+Only the API server and the dag-processor run (``ui_server.py``; no scheduler: nothing is
+scheduled here), with Airflow's simple auth manager and two users: ``admin`` and ``viewer`` (a
+viewer may not read connections). The browser cases (``ui_browser_cases.py``) are imported at the
+end and run in this module, on the same server. The bodies are what the 3.3 React UI sends (read
+from its bundle): the add/edit form and the connection list post ``host: ""`` and ``port: 0``
+(``Number("")`` / ``Number(null)``) for a type whose host and port are hidden, and the list posts
+the stored password as its mask ``***``. Without the provider's middleware
+(``ui/test_button.py``) a stored ``kafka_eos`` connection answers 400; the control case shows
+Airflow still does exactly that for another type.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import subprocess
-import sys
 
 import httpx
 import pytest
-from airflow_stack import AirflowStack, free_port, wait_for
+from airflow_stack import AirflowStack
+from ui_server import run_ui_server, token
 
 from kafka_eos_testing.embedded import unique_name
 
 # The UI's side; the hook's connection test runs on real Kafka in tests/broker.
 pytestmark = [pytest.mark.broker, pytest.mark.provider_logic]
 
-PASSWORDS = {"admin": secrets.token_hex(8), "viewer": secrets.token_hex(8)}
-
-
-def _token(stack: AirflowStack, user: str) -> str:
-    response = httpx.post(f"{stack.base}/auth/token", json={"username": user, "password": PASSWORDS[user]},
-                          timeout=10)
-    response.raise_for_status()
-    return response.json()["access_token"]
-
 
 @pytest.fixture(scope="module")
 def api_server(kafka_broker, tmp_path_factory):
-    home = tmp_path_factory.mktemp("airflow-api-home")
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_"))}
-    env.update(
-        {
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__AUTH_MANAGER": (
-                "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
-            ),
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
-            "AIRFLOW__CORE__TEST_CONNECTION": "Enabled",  # Airflow's default is Disabled
-            "AIRFLOW__API__HOST": "127.0.0.1",
-            "AIRFLOW__API__PORT": str(port),
-            "AIRFLOW__API__WORKERS": "1",
-            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
-        }
-    )
-    (home / "passwords.json").write_text(json.dumps(PASSWORDS))
-    stack = AirflowStack(home, env, port)
-    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, cwd=home, check=True,
-                   capture_output=True, timeout=300)
-    with open(home / "api-server.log", "wb") as log:
-        # cwd outside the repository: its egg-info would make the plugin's entry point appear twice.
-        stack.processes["api-server"] = subprocess.Popen(
-            [sys.executable, "-m", "airflow", "api-server"], env=env, cwd=home, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )
-    try:
-        stack._token = wait_for("the API server", lambda: _token(stack, "admin"), 240, stack)
-        yield stack
-    finally:
-        stack.stop()
+    yield from run_ui_server(kafka_broker.bootstrap, tmp_path_factory.mktemp("airflow-api-home"))
+
+
+def _token(stack: AirflowStack, user: str) -> str:
+    return token(stack, user)
 
 
 def _post_test(stack: AirflowStack, body: dict) -> httpx.Response:
@@ -247,3 +206,34 @@ def test_the_runbook_is_rendered_in_airflow(api_server):
     assert "<script" not in page.text
     assert _view(api_server, "/runbook/no-such-page").status_code == 404
     assert _view(api_server, "/runbook/orphaned-transaction", user=None).status_code == 401
+
+
+
+def test_the_asset_page_lists_the_commit_task_as_the_topics_producer(api_server, kafka_broker):
+    """Airflow 3.3 lists producers from declared outlets only (an alias creates no reference): the
+    example pipeline's commit task declares its topic's Asset (event rule: tests/unit/test_ui_links.py)."""
+    from airflow_stack import PIPELINE_TOPIC, wait_for
+
+    from airflow_provider_kafka_eos.assets.lineage import kafka_asset_uri
+
+    uri = kafka_asset_uri(kafka_broker.bootstrap, PIPELINE_TOPIC)
+
+    def the_asset() -> list:
+        found = api_server.request("GET", "/assets", params={"uri_pattern": PIPELINE_TOPIC})["assets"]
+        return [a for a in found if a["uri"] == uri]
+
+    [asset] = wait_for(f"the Asset {uri} of the parsed example DAGs", the_asset, 240, api_server)
+    assert [(t["dag_id"], t["task_id"]) for t in asset["producing_tasks"]] == [("eos_pipeline", "commit")]
+
+# -- the same server in a real browser (Chromium + Playwright): ui_browser_cases.py ---------------
+from ui_browser_cases import (  # noqa: E402  (collected here: one Airflow start for both)
+    browser_page,  # noqa: F401  (the fixture `page`)
+    test_a_link_cannot_offer_what_the_classification_forbids,  # noqa: F401
+    test_an_open_transaction_opens_a_prefilled_resolution_and_triggers_it,  # noqa: F401
+    test_eos_pipeline_is_triggered_from_its_form,  # noqa: F401
+    test_the_connection_form_shows_the_providers_fields_and_saves_them,  # noqa: F401
+    test_the_operators_view_lists_checkpoints_and_open_transactions,  # noqa: F401
+    test_the_test_button_is_green_with_the_capability_summary,  # noqa: F401
+    test_the_test_button_names_the_failure,  # noqa: F401
+    view_connection,  # noqa: F401  (fixture)
+)

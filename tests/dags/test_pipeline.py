@@ -65,6 +65,17 @@ def asset_events(uri: str) -> list[dict]:
         return [dict(row.extra or {}) for row in rows]
 
 
+def producing_tasks(uri: str) -> list[tuple[str, str]]:
+    """The tasks Airflow lists as the Asset's producers (its task_outlet_asset_reference rows)."""
+    from airflow.models.asset import AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        asset = session.scalars(select(AssetModel).where(AssetModel.uri == uri)).one()
+        return [(ref.dag_id, ref.task_id) for ref in asset.producing_tasks]
+
+
 def _states(run) -> dict[str, str]:
     return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 
@@ -112,6 +123,11 @@ def test_pipeline_runs_checkpoints_exactly_once_and_a_cleared_rerun_changes_noth
     assert sum(count_keys(kafka_broker.bootstrap, topic, isolation="read_uncommitted").values()) == written
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
     assert len(asset_events(asset_uri)) == 2  # the rerun committed nothing new: no downstream run again
+    # The DAG declares its default topic's Asset on the commit task (the Asset page lists the producer);
+    # these runs wrote another topic, so Airflow recorded no event for the declared one.
+    declared = "kafka://broker:9092/user-activity-per-user"
+    assert producing_tasks(declared) == [("eos_pipeline", "commit")]
+    assert asset_events(declared) == []
 
     # Invariant 8: the connection's secret reached no log line, manifest or command line.
     captured = capfd.readouterr()
