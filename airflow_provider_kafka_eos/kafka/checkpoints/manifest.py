@@ -57,8 +57,11 @@ __all__ = [
 # 3 added the required ``input`` (the input identity the checkpoint carries; object or null) and
 # ``decision`` (commit or give up, recorded before either acts in Kafka; object or null).
 # Older manifests are read as ``input=None`` (unknown input) and rewritten as version 3.
-SCHEMA_VERSION = 3
-SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3})
+# 4 added ``input.kafka`` (the Kafka offset ranges the checkpoint reads, and the transaction that
+# moves the consumer group's offsets; ``kafka_input.py``). Versions 1-3 are read unchanged (no
+# Kafka input) and rewritten as version 4.
+SCHEMA_VERSION = 4
+SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3, 4})
 NAMING_STRATEGIES = ("INCREMENTING", "POOLING")
 # 1M committables of ~300 bytes; anything larger is not a manifest this provider wrote.
 MAX_MANIFEST_BYTES = 512 * 1024 * 1024
@@ -197,6 +200,9 @@ class Manifest:
         if values.get("prepared_by") is not None:
             values["prepared_by"] = RunIdentity.from_dict(values["prepared_by"], source=source)
         if values.get("input") is not None:
+            if version < 4 and "kafka" in values["input"]:
+                raise ManifestError(f"{source}: field 'input.kafka' needs schema_version 4, this manifest "
+                                    f"says {version}")
             values["input"] = InputRecord.from_dict(values["input"], source=source)
         if values.get("decision") is not None:
             values["decision"] = Decision.from_dict(values["decision"], source=source)
