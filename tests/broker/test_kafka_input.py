@@ -21,8 +21,10 @@ from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord
 from airflow_provider_kafka_eos.kafka.checkpoints.input_ranges import (
     InputCheckpointPendingError,
+    InputRangeLostError,
     offsets_transactional_id,
     plan_checkpoint_input,
+    read_plan,
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
     ManifestStore,
@@ -105,12 +107,12 @@ class Pipeline:
         self.pipeline = unique("kin")
         self.prefix = self.pipeline
 
-    def plan(self, checkpoint_id, start="earliest"):
+    def plan(self, checkpoint_id, start="earliest", **kwargs):
         return plan_checkpoint_input(
             self.store, pipeline_id=self.pipeline, checkpoint_id=checkpoint_id,
             facts_for=lambda s: read_input_offsets(self.admin, [self.topic_in], start=s, group=self.group),
             topics=[self.topic_in], group=self.group, start=start,
-            offsets_transactional_id=offsets_transactional_id(self.prefix))
+            offsets_transactional_id=offsets_transactional_id(self.prefix), **kwargs)
 
     def prepare(self, checkpoint_id, kafka_input) -> str:
         keys = _read_range(self.bootstrap, kafka_input)
@@ -208,3 +210,66 @@ def test_the_range_ends_at_the_last_stable_offset_of_an_open_input_transaction(
         assert pipe.group_offsets() == plan.end_offsets()
     finally:
         admin.abort([lingering])
+
+
+def _lost_range_refused_and_nothing_committed(pipe, admin, bootstrap, lose, match):
+    """Checkpoint 1 commits; ``lose()`` removes unread input; checkpoint 2 is refused by name."""
+    first, _ = _produce_input(bootstrap, pipe.topic_in, "r")
+    plan1 = pipe.plan(1)
+    commit_checkpoint(admin, pipe.prepare(1, plan1), committed_by="test")
+    wait_until_committed(admin, [f"{pipe.prefix}-1-0", plan1.offsets_transactional_id])
+    _produce_input(bootstrap, pipe.topic_in, "s")
+    lose()
+    with pytest.raises(InputRangeLostError, match=match):
+        pipe.plan(2)
+    assert read_plan(pipe.store.base_uri, pipe.pipeline, 2) is None  # nothing planned, nothing read
+    assert pipe.group_offsets() == plan1.end_offsets()
+    assert_exactly_once(count_keys(bootstrap, pipe.topic_out), first)
+    return plan1
+
+
+def test_retention_deleting_an_unread_range_is_a_named_error_and_skipping_it_is_recorded(
+        kafka_broker, admin, tmp_path):
+    if kafka_broker.embedded:
+        pytest.skip("needs DeleteRecords (moving a partition's log start offset), which the embedded broker "
+                    "does not implement; the deleted-topic test covers the refusal there")
+    from kafka.structs import TopicPartition as KafkaTopicPartition
+
+    bootstrap = kafka_broker.bootstrap
+    topic_in = create_topic(bootstrap, unique("kin-ret-in"), partitions=3)
+    topic_out = create_topic(bootstrap, unique("kin-ret-out"), partitions=1)
+    pipe = Pipeline(bootstrap, admin, ManifestStore(str(tmp_path)), topic_in, topic_out, unique("kin-g"))
+    cut: dict[str, int] = {}
+
+    def lose():
+        end = read_input_offsets(admin, [topic_in]).stable[(topic_in, 0)]
+        cut["at"] = end - 1
+        admin.wire.admin.delete_records({KafkaTopicPartition(topic_in, 0): end - 1})
+
+    plan1 = _lost_range_refused_and_nothing_committed(
+        pipe, admin, bootstrap, lose, rf"{topic_in}-0 \[\d+, \d+\): retention removed offsets")
+    plan2 = pipe.plan(2, skip_lost_ranges=True)
+    (skipped,) = plan2.skipped
+    assert (skipped.partition, skipped.start, skipped.end) == (0, plan1.range_of(topic_in, 0).end, cut["at"])
+    assert plan2.range_of(topic_in, 0).start == cut["at"]
+
+
+def test_a_deleted_input_topic_is_a_named_error_and_nothing_is_committed(kafka_broker, admin, tmp_path):
+    from confluent_kafka.admin import AdminClient
+
+    bootstrap = kafka_broker.bootstrap
+    topic_in = create_topic(bootstrap, unique("kin-del-in"), partitions=3)
+    topic_out = create_topic(bootstrap, unique("kin-del-out"), partitions=1)
+    pipe = Pipeline(bootstrap, admin, ManifestStore(str(tmp_path)), topic_in, topic_out, unique("kin-g"))
+
+    def lose():
+        client = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the futures resolve
+        for future in client.delete_topics([topic_in], operation_timeout=20).values():
+            future.result(timeout=30)
+        deadline = time.monotonic() + 30
+        while topic_in not in read_input_offsets(admin, [topic_in]).missing_topics:
+            assert time.monotonic() < deadline, f"{topic_in} still listed 30 s after its deletion"
+            time.sleep(0.2)
+
+    _lost_range_refused_and_nothing_committed(
+        pipe, admin, bootstrap, lose, rf"{topic_in}-0 \[\d+, \?\): topic {topic_in} no longer exists")
