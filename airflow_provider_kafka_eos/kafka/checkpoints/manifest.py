@@ -63,6 +63,7 @@ __all__ = [
 SCHEMA_VERSION = 4
 SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3, 4})
 NAMING_STRATEGIES = ("INCREMENTING", "POOLING")
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"  # where a Kafka input's offsets transaction writes
 # 1M committables of ~300 bytes; anything larger is not a manifest this provider wrote.
 MAX_MANIFEST_BYTES = 512 * 1024 * 1024
 _CHECKPOINT_FILE = re.compile(r"^checkpoint-(\d{12,})\.json$")
@@ -150,6 +151,12 @@ class Manifest:
     @property
     def transactional_ids(self) -> set[str]:
         return {c.transactional_id for c in self.committables}
+
+    @property
+    def output_committables(self) -> list[Committable]:
+        """The output's transactions: without a Kafka input's offsets transaction (it holds no records)."""
+        return [c for c in self.committables
+                if any(p.topic != CONSUMER_OFFSETS_TOPIC for p in c.partitions)]
 
     def to_dict(self) -> dict[str, Any]:
         return {
