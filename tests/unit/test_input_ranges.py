@@ -159,3 +159,26 @@ def test_the_plan_is_recorded_before_reading_and_a_retry_gets_the_first_plan_bac
         record_plan(store.base_uri, "p", 1, other)
     with pytest.raises(InputCheckpointPendingError, match="checkpoint 1 planned its input range"):
         plan(2)
+
+
+def test_the_spark_source_gets_exactly_the_range_and_the_connection_or_a_refusal_by_key():
+    from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+    from airflow_provider_kafka_eos.kafka.errors import ConfigError
+    from airflow_provider_kafka_eos.spark.kafka_source import source_options
+
+    ranges = (PartitionRange("a", 0, 5, 9), PartitionRange("b", 1, 0, 0))
+    plan = KafkaInput(("a", "b"), "g", "earliest", ranges)
+    starting, ending = plan.spark_offsets()
+    assert json.loads(starting) == {"a": {"0": 5}, "b": {"1": 0}}
+    assert json.loads(ending) == {"a": {"0": 9}, "b": {"1": 0}}
+    tls = KafkaClientConfig.from_mapping({"bootstrap.servers": "b:9093", "security.protocol": "SSL",
+                                          "ssl.ca.location": "/ca.pem", "linger.ms": 5})
+    assert source_options(tls) == {"kafka.bootstrap.servers": "b:9093", "kafka.security.protocol": "SSL",
+                                   "kafka.ssl.truststore.type": "PEM",
+                                   "kafka.ssl.truststore.location": "/ca.pem"}
+    sasl = KafkaClientConfig.from_mapping({"bootstrap.servers": "b:9093", "security.protocol": "SASL_SSL",
+                                           "sasl.mechanisms": "PLAIN", "sasl.username": "u",
+                                           "sasl.password": "pw"})
+    with pytest.raises(ConfigError, match=r"key 'sasl\.mechanisms' cannot be passed to Spark's") as err:
+        source_options(sasl)
+    assert "pw" not in str(err.value)
