@@ -503,8 +503,13 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         """
         self._input = None
         if self.input_id is None:
-            self.log.info("no input_id: a second run over the same input cannot be recognised (the "
-                          "checkpoint id comes from the run); set input_id to the batch this run reads")
+            if self._kafka_input_topics():
+                self.log.info("Kafka input: the checkpoint's offset ranges are planned from the last "
+                              "COMMITTED checkpoint, so no input_id is needed "
+                              "(docs/user-guide/kafka-to-kafka.md)")
+            else:
+                self.log.info("no input_id: a second run over the same input cannot be recognised (the "
+                              "checkpoint id comes from the run); set input_id to the batch this run reads")
             return checkpoint
         input_id = validate_input_id(self.input_id, field="input_id")
         reprocess = _as_bool(self.reprocess, field="reprocess")
