@@ -3,10 +3,11 @@ Spark's own Kafka source (spark-sql-kafka of the running Spark, fetched with Mav
 
 One module-scoped input/output topic pair carries K checkpoints and the faults in order (each
 spark-submit costs seconds, so they share the pipeline): the job killed after its manifest and
-retried, the commit killed between the output's and the offsets' transactions, a checkpoint given
-up and its range read again. After each step: a read_committed count of the output (every input
-record that a COMMITTED checkpoint read, exactly once; aborted input never) and the group's
-committed offsets equal to the last COMMITTED checkpoint's ``to``.
+retried, a checkpoint given up and its range read again (with a Spark task killed mid-read and
+mid-write), the commit killed between the output's and the offsets' transactions. After each
+step: a read_committed count of the output (every input record that a COMMITTED checkpoint read,
+exactly once; aborted input never) and the group's committed offsets equal to the last COMMITTED
+checkpoint's ``to``. The test ran under spark-submit's ``local[2,3]`` master, so a killed task is retried.
 """
 
 from __future__ import annotations
@@ -156,10 +157,12 @@ def test_k_checkpoints_with_faults_write_each_input_record_once_and_the_group_fo
         assert _group_offsets(admin, group, topic_in) == kafka1.end_offsets()
         assert_exactly_once(count_keys(bootstrap, topic_out), expected)
 
-        # Checkpoint 3 reads checkpoint 2's range again; its commit dies after the output's
-        # transactions, before the offsets', and the commit's retry completes it.
+        # Checkpoint 3 reads checkpoint 2's range again. A Spark task dies mid-read and mid-write (the
+        # Kafka source feeds the write in the same task): Spark's retry reads the same offsets again
+        # and fences the dead attempt. Its commit dies after the output's transactions, before the
+        # offsets', and the commit's retry completes it.
         expected += late + round_b
-        uri3 = job.prepared(3)
+        uri3 = job.prepared(3, fault="kill_task_after_records=3")
         third = read_manifest(uri3)
         assert third.input.kafka.based_on == 1
         assert third.input.kafka.ranges == read_manifest(uri2).input.kafka.ranges  # the same range again
