@@ -72,7 +72,7 @@ class _WorkerMemory:
 def _eos(df: Any, config: dict[str, Any], producer: str, two_phase: bool, checkpoint: int, manifests: str,
          records: int) -> dict[str, Any]:
     from airflow_provider_kafka_eos.spark.writer import write_exactly_once
-    from airflow_provider_kafka_eos.testing.spark import commit_manifest
+    from kafka_eos_testing.spark import commit_manifest
 
     run = uuid.uuid4().hex[:8]
     with _WorkerMemory() as memory:
@@ -130,7 +130,7 @@ def _raw(config: dict[str, Any], records: int) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    from airflow_provider_kafka_eos.testing.spark import local_spark_session
+    from kafka_eos_testing.spark import local_spark_session
 
     opts = parse_options(argv, OPTION_DEFAULTS)
     records = opts["records"]
@@ -138,7 +138,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     two_phase_available = bool(os.environ.get("KAFKA_TWO_PHASE_COMMIT"))
     if not bootstrap:
-        from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
+        from kafka_eos_testing.embedded import start_embedded_broker
 
         broker = start_embedded_broker(
             {"partitions": opts["partitions"], "log_level": "WARNING", "two_phase_commit": True}

@@ -21,7 +21,7 @@ import uuid
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
+from kafka_eos_testing.embedded import start_embedded_broker
 
 RECORD_BYTES = 1024
 TRANSACTION_RECORDS = 10_000

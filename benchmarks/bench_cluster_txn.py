@@ -148,7 +148,7 @@ def bench_commit(
     """Seed ``count`` prepared transactions with one record each, commit them, count every key."""
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
     from airflow_provider_kafka_eos.kafka.protocol.lanes import split
-    from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+    from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
     run_id = uuid.uuid4().hex[:8]
     topic = f"bench-cluster-commit-{run_id}"
@@ -203,10 +203,10 @@ def bench_poke(bootstrap: str, count: int) -> dict[str, Any]:
 
 def _start(kind: str) -> Any:
     if kind == "embedded":
-        from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
+        from kafka_eos_testing.embedded import start_embedded_broker
 
         return start_embedded_broker({"partitions": PARTITIONS, "log_level": "WARNING"})
-    from airflow_provider_kafka_eos.testing.apache_kafka import ApacheKafkaCluster
+    from kafka_eos_testing.apache_kafka import ApacheKafkaCluster
 
     return ApacheKafkaCluster({"nodes": 3, "log_level": "WARN"})
 

@@ -70,7 +70,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     broker = None
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
-        from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
+        from kafka_eos_testing.embedded import start_embedded_broker
 
         broker = start_embedded_broker({"log_level": "WARNING"})
         bootstrap = broker.bootstrap

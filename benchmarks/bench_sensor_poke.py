@@ -53,8 +53,8 @@ def run(bootstrap: str, count: int, *, cleanup: bool = True) -> dict[str, Any]:
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
     from airflow_provider_kafka_eos.kafka.operations.classify import ScanSpec, scan
     from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
-    from airflow_provider_kafka_eos.testing.transactions import write_prepared_manifest
     from benchmarks.bench_txn_ops import seed_in_parallel
+    from kafka_eos_testing.transactions import write_prepared_manifest
 
     run_id = uuid.uuid4().hex[:8]
     topic = f"bench-poke-{run_id}"
@@ -156,7 +156,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="bench-airflow-"))
     if args.bootstrap:
         return {**run(args.bootstrap, args.count), "broker": args.bootstrap}
-    from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
+    from kafka_eos_testing.embedded import start_embedded_broker
 
     broker = start_embedded_broker({"partitions": PARTITIONS, "log_level": "WARNING"})
     try:

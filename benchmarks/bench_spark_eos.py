@@ -62,13 +62,13 @@ def _plain_writer(bootstrap_config: dict[str, Any], topic: str):
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    from airflow_provider_kafka_eos.testing.spark import local_spark_session
+    from kafka_eos_testing.spark import local_spark_session
 
     opts = parse_options(argv, OPTION_DEFAULTS)
     broker = None
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
-        from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
+        from kafka_eos_testing.embedded import start_embedded_broker
 
         broker = start_embedded_broker({"partitions": opts["partitions"], "log_level": "WARNING"})
         bootstrap = broker.bootstrap
@@ -133,7 +133,7 @@ def _eos_once(
     df: Any, config: dict[str, Any], run: str, checkpoint: int, manifests: str, records: int
 ) -> dict:
     from airflow_provider_kafka_eos.spark.writer import write_exactly_once
-    from airflow_provider_kafka_eos.testing.spark import commit_manifest
+    from kafka_eos_testing.spark import commit_manifest
 
     start = time.perf_counter()
     manifest = write_exactly_once(

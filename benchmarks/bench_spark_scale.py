@@ -3,7 +3,7 @@
 ``./run bench spark_scale [--records=N] [--partitions=P] [--kafka=apache|embedded]``
 
 The job is spark-submitted in client mode to a master + 2 workers (1 core, 2 GB each) whose
-executors run the provider-less Python environment (``testing/spark_cluster.py``); Kafka is a
+executors run the provider-less Python environment (``kafka_eos_testing/spark_cluster.py``); Kafka is a
 real Apache Kafka 4.4 single node (default) with P partitions. Reported: records/s of the write
 (prepare, from the job's own log line) and of prepare + commit, the wall time of the whole
 spark-submit (JVM start included), and the executors' peak memory (resident set of each executor
@@ -82,14 +82,14 @@ class MemorySampler:
 
 def main(argv: list[str]) -> dict[str, Any]:
     from airflow_provider_kafka_eos.kafka.checkpoints.manifest import read_manifest
-    from airflow_provider_kafka_eos.testing.spark import (
+    from benchmarks.bench_spark_vs_sink import end_offsets, start_kafka
+    from kafka_eos_testing.spark import (
         commit_manifest,
         job_arguments,
         reported_manifest_uri,
         spark_submit_job,
     )
-    from airflow_provider_kafka_eos.testing.spark_cluster import start_cluster
-    from benchmarks.bench_spark_vs_sink import end_offsets, start_kafka
+    from kafka_eos_testing.spark_cluster import start_cluster
 
     opts = parse_options(argv, OPTION_DEFAULTS)
     records, partitions = opts["records"], opts["partitions"]

@@ -72,11 +72,11 @@ def start_kafka(kind: str, partitions: int) -> tuple[Any, str, str]:
     if bootstrap:
         return None, bootstrap, f"KAFKA_BOOTSTRAP_SERVERS={bootstrap}"
     if kind == "apache":
-        from airflow_provider_kafka_eos.testing.apache_kafka import KAFKA_VERSION, ApacheKafkaCluster
+        from kafka_eos_testing.apache_kafka import KAFKA_VERSION, ApacheKafkaCluster
 
         cluster = ApacheKafkaCluster({"partitions": partitions, "heap": "1g", "log_level": "WARN"})
         return cluster, cluster.bootstrap, f"Apache Kafka {KAFKA_VERSION}, single node"
-    from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
+    from kafka_eos_testing.embedded import start_embedded_broker
 
     broker = start_embedded_broker({"partitions": partitions, "log_level": "WARNING"})
     return broker, broker.bootstrap, "embedded broker"
@@ -99,7 +99,7 @@ def end_offsets(bootstrap: str, topic: str) -> int:
 
 def main(argv: list[str]) -> dict[str, Any]:
     from airflow_provider_kafka_eos.spark.writer import write_exactly_once
-    from airflow_provider_kafka_eos.testing.spark import commit_manifest, local_spark_session
+    from kafka_eos_testing.spark import commit_manifest, local_spark_session
 
     opts = parse_options(argv, OPTION_DEFAULTS)
     records, partitions = opts["records"], opts["partitions"]

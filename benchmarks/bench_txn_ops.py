@@ -230,7 +230,7 @@ def _diff(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
 
 
 def run(bootstrap: str, commit_count: int, lingering_count: int) -> dict[str, Any]:
-    from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+    from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
     run_id = uuid.uuid4().hex[:8]
     config = KafkaClientConfig.from_mapping({"bootstrap.servers": bootstrap})
@@ -315,7 +315,7 @@ def main(argv: list[str]) -> dict[str, Any]:
         result = run(args.bootstrap, args.commit_count, args.lingering_count)
         result["broker"] = args.bootstrap
         return result
-    from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
+    from kafka_eos_testing.embedded import start_embedded_broker
 
     broker = start_embedded_broker({"partitions": PARTITIONS, "log_level": "WARNING"})
     try:

@@ -49,6 +49,8 @@ DEFAULT_PREFIXES = [
 ]
 DEFAULT_MIN_AGE_SECONDS = int(os.environ.get("KAFKA_EOS_CLEANUP_MIN_AGE_SECONDS", "900"))
 POLL_SECONDS = float(os.environ.get("KAFKA_EOS_CLEANUP_POLL_SECONDS", "60"))
+# How long one run's sensor looks before it gives up softly (nothing lingering: the run is skipped).
+SENSOR_TIMEOUT_SECONDS = float(os.environ.get("KAFKA_EOS_CLEANUP_SENSOR_TIMEOUT_SECONDS", str(10 * 60)))
 
 COMMIT = "commit"
 ALERT = "alert"
@@ -120,7 +122,7 @@ def eos_cleanup() -> None:
         min_age="{{ params.min_age_seconds }}",
         deferrable=True,  # the triggerer polls between checks; no worker slot is held while waiting
         poke_interval=POLL_SECONDS,
-        timeout=10 * 60,
+        timeout=SENSOR_TIMEOUT_SECONDS,
         soft_fail=True,  # nothing lingering is the healthy case: skip the rest of the run
     )
 

@@ -1,7 +1,7 @@
 """``./run demo``: the example pipeline DAG end to end on the embedded Kafka broker.
 
 ``./run demo --kafka apache`` runs the same on a real Apache Kafka 4.4 single node instead
-(``testing/apache_kafka``; its jars are fetched with Maven on first use).
+(``kafka_eos_testing/apache_kafka``; its jars are fetched with Maven on first use).
 
 What it does, all under ``demo-output/`` (recreated on every run):
 
@@ -80,7 +80,7 @@ def run_pipeline(dag, batch: str, *, fault: str | None = None, again: bool = Fal
     import pendulum
 
     logical_date = pendulum.now("UTC") if again else pendulum.parse(batch, tz="UTC")
-    from airflow_provider_kafka_eos.testing import fault_job
+    from kafka_eos_testing import fault_job
 
     submit = dag.get_task("submit")
     production_job = submit.application
@@ -102,13 +102,13 @@ def start_kafka(kind: str):
     """The demo's Kafka: the embedded broker (no JVM, no Maven) or a real Apache Kafka node."""
     options = {"data_dir": str(OUT / "broker"), "partitions": 3}
     if kind == "apache":
-        from airflow_provider_kafka_eos.testing.apache_kafka import ApacheKafkaCluster
+        from kafka_eos_testing.apache_kafka import ApacheKafkaCluster
 
         say("starting Apache Kafka 4.4, one KRaft node (jars from the Maven cache)")
         broker = ApacheKafkaCluster(options)
         print(f"    listening on {broker.bootstrap}; log: {broker.nodes[0].log_path}")
         return broker
-    from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
+    from kafka_eos_testing.embedded import start_embedded_broker
 
     say("starting the embedded Kafka broker (kafka-eos-devbroker)")
     broker = start_embedded_broker(options, str(OUT))
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(bootstrap: str, expected: list[str], failed: list[str]) -> int:
     from airflow_provider_kafka_eos.kafka.checkpoints.manifest import find_manifests
-    from airflow_provider_kafka_eos.testing.verify import count_keys, exactly_once_report
+    from kafka_eos_testing.verify import count_keys, exactly_once_report
 
     say("manifests")
     for uri, manifest in find_manifests((OUT / "manifests").as_uri(), PIPELINE_ID):

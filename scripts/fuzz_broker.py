@@ -40,9 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 
-from airflow_provider_kafka_eos.testing.broker.api import HANDLERS
-from airflow_provider_kafka_eos.testing.broker.broker import load_handler_modules
-from airflow_provider_kafka_eos.testing.embedded import start_embedded_broker
+from kafka_eos_testing.broker.api import HANDLERS
+from kafka_eos_testing.broker.broker import load_handler_modules
+from kafka_eos_testing.embedded import start_embedded_broker
 
 INT32 = struct.Struct(">i")
 INTERESTING_8 = [0x00, 0x01, 0x7F, 0x80, 0xFF]

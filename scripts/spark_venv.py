@@ -33,7 +33,8 @@ def ensure(line: str, *, timeout_s: float = 900) -> Path:
     """The interpreter of ``.venv-spark<line>`` with ``pyspark==<line>.*``, made or updated."""
     venv = ROOT / f".venv-spark{line}"
     python = venv / "bin" / "python"
-    declared = b"".join((ROOT / name).read_bytes() for name in ("setup.cfg", "pyproject.toml"))
+    declarations = ("setup.cfg", "pyproject.toml", "testing/pyproject.toml")
+    declared = b"".join((ROOT / name).read_bytes() for name in declarations)
     stamp = venv / f".installed-{hashlib.sha256(declared + line.encode()).hexdigest()[:16]}"
     if stamp.exists() and python.exists():
         return python
@@ -44,7 +45,8 @@ def ensure(line: str, *, timeout_s: float = 900) -> Path:
     override.write_text(NO_PYSPARK_CLIENT)
     print(f"spark_venv: installing the project with PySpark {line}.* into {venv.name}", file=sys.stderr)
     subprocess.run(
-        [uv, "pip", "install", "-q", "-p", str(python), "-e", f"{ROOT}[test,spark]", f"pyspark=={line}.*",
+        [uv, "pip", "install", "-q", "-p", str(python), "-e", f"{ROOT}[test,spark]",
+         "-e", f"{ROOT}/testing[s3]", f"pyspark=={line}.*",
          "--override", str(override)],
         check=True, timeout=timeout_s,
     )  # fmt: skip

@@ -117,6 +117,22 @@ def _counts(junit: Path, outcome: Outcome) -> None:
         outcome.passed += tests - failed - skipped
 
 
+def _slowest_files(junit: Path, count: int = 8) -> list[tuple[str, float]]:
+    """The test files that took longest in this pass (summed test times), for making CI room."""
+    try:
+        root = ET.parse(junit).getroot()  # noqa: S314 (the JUnit XML our own pytest run just wrote)
+    except (OSError, ET.ParseError):
+        return []
+    per_file: dict[str, float] = {}
+    for case in root.iter("testcase"):
+        parts = (case.get("classname") or "?").split(".")
+        while len(parts) > 1 and parts[-1][:1].isupper():  # a test class inside the module
+            parts.pop()
+        module = ".".join(parts)
+        per_file[module] = per_file.get(module, 0.0) + float(case.get("time") or 0.0)
+    return sorted(per_file.items(), key=lambda item: -item[1])[:count]
+
+
 def run_pass(test_pass: Pass, extra: list[str], environment: Future[str] | None = None) -> Outcome:
     """Run one pass; ``environment``: its interpreter, being made (see :func:`prepare_environments`)."""
     outcome = Outcome(test_pass.name, blocking=test_pass.blocking)
@@ -152,6 +168,10 @@ def run_pass(test_pass: Pass, extra: list[str], environment: Future[str] | None 
                 print(f"===== pass {test_pass.name}: stopped after its limit of {limit:.0f} s")
                 code = -1
         _counts(junit, outcome)
+        slowest = _slowest_files(junit)
+        if slowest:
+            print(f"===== pass {test_pass.name}: slowest files: "
+                  + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in slowest), flush=True)
     outcome.seconds = time.monotonic() - started
     outcome.ok = code in (0, 5)  # 5: no tests selected (e.g. -k matched nothing here)
     if not outcome.ok and outcome.failed == 0:

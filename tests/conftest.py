@@ -19,7 +19,7 @@ import pytest
 
 # The provider's pytest plugin (kafka_broker fixtures) is opt-in, as for any user of the
 # ``[testing]`` extra: installing the provider no longer loads it into every pytest run.
-pytest_plugins = ["airflow_provider_kafka_eos.testing.pytest_plugin"]
+pytest_plugins = ["kafka_eos_testing.pytest_plugin"]
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAGS_FOLDER = REPO_ROOT / "dags"

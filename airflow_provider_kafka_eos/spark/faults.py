@@ -3,7 +3,7 @@
 A :class:`FaultPlan` reaches the writer only through an explicit test hook: the
 ``fault_plan=`` keyword of ``write_exactly_once`` / ``spark.job.run``, which production code
 never passes (nothing on the production path reads an environment variable for it). The
-spark-submit tests and the demo run ``airflow_provider_kafka_eos/testing/fault_job.py``, a
+spark-submit tests and the demo run ``testing/kafka_eos_testing/fault_job.py``, a
 test-only entry point that parses ``KAFKA_EOS_FAULT`` (a comma-separated list of
 ``name[=value]``) and hands the plan to the job. The plan is shipped to the tasks inside the
 task closure, so executors need no environment.

@@ -183,7 +183,7 @@ def load_application(spec: str) -> Callable[[Any, dict], Any]:
 def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
     """Build the DataFrame and prepare it; returns the manifest URI.
 
-    ``fault_plan`` is the test hook (``testing/fault_job.py`` passes one); the job itself never
+    ``fault_plan`` is the test hook (``kafka_eos_testing/fault_job.py`` passes one); the job itself never
     reads one from its environment.
     """
     from pyspark.sql import SparkSession

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kafka_eos.testing.embedded import unique_name
+from kafka_eos_testing.embedded import unique_name
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SERVICES = ("api-server", "dag-processor", "scheduler", "triggerer")
@@ -73,12 +73,16 @@ class AirflowStack:
             env=self.env, check=True, capture_output=True, timeout=300,
         )
         for name in SERVICES:
-            log = open(self.home / f"{name}.log", "wb")  # noqa: SIM115 (closed in stop)
-            self.processes[name] = subprocess.Popen(
-                [sys.executable, "-m", "airflow", name],
-                env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )
-            log.close()  # the child holds its own descriptor
+            self.start_service(name)
+
+    def start_service(self, name: str) -> None:
+        """Start one service (again: after the soak's nemesis killed it), its log appended to."""
+        log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115 (the child holds its own descriptor)
+        self.processes[name] = subprocess.Popen(
+            [sys.executable, "-m", "airflow", name],
+            env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        log.close()
 
     def stop(self) -> None:
         for process in self.processes.values():
@@ -171,12 +175,10 @@ class AirflowStack:
         return wait_for(f"{dag_id} run {run_id} to finish", finished, timeout, self)
 
 
-@pytest.fixture(scope="module")
-def airflow_stack(kafka_broker, tmp_path_factory) -> Iterator[AirflowStack]:
-    """The four services for one test module (started once: they take about a minute to come up)."""
-    home = tmp_path_factory.mktemp("airflow-home")
-    (home / "manifests").mkdir()  # the connection's manifest store (the cleanup DAG refuses a missing one)
-    port = free_port()
+def stack_environment(home: pathlib.Path, port: int, kafka_extra: dict[str, Any]) -> dict[str, str]:
+    """The services' environment: this process's minus its Airflow settings, plus a LocalExecutor
+    Airflow in ``home`` serving on ``port``, whose ``kafka_eos_default`` connection holds
+    ``kafka_extra`` (with ``home/manifests`` as the manifest store)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_"))}
     env.update(
         {
@@ -201,7 +203,7 @@ def airflow_stack(kafka_broker, tmp_path_factory) -> Iterator[AirflowStack]:
                 {
                     "conn_type": "kafka_eos",
                     "extra": {
-                        "bootstrap.servers": kafka_broker.bootstrap,
+                        **kafka_extra,
                         "manifest_base_uri": (home / "manifests").as_uri(),  # the cleanup DAG's store
                     },
                 }
@@ -212,6 +214,16 @@ def airflow_stack(kafka_broker, tmp_path_factory) -> Iterator[AirflowStack]:
             "PATH": os.pathsep.join([str(pathlib.Path(sys.executable).parent), os.environ.get("PATH", "")]),
         }
     )
+    return env
+
+
+@pytest.fixture(scope="module")
+def airflow_stack(kafka_broker, tmp_path_factory) -> Iterator[AirflowStack]:
+    """The four services for one test module (started once: they take about a minute to come up)."""
+    home = tmp_path_factory.mktemp("airflow-home")
+    (home / "manifests").mkdir()  # the connection's manifest store (the cleanup DAG refuses a missing one)
+    port = free_port()
+    env = stack_environment(home, port, {"bootstrap.servers": kafka_broker.bootstrap})
     stack = AirflowStack(home, env, port)
     stack.env.update(example_dag_settings(home, kafka_broker.bootstrap))
     stack.start()

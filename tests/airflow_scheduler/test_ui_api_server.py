@@ -21,7 +21,7 @@ import httpx
 import pytest
 from airflow_stack import AirflowStack, free_port, wait_for
 
-from airflow_provider_kafka_eos.testing.embedded import unique_name
+from kafka_eos_testing.embedded import unique_name
 
 # The UI's side; the hook's connection test runs on real Kafka in tests/broker.
 pytestmark = [pytest.mark.broker, pytest.mark.provider_logic]
@@ -150,7 +150,7 @@ def store_connection(api_server, kafka_broker, tmp_path_factory):
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
     from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-    from airflow_provider_kafka_eos.testing.transactions import produce_transaction, write_prepared_manifest
+    from kafka_eos_testing.transactions import produce_transaction, write_prepared_manifest
 
     base = tmp_path_factory.mktemp("view-store").as_uri()
     pipeline, topic = unique_name("viewpipe").replace("-", "_"), unique_name("view-topic")
@@ -197,7 +197,7 @@ def test_the_view_lists_open_transactions_classified_with_their_partitions(
     api_server, kafka_broker, store_connection
 ):
     """The PREPARED checkpoint's transaction is commit-pending; a stray one under the prefix, an orphan."""
-    from airflow_provider_kafka_eos.testing.transactions import produce_transaction
+    from kafka_eos_testing.transactions import produce_transaction
 
     pipeline = store_connection["pipeline"]
     orphan = f"{pipeline}-1-9"

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from airflow_provider_kafka_eos.testing.broker.acl import (
+from kafka_eos_testing.broker.acl import (
     AclBinding,
     AclFilter,
     AclValidationError,

@@ -18,7 +18,7 @@ import pytest
 from eos_preflight_helpers import sasl_config
 
 from airflow_provider_kafka_eos.kafka.operations.preflight import RetrySchedule, run_preflight
-from airflow_provider_kafka_eos.testing.transactions import produce_transaction
+from kafka_eos_testing.transactions import produce_transaction
 
 pytestmark = pytest.mark.broker
 

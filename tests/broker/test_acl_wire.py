@@ -25,8 +25,8 @@ from kafka.errors import ClusterAuthorizationFailedError, SecurityDisabledError
 from kafka.protocol.admin.acl import CreateAclsRequest
 from kafka.protocol.producer.transaction import InitProducerIdRequest, WriteTxnMarkersRequest
 
-from airflow_provider_kafka_eos.testing.broker.txn_state import Err
-from airflow_provider_kafka_eos.testing.broker.txn_testkit import (
+from kafka_eos_testing.broker.txn_state import Err
+from kafka_eos_testing.broker.txn_testkit import (
     WireProbe,
     admin,
     describe_settled,
@@ -34,7 +34,7 @@ from airflow_provider_kafka_eos.testing.broker.txn_testkit import (
     produce_in_transaction,
     transactional_producer,
 )
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 

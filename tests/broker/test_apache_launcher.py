@@ -1,4 +1,4 @@
-"""The real-Kafka launcher (``testing/apache_kafka``): its failure modes and ``./run kafka``.
+"""The real-Kafka launcher (``kafka_eos_testing/apache_kafka``): its failure modes and ``./run kafka``.
 
 These start their own JVMs, so they run in the real-Kafka passes only (``KAFKA_EOS_TEST_KAFKA=apache``
 or ``apache3``); the cache checks need no JVM and run everywhere.
@@ -15,15 +15,15 @@ import sys
 import pytest
 from confluent_kafka import Producer
 
-from airflow_provider_kafka_eos.testing.apache_kafka import (
+from kafka_eos_testing.apache_kafka import (
     ApacheKafkaCluster,
     JarFetchError,
     KafkaStartError,
     cache_dir,
     fetch_jars,
 )
-from airflow_provider_kafka_eos.testing.pytest_plugin import kafka_kind
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.pytest_plugin import kafka_kind
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.apache_kafka
 
@@ -76,7 +76,7 @@ def test_run_kafka_prints_listening_and_stops_every_node_on_sigterm(tmp_path):
     command = [
         sys.executable,
         "-m",
-        "airflow_provider_kafka_eos.testing.apache_kafka.cli",
+        "kafka_eos_testing.apache_kafka.cli",
         "--data-dir",
         str(data_dir),
     ]

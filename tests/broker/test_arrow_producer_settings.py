@@ -19,10 +19,10 @@ from airflow_provider_kafka_eos.kafka.producers.arrow import ArrowPartitionTrans
 from airflow_provider_kafka_eos.kafka.producers.compression import CODECS
 from airflow_provider_kafka_eos.kafka.producers.librdkafka import TransactionProtocol
 from airflow_provider_kafka_eos.kafka.producers.producer_config import arrow_producer_settings
-from airflow_provider_kafka_eos.testing.broker.txn_testkit import create_topic
-from airflow_provider_kafka_eos.testing.stored_batches import placed_batches, stored_batches
-from airflow_provider_kafka_eos.testing.transactions import wait_until_committed
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.broker.txn_testkit import create_topic
+from kafka_eos_testing.stored_batches import placed_batches, stored_batches
+from kafka_eos_testing.transactions import wait_until_committed
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 

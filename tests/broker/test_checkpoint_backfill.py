@@ -24,8 +24,8 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.naming import NamingStrategy
 from airflow_provider_kafka_eos.kafka.checkpoints.restore import restore_pipeline
-from airflow_provider_kafka_eos.testing.transactions import produce_transaction, write_prepared_manifest
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.transactions import produce_transaction, write_prepared_manifest
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 

@@ -2,7 +2,7 @@
 
 Kafka decompresses every compressed batch it is sent to validate its records (``LogValidator``)
 and refuses one whose payload does not decode under the codec its attributes name, or whose
-codec id is unknown; the embedded broker does the same (``testing/broker/records.py``), so a
+codec id is unknown; the embedded broker does the same (``kafka_eos_testing/broker/records.py``), so a
 producer bug in compression fails on both brokers at produce time instead of at the consumer.
 A well-formed compressed batch is stored byte for byte (the topic's compression.type is
 ``producer``, Kafka's default).
@@ -22,9 +22,9 @@ from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.producers.compression import Codec
 from airflow_provider_kafka_eos.kafka.producers.record_batch import encode_batch
-from airflow_provider_kafka_eos.testing.broker.txn_testkit import create_topic
-from airflow_provider_kafka_eos.testing.stored_batches import stored_batches
-from airflow_provider_kafka_eos.testing.verify import count_keys
+from kafka_eos_testing.broker.txn_testkit import create_topic
+from kafka_eos_testing.stored_batches import stored_batches
+from kafka_eos_testing.verify import count_keys
 
 pytestmark = pytest.mark.broker
 

@@ -13,9 +13,9 @@ import inspect
 
 import pytest
 
-from airflow_provider_kafka_eos.testing.broker.api import HANDLERS, RequestContext
-from airflow_provider_kafka_eos.testing.broker.broker import CORE_HANDLER_MODULES, Broker, BrokerConfig
-from airflow_provider_kafka_eos.testing.broker.server import advertised_versions
+from kafka_eos_testing.broker.api import HANDLERS, RequestContext
+from kafka_eos_testing.broker.broker import CORE_HANDLER_MODULES, Broker, BrokerConfig
+from kafka_eos_testing.broker.server import advertised_versions
 
 # Every core handler module the broker loads, so a new one is covered without editing this
 # list; SASL's handlers need a connection mid-handshake and are covered by test_core_sasl.py.

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from airflow_provider_kafka_eos.testing.broker import codes
-from airflow_provider_kafka_eos.testing.broker.log import PartitionLog, ProducerEpochError
-from airflow_provider_kafka_eos.testing.broker.records import parse_header
+from kafka_eos_testing.broker import codes
+from kafka_eos_testing.broker.log import PartitionLog, ProducerEpochError
+from kafka_eos_testing.broker.records import parse_header
 
 
 def batch(

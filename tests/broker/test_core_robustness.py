@@ -12,9 +12,9 @@ import pytest
 from confluent_kafka import Producer
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 
-from airflow_provider_kafka_eos.testing.broker.txn_testkit import wait_for
-from airflow_provider_kafka_eos.testing.pytest_plugin import needs_embedded_broker
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.broker.txn_testkit import wait_for
+from kafka_eos_testing.pytest_plugin import needs_embedded_broker
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 

@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys, exactly_once_report
+from kafka_eos_testing.verify import assert_exactly_once, count_keys, exactly_once_report
 
 pytestmark = pytest.mark.broker
 

@@ -15,7 +15,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 

@@ -11,8 +11,8 @@ import pytest
 from confluent_kafka import Producer
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
-from airflow_provider_kafka_eos.testing.broker.txn_testkit import admin, describe_settled
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.broker.txn_testkit import admin, describe_settled
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.broker, pytest.mark.usefixtures("needs_transactions")]
 

@@ -13,8 +13,8 @@ import pytest
 from test_ops_support import client_config, create_topic, keys_for, open_transaction, unique
 
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
-from airflow_provider_kafka_eos.testing.broker.txn_testkit import WireProbe
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.broker.txn_testkit import WireProbe
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 

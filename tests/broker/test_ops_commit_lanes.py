@@ -22,7 +22,7 @@ from test_ops_support import client_config, create_topic, keys_for, open_transac
 import airflow_provider_kafka_eos.kafka.protocol.lanes as lanes_module
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 

@@ -10,7 +10,7 @@ from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import abort_by_listing, abort_by_probing
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import PreparedRef
 from airflow_provider_kafka_eos.kafka.protocol.committable import TopicPartition
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin, TransactionDescription
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
-from airflow_provider_kafka_eos.testing.transactions import produce_transaction
+from kafka_eos_testing.transactions import produce_transaction
 
 
 def unique(prefix: str) -> str:

@@ -17,7 +17,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
     ProducerFencedError,
     TransactionTimeoutRiskError,
 )
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 

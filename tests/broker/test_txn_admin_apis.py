@@ -15,8 +15,8 @@ from kafka.errors import TransactionalIdNotFoundError
 from kafka.protocol.admin.transactions import ListTransactionsRequest
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
-from airflow_provider_kafka_eos.testing.broker.txn_state import Err
-from airflow_provider_kafka_eos.testing.broker.txn_testkit import (
+from kafka_eos_testing.broker.txn_state import Err
+from kafka_eos_testing.broker.txn_testkit import (
     WireProbe,
     admin,
     create_topic,
@@ -26,7 +26,7 @@ from airflow_provider_kafka_eos.testing.broker.txn_testkit import (
     leave_open,
     transactional_producer,
 )
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 
@@ -49,7 +49,7 @@ def listed(txn_admin, **filters) -> dict[str, tuple[int, str]]:
 @pytest.fixture(scope="module")
 def population(kafka_broker, txn_admin):
     """Under one unique prefix: two open transactions, one committed, one Empty."""
-    from airflow_provider_kafka_eos.testing.embedded import unique_name
+    from kafka_eos_testing.embedded import unique_name
 
     prefix = unique_name("adm")
     topic = unique_name("adm-topic")

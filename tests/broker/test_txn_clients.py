@@ -12,8 +12,8 @@ import pytest
 from kafka.errors import TransactionalIdNotFoundError
 from kafka.protocol.producer.transaction import EndTxnRequest, InitProducerIdRequest
 
-from airflow_provider_kafka_eos.testing.broker.txn_state import Err
-from airflow_provider_kafka_eos.testing.broker.txn_testkit import (
+from kafka_eos_testing.broker.txn_state import Err
+from kafka_eos_testing.broker.txn_testkit import (
     WireProbe,
     admin,
     create_topic,
@@ -27,7 +27,7 @@ from airflow_provider_kafka_eos.testing.broker.txn_testkit import (
     transactional_producer,
     wait_for,
 )
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 

@@ -14,8 +14,8 @@ from kafka.protocol.producer.transaction import (
     InitProducerIdRequest,
 )
 
-from airflow_provider_kafka_eos.testing.broker.txn_state import INT32_MAX, Err
-from airflow_provider_kafka_eos.testing.broker.txn_testkit import (
+from kafka_eos_testing.broker.txn_state import INT32_MAX, Err
+from kafka_eos_testing.broker.txn_testkit import (
     WireProbe,
     admin,
     create_topic,
@@ -26,7 +26,7 @@ from airflow_provider_kafka_eos.testing.broker.txn_testkit import (
     retry_concurrent,
     wait_for,
 )
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_kafka_eos.testing.broker.broker import Broker, BrokerConfig
-from airflow_provider_kafka_eos.testing.broker.coordinator import TransactionCoordinator
-from airflow_provider_kafka_eos.testing.broker.txn_state import (
+from kafka_eos_testing.broker.broker import Broker, BrokerConfig
+from kafka_eos_testing.broker.coordinator import TransactionCoordinator
+from kafka_eos_testing.broker.txn_state import (
     INT32_MAX,
     OFFSETS_TOPIC,
     Err,
@@ -482,7 +482,7 @@ def test_restart_finishes_a_transaction_caught_in_prepare(tmp_path, clock):
 
 
 def test_running_journal_compacts_and_still_restores_everything(tmp_path, clock, monkeypatch):
-    from airflow_provider_kafka_eos.testing.broker import txn_journal
+    from kafka_eos_testing.broker import txn_journal
 
     monkeypatch.setattr(txn_journal, "COMPACT_AFTER_LINES", 20)
     compactions = []

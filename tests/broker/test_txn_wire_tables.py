@@ -18,8 +18,8 @@ from kafka.protocol.producer.transaction import (
     InitProducerIdRequest,
 )
 
-from airflow_provider_kafka_eos.testing.broker.txn_state import Err
-from airflow_provider_kafka_eos.testing.broker.txn_testkit import (
+from kafka_eos_testing.broker.txn_state import Err
+from kafka_eos_testing.broker.txn_testkit import (
     WireProbe,
     admin,
     create_topic,
@@ -33,7 +33,7 @@ TV1, TV2 = 3, 5  # EndTxn request versions
 
 @pytest.fixture(scope="module")
 def topic(kafka_broker):
-    from airflow_provider_kafka_eos.testing.embedded import unique_name
+    from kafka_eos_testing.embedded import unique_name
 
     name = unique_name("tables")
     create_topic(kafka_broker.bootstrap, name, 2)

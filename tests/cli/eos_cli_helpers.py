@@ -12,7 +12,7 @@ from typing import Any
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
-from airflow_provider_kafka_eos.testing.transactions import produce_transaction
+from kafka_eos_testing.transactions import produce_transaction
 
 CLI = str(Path(sys.executable).with_name("kafka-eos-txn"))
 

@@ -22,7 +22,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     read_manifest,
     write_manifest,
 )
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 

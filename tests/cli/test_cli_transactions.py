@@ -20,7 +20,7 @@ from eos_cli_helpers import (
     wait_for_state,
 )
 
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 

@@ -119,7 +119,7 @@ def settled_count(cluster: Any, topic: str, timeout_s: float = 120) -> Any:
     from confluent_kafka import Consumer
     from confluent_kafka import TopicPartition as Tp
 
-    from airflow_provider_kafka_eos.testing.verify import count_keys
+    from kafka_eos_testing.verify import count_keys
 
     consumers = {
         isolation: Consumer(cluster.client_config(**{"group.id": "settle", "isolation.level": isolation}))

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from cluster_helpers import healthy
 
-from airflow_provider_kafka_eos.testing.pytest_plugin import KAFKA_KIND_ENV, kafka_kind
+from kafka_eos_testing.pytest_plugin import KAFKA_KIND_ENV, kafka_kind
 
 
 @pytest.fixture(scope="session")
@@ -25,7 +25,7 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
             f"needs a 3-node Apache Kafka cluster whose nodes the test can kill "
             f"(${KAFKA_KIND_ENV}=apache3; the kafka under test is {kafka_kind()})"
         )
-    from airflow_provider_kafka_eos.testing.apache_kafka import ApacheKafkaCluster
+    from kafka_eos_testing.apache_kafka import ApacheKafkaCluster
 
     cluster = ApacheKafkaCluster({"nodes": 3, "data_dir": str(tmp_path_factory.mktemp("cluster") / "data")})
     try:
@@ -59,6 +59,6 @@ def kafka_eos_conn(monkeypatch, unique_name):
 
 @pytest.fixture(scope="session")
 def spark():
-    from airflow_provider_kafka_eos.testing.spark import local_spark_session
+    from kafka_eos_testing.spark import local_spark_session
 
     return local_spark_session()

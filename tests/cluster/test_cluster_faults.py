@@ -31,9 +31,9 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
-from airflow_provider_kafka_eos.testing.spark import keyed_frame
-from airflow_provider_kafka_eos.testing.transactions import produce_transaction, write_prepared_manifest
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once
+from kafka_eos_testing.spark import keyed_frame
+from kafka_eos_testing.transactions import produce_transaction, write_prepared_manifest
+from kafka_eos_testing.verify import assert_exactly_once
 
 pytestmark = [pytest.mark.kafka_cluster]
 

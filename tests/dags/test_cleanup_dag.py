@@ -23,8 +23,8 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     read_manifest,
     write_manifest,
 )
-from airflow_provider_kafka_eos.testing.embedded import unique_name
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.embedded import unique_name
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.dag, pytest.mark.broker]
 

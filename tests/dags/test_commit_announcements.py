@@ -23,9 +23,9 @@ from airflow_provider_kafka_eos.kafka.operations.classify import ScanSpec
 from airflow_provider_kafka_eos.operators import metrics
 from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
-from airflow_provider_kafka_eos.testing.embedded import unique_name
-from airflow_provider_kafka_eos.testing.transactions import write_prepared_manifest
 from airflow_provider_kafka_eos.triggers.lingering import scan_with_connection
+from kafka_eos_testing.embedded import unique_name
+from kafka_eos_testing.transactions import write_prepared_manifest
 
 pytestmark = [pytest.mark.broker, pytest.mark.provider_logic]  # Asset events: Airflow's side
 

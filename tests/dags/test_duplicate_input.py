@@ -18,7 +18,7 @@ import pytest
 
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, find_manifests
 from airflow_provider_kafka_eos.operators.submit import XCOM_CHECKPOINT_KEY
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "dags"))
 from eos_sample_events import write_batch

@@ -18,8 +18,8 @@ from txn_helpers import (
 )
 
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, read_manifest
-from airflow_provider_kafka_eos.testing.embedded import unique_name
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.embedded import unique_name
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 # The DAG's form and wiring; the actions it runs are the CLI's, tested on real Kafka in tests/cli.
 pytestmark = [pytest.mark.dag, pytest.mark.broker, pytest.mark.provider_logic]

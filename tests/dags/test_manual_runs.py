@@ -20,8 +20,8 @@ import pytest
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import checkpoint_id_from_datetime
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, find_manifests
 from airflow_provider_kafka_eos.operators.submit import XCOM_CHECKPOINT_KEY
-from airflow_provider_kafka_eos.testing import fault_job
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing import fault_job
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "dags"))
 from eos_sample_events import write_batch

@@ -15,7 +15,7 @@ import pendulum
 import pytest
 
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, find_manifests
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.dag, pytest.mark.spark, pytest.mark.broker]
 

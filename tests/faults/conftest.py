@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_kafka_eos.testing.spark import local_spark_session
+from kafka_eos_testing.spark import local_spark_session
 
 
 @pytest.fixture(scope="session")

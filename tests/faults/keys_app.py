@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_provider_kafka_eos.testing.spark import keyed_frame
+from kafka_eos_testing.spark import keyed_frame
 
 
 def build_dataframe(spark, params):

@@ -31,9 +31,9 @@ from airflow_provider_kafka_eos.spark import faults
 from airflow_provider_kafka_eos.spark import job as eos_job
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
-from airflow_provider_kafka_eos.testing import fault_job
-from airflow_provider_kafka_eos.testing.spark import commit_manifest, keyed_frame
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing import fault_job
+from kafka_eos_testing.spark import commit_manifest, keyed_frame
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.faults, pytest.mark.spark, pytest.mark.broker]
 

@@ -31,9 +31,9 @@ from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import DataLossError
 from airflow_provider_kafka_eos.kafka.producers.arrow import ArrowPartitionTransaction
 from airflow_provider_kafka_eos.kafka.producers.librdkafka import TransactionProtocol
-from airflow_provider_kafka_eos.testing.broker.txn_testkit import create_topic
-from airflow_provider_kafka_eos.testing.transactions import wait_until_committed
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.broker.txn_testkit import create_topic
+from kafka_eos_testing.transactions import wait_until_committed
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.broker, pytest.mark.interop]
 

@@ -16,7 +16,7 @@ from typing import Any
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.producers.librdkafka import PartitionTransaction, TransactionProtocol
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 PREFIX = "secured-"
 
@@ -167,8 +167,8 @@ def lingering_scan_and_trigger(monkeypatch, tmp_path: Path, config: Mapping[str,
 
     from airflow_provider_kafka_eos.kafka.operations.classify import Findings, ScanSpec
     from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
-    from airflow_provider_kafka_eos.testing.transactions import produce_transaction, write_prepared_manifest
     from airflow_provider_kafka_eos.triggers.lingering import LingeringTransactionTrigger
+    from kafka_eos_testing.transactions import produce_transaction, write_prepared_manifest
 
     topic, prefix = unique("linger"), unique("lt") + "-"
     creator = AdminClient(dict(admin_config))  # kept referenced until the result: destroying it cancels

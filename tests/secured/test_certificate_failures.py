@@ -13,7 +13,7 @@ from tls_server import tls_server
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import TlsCertificateError
 from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
-from airflow_provider_kafka_eos.testing.apache_kafka.certs import CertificateAuthority
+from kafka_eos_testing.apache_kafka.certs import CertificateAuthority
 
 pytestmark = pytest.mark.secured
 

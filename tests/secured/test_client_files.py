@@ -15,8 +15,8 @@ from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import ConfigError
 from airflow_provider_kafka_eos.kafka.producers.librdkafka import PartitionTransaction, TransactionProtocol
 from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
-from airflow_provider_kafka_eos.testing.apache_kafka.certs import CertificateAuthority
-from airflow_provider_kafka_eos.testing.apache_kafka.cluster import free_port
+from kafka_eos_testing.apache_kafka.certs import CertificateAuthority
+from kafka_eos_testing.apache_kafka.cluster import free_port
 
 pytestmark = pytest.mark.secured
 

@@ -14,7 +14,7 @@ from secured_support import (
 )
 
 from airflow_provider_kafka_eos.kafka.errors import SecurityProtocolMismatchError, TlsCertificateError
-from airflow_provider_kafka_eos.testing.apache_kafka.cluster import ApacheKafkaCluster
+from kafka_eos_testing.apache_kafka.cluster import ApacheKafkaCluster
 
 pytestmark = pytest.mark.secured
 

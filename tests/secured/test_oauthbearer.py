@@ -19,8 +19,8 @@ from secured_support import (
 )
 
 from airflow_provider_kafka_eos.kafka.errors import AuthenticationError
-from airflow_provider_kafka_eos.testing.apache_kafka.cluster import ApacheKafkaCluster
-from airflow_provider_kafka_eos.testing.apache_kafka.oidc import OidcServer
+from kafka_eos_testing.apache_kafka.cluster import ApacheKafkaCluster
+from kafka_eos_testing.apache_kafka.oidc import OidcServer
 
 pytestmark = pytest.mark.secured
 
@@ -92,7 +92,7 @@ def test_wrong_client_secret_is_named_on_both_paths(oauth_node, idp):
 
 
 def test_token_endpoint_down_is_named(oauth_node, idp):
-    from airflow_provider_kafka_eos.testing.apache_kafka.cluster import free_port
+    from kafka_eos_testing.apache_kafka.cluster import free_port
 
     config = _oauth_config(oauth_node, idp, "etl", "any")
     config["sasl.oauthbearer.token.endpoint.url"] = f"http://127.0.0.1:{free_port()}/token"

@@ -14,7 +14,7 @@ from secured_support import (
 )
 
 from airflow_provider_kafka_eos.kafka.errors import AuthenticationError, SecurityProtocolMismatchError
-from airflow_provider_kafka_eos.testing.apache_kafka.cluster import ApacheKafkaCluster
+from kafka_eos_testing.apache_kafka.cluster import ApacheKafkaCluster
 
 pytestmark = pytest.mark.secured
 
@@ -153,12 +153,12 @@ def test_cli_with_secrets_only_in_the_environment_lists_and_commits(scram_node, 
 
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-    from airflow_provider_kafka_eos.testing.transactions import (
+    from kafka_eos_testing.transactions import (
         produce_transaction,
         wait_until_committed,
         write_prepared_manifest,
     )
-    from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+    from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
     password = "etl-secret"
     config = scram_node.sasl_config("etl", password)
@@ -324,8 +324,8 @@ def test_spark_job_writes_as_a_scram_user_with_the_config_from_its_private_file(
     from airflow_provider_kafka_eos.kafka.checkpoints.manifest import read_manifest
     from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
     from airflow_provider_kafka_eos.spark import job
-    from airflow_provider_kafka_eos.testing.spark import commit_manifest, local_spark_session
-    from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+    from kafka_eos_testing.spark import commit_manifest, local_spark_session
+    from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
     password = "etl-secret"
     config = scram_node.sasl_config("etl", password)

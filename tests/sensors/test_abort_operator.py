@@ -10,8 +10,8 @@ from airflow_provider_kafka_eos.kafka.errors import UnknownTransactionError
 from airflow_provider_kafka_eos.kafka.operations.classify import Findings
 from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
-from airflow_provider_kafka_eos.testing.embedded import unique_name
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.embedded import unique_name
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 

@@ -9,7 +9,7 @@ from txn_helpers import produce_in_transaction, wait_until_older_than, write_pre
 
 from airflow_provider_kafka_eos.kafka.operations.classify import Findings
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
-from airflow_provider_kafka_eos.testing.embedded import unique_name
+from kafka_eos_testing.embedded import unique_name
 
 pytestmark = pytest.mark.broker
 

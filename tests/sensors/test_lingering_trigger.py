@@ -13,8 +13,8 @@ from txn_helpers import produce_in_transaction, set_kafka_eos_connection
 from airflow_provider_kafka_eos.kafka.errors import BrokerUnreachableError, ConfigError
 from airflow_provider_kafka_eos.kafka.operations.classify import Findings, ScanSpec
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
-from airflow_provider_kafka_eos.testing.embedded import unique_name
 from airflow_provider_kafka_eos.triggers.lingering import LingeringTransactionTrigger
+from kafka_eos_testing.embedded import unique_name
 
 SECRET = "s3cr3t-never-serialised"
 

@@ -16,9 +16,9 @@ from airflow_provider_kafka_eos.kafka.operations.classify import Findings, ScanS
 from airflow_provider_kafka_eos.kafka.operations.findings_store import FINDINGS_DIR, read_findings
 from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
-from airflow_provider_kafka_eos.testing.embedded import unique_name
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
 from airflow_provider_kafka_eos.triggers.lingering import LingeringTransactionTrigger
+from kafka_eos_testing.embedded import unique_name
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-from airflow_provider_kafka_eos.testing.transactions import (  # noqa: F401  (re-exported for the tests)
+from kafka_eos_testing.transactions import (  # noqa: F401  (re-exported for the tests)
     produce_transaction,
     write_prepared_manifest,
 )

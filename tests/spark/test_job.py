@@ -12,8 +12,8 @@ import pytest
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, UsageError
 from airflow_provider_kafka_eos.spark import job
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
-from airflow_provider_kafka_eos.testing.spark import commit_manifest
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.spark import commit_manifest
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 ARGS = [
     "--pipeline-id", "p", "--topic", "t", "--transactional-id-prefix", "p", "--checkpoint-id", "1",

@@ -18,8 +18,8 @@ import pytest
 from airflow_provider_kafka_eos.kafka.producers.librdkafka import DEFAULT_PARTITIONER, producer_settings
 from airflow_provider_kafka_eos.kafka.producers.partitioner import partition_for_key
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
-from airflow_provider_kafka_eos.testing.spark import commit_manifest
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys, key_placement
+from kafka_eos_testing.spark import commit_manifest
+from kafka_eos_testing.verify import assert_exactly_once, count_keys, key_placement
 
 # kafka-clients UtilsTest.testMurmur2: key -> Utils.murmur2(key) (a signed 32-bit int).
 JAVA_MURMUR2 = {

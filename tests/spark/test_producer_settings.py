@@ -15,11 +15,11 @@ from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import ConfigError
 from airflow_provider_kafka_eos.kafka.producers.compression import CODECS
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
-from airflow_provider_kafka_eos.testing.broker.txn_testkit import create_topic
-from airflow_provider_kafka_eos.testing.spark import commit_manifest
-from airflow_provider_kafka_eos.testing.stored_batches import stored_batches
-from airflow_provider_kafka_eos.testing.transactions import wait_until_committed
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.broker.txn_testkit import create_topic
+from kafka_eos_testing.spark import commit_manifest
+from kafka_eos_testing.stored_batches import stored_batches
+from kafka_eos_testing.transactions import wait_until_committed
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 
 @pytest.mark.spark

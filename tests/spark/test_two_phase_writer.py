@@ -17,9 +17,9 @@ from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import UsageError
 from airflow_provider_kafka_eos.spark.job import build_arg_parser
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
-from airflow_provider_kafka_eos.testing.spark import commit_manifest, keyed_frame
-from airflow_provider_kafka_eos.testing.transactions import wait_until_committed
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.spark import commit_manifest, keyed_frame
+from kafka_eos_testing.transactions import wait_until_committed
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

@@ -21,8 +21,8 @@ from airflow_provider_kafka_eos.kafka.errors import SpeculativeExecutionError
 from airflow_provider_kafka_eos.kafka.producers.librdkafka import PartitionTransaction, TransactionProtocol
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
-from airflow_provider_kafka_eos.testing.spark import commit_manifest, keyed_frame
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.spark import commit_manifest, keyed_frame
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

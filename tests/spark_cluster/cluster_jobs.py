@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pathlib
 
-from airflow_provider_kafka_eos.testing.spark import job_arguments, spark_submit_job
+from kafka_eos_testing.spark import job_arguments, spark_submit_job
 
 KEYS_APP = pathlib.Path(__file__).resolve().parents[1] / "faults" / "keys_app.py"
 

@@ -1,7 +1,7 @@
 """A Spark standalone cluster (master + 2 workers, separate JVMs on loopback) for the session.
 
 Its executors run a cached Python environment with PySpark, pyarrow, confluent-kafka and
-kafka-python but without this provider (``testing/spark_cluster.py``), so every test here also
+kafka-python but without this provider (``kafka_eos_testing/spark_cluster.py``), so every test here also
 proves that the write brings its own code to the executors.
 """
 
@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from airflow_provider_kafka_eos.testing.spark_cluster import start_cluster
+from kafka_eos_testing.spark_cluster import start_cluster
 
 
 @pytest.fixture(scope="session")

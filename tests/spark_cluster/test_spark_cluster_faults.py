@@ -23,15 +23,15 @@ from cluster_jobs import KEYS_APP, submit
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, manifest_uri, read_manifest
 from airflow_provider_kafka_eos.spark import faults
 from airflow_provider_kafka_eos.spark import job as eos_job
-from airflow_provider_kafka_eos.testing import fault_job
-from airflow_provider_kafka_eos.testing.broker.txn_testkit import wait_for
-from airflow_provider_kafka_eos.testing.spark import (
+from kafka_eos_testing import fault_job
+from kafka_eos_testing.broker.txn_testkit import wait_for
+from kafka_eos_testing.spark import (
     commit_manifest,
     job_arguments,
     reported_manifest_uri,
     spark_submit_command,
 )
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.faults, pytest.mark.spark, pytest.mark.broker]
 

@@ -25,12 +25,12 @@ from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsO
 from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
 from airflow_provider_kafka_eos.spark.requirements import RUNBOOK, install_specs, requirements_for
 from airflow_provider_kafka_eos.spark.writer import DEFAULT_PRODUCER
-from airflow_provider_kafka_eos.testing.spark import (
+from kafka_eos_testing.spark import (
     commit_manifest,
     reported_manifest_uri,
 )
-from airflow_provider_kafka_eos.testing.spark_cluster import executor_python_env
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.spark_cluster import executor_python_env
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

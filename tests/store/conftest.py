@@ -1,4 +1,4 @@
-"""An S3-API server (moto, ``testing/s3_server.py``) for the module, a fresh bucket per test.
+"""An S3-API server (moto, ``kafka_eos_testing/s3_server.py``) for the module, a fresh bucket per test.
 
 The provider reaches it as it reaches any S3 endpoint: through the standard AWS environment
 variables, which the fixture sets for the test (s3fs and boto3 read them).
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_kafka_eos.testing.embedded import unique_name
-from airflow_provider_kafka_eos.testing.s3_server import S3Server
+from kafka_eos_testing.embedded import unique_name
+from kafka_eos_testing.s3_server import S3Server
 
 
 @pytest.fixture(scope="module")

@@ -30,8 +30,8 @@ from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
 )
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
-from airflow_provider_kafka_eos.testing.transactions import produce_transaction, write_prepared_manifest
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.transactions import produce_transaction, write_prepared_manifest
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.broker]
 

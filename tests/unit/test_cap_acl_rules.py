@@ -79,7 +79,7 @@ def test_principal_from_client_config():
 
 
 def test_principal_of_a_client_certificate_is_its_subject_dn(tmp_path):
-    from airflow_provider_kafka_eos.testing.apache_kafka.certs import CertificateAuthority
+    from kafka_eos_testing.apache_kafka.certs import CertificateAuthority
 
     issued = CertificateAuthority(tmp_path).issue("etl", common_name="etl", client=True, organization="acme")
     config = {"security.protocol": "SSL", "ssl.certificate.location": str(issued.cert)}

@@ -20,7 +20,7 @@ from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import ConfigError
 from airflow_provider_kafka_eos.kafka.jaas import JaasSyntaxError, parse_jaas_config
 from airflow_provider_kafka_eos.kafka.java_properties import read_properties_file
-from airflow_provider_kafka_eos.testing.apache_kafka.jars import fetch_jars
+from kafka_eos_testing.apache_kafka.jars import fetch_jars
 
 pytestmark = pytest.mark.secured
 

@@ -148,9 +148,13 @@ def test_the_graph_sees_imports_inside_functions_and_type_checking():
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
 
 
+# The test double's import path, and the one it had inside the runtime package.
+TEST_DOUBLE = ("kafka_eos_testing", f"{PACKAGE}.testing")
+
+
 def test_no_runtime_module_imports_the_test_double():
-    """testing/ (embedded broker, launchers, pytest plugin) serves tests only: production code never
-    imports it, so it can leave the runtime wheel."""
+    """The test double (kafka_eos_testing: embedded broker, launchers, pytest plugin) serves tests only:
+    production code never imports it, so it lives in its own distribution, outside the runtime wheel."""
     wrong = []
     for name, path in _runtime_modules().items():
         for node in ast.walk(ast.parse(path.read_text())):
@@ -159,5 +163,5 @@ def test_no_runtime_module_imports_the_test_double():
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module:
                 targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-            wrong += [f"{name} -> {t}" for t in targets if t.startswith(f"{PACKAGE}.testing")]
+            wrong += [f"{name} -> {t}" for t in targets if t.startswith(TEST_DOUBLE)]
     assert wrong == []

@@ -33,9 +33,9 @@ PUBLIC = [
     ("airflow_provider_kafka_eos.triggers.lingering", "LingeringTransactionTrigger"),
     ("airflow_provider_kafka_eos.cli", "main"),
     ("airflow_provider_kafka_eos.spark.writer", "write_exactly_once"),
-    ("airflow_provider_kafka_eos.testing.pytest_plugin", "kafka_broker"),
-    ("airflow_provider_kafka_eos.testing.verify", "assert_exactly_once"),
-    ("airflow_provider_kafka_eos.testing.verify", "count_keys"),
+    ("kafka_eos_testing.pytest_plugin", "kafka_broker"),
+    ("kafka_eos_testing.verify", "assert_exactly_once"),
+    ("kafka_eos_testing.verify", "count_keys"),
     ("airflow_provider_kafka_eos.kafka.errors", "KafkaEosError"),
     ("airflow_provider_kafka_eos.kafka.errors", "UsageError"),
     # old paths the docs and the example DAGs name

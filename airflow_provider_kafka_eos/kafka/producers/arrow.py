@@ -84,10 +84,10 @@ from airflow_provider_kafka_eos.kafka.protocol.error_codes import (
     NOT_ENOUGH_REPLICAS,
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER_OR_FOLLOWER,
+    OPERATION_NOT_ATTEMPTED,
     PRODUCER_FENCED,
     REQUEST_TIMED_OUT,
     TOPIC_AUTHORIZATION_FAILED,
-    TRANSACTION_COORDINATOR_FENCED,
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     UNKNOWN_LEADER_EPOCH,
     UNKNOWN_TOPIC_OR_PARTITION,
@@ -121,10 +121,10 @@ _REFRESH_METADATA = frozenset({
 })
 _FENCED = frozenset({INVALID_PRODUCER_EPOCH, PRODUCER_FENCED})
 _AUTH = frozenset({TOPIC_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
-# AddPartitionsToTxn: also re-sent. The code (52) predates the table, whose name for it is
-# TRANSACTION_COORDINATOR_FENCED; the comment here called it OPERATION_NOT_ATTEMPTED, which is 55.
-# Kept as it was: which code was meant is a behaviour question, outside a move.
-_ADD_PARTITIONS_RESENT = TRANSACTION_COORDINATOR_FENCED
+# AddPartitionsToTxn: a partition Kafka skipped because another in the same request failed is
+# sent again with the failed ones, as Java's producer does. (This used to name 52,
+# TRANSACTION_COORDINATOR_FENCED, a WriteTxnMarkers answer between brokers: now an error.)
+_ADD_PARTITIONS_RESENT = OPERATION_NOT_ATTEMPTED
 _PRODUCE_MAX_VERSION = 12  # v13 addresses topics by id; v12 is what TV2's implicit add needs
 _TOO_LARGE = frozenset({10, 18})  # MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE
 # A Produce request's bytes besides its batches: header, client id, transactional id, topic name,

@@ -33,6 +33,7 @@ __all__ = [
     "NOT_ENOUGH_REPLICAS",
     "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
     "NOT_LEADER_OR_FOLLOWER",
+    "OPERATION_NOT_ATTEMPTED",
     "PRODUCER_FENCED",
     "REQUEST_TIMED_OUT",
     "SECURITY_DISABLED",
@@ -71,6 +72,7 @@ INVALID_TRANSACTION_TIMEOUT: int = kerr.InvalidTransactionTimeoutError.errno
 CONCURRENT_TRANSACTIONS: int = kerr.ConcurrentTransactionsError.errno
 TRANSACTION_COORDINATOR_FENCED: int = kerr.TransactionCoordinatorFencedError.errno
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED: int = kerr.TransactionalIdAuthorizationFailedError.errno
+OPERATION_NOT_ATTEMPTED: int = kerr.OperationNotAttemptedError.errno
 SECURITY_DISABLED: int = kerr.SecurityDisabledError.errno
 KAFKA_STORAGE_ERROR: int = kerr.KafkaStorageError.errno
 FENCED_LEADER_EPOCH: int = kerr.FencedLeaderEpochError.errno

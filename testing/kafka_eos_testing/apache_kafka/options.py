@@ -1,6 +1,6 @@
 """What a test or ``./run kafka`` may ask of an Apache Kafka cluster, and the broker configs it means.
 
-The option names are the embedded broker's (``testing/embedded.py``), so the pytest factory can
+The option names are the embedded broker's (``kafka_eos_testing/embedded.py``), so the pytest factory can
 hand the same ``kafka_broker_factory(**options)`` to either broker. ``node_properties`` is the
 one place that turns options into Kafka configs.
 """

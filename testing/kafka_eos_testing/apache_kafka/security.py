@@ -13,14 +13,14 @@ from typing import Any, Protocol
 
 from kafka.protocol.admin.acl import CreateAclsRequest, DescribeAclsRequest
 
-from airflow_provider_kafka_eos.testing.broker.acl import (
+from kafka_eos_testing.broker.acl import (
     OPERATIONS,
     PATTERN_TYPES,
     PERMISSIONS,
     RESOURCE_TYPES,
     acl_from_mapping,
 )
-from airflow_provider_kafka_eos.testing.broker.txn_testkit import WireProbe
+from kafka_eos_testing.broker.txn_testkit import WireProbe
 
 from .errors import KafkaStartError
 

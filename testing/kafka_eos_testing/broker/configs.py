@@ -31,7 +31,7 @@ def broker_configs(broker) -> dict[str, str]:
         "unstable.api.versions.enable": str(config.two_phase_commit).lower(),
         "num.partitions": str(config.default_partitions),
         "auto.create.topics.enable": str(config.auto_create_topics).lower(),
-        "authorizer.class.name": "airflow_provider_kafka_eos.testing.broker.acl.Authorizer"
+        "authorizer.class.name": "kafka_eos_testing.broker.acl.Authorizer"
         if broker.authorizer is not None
         else "",
         "broker.id": str(broker.node_id),

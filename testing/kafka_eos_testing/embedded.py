@@ -50,7 +50,7 @@ def broker_command(options: dict[str, Any], port: int = 0) -> list[str]:
     cmd = [
         sys.executable,
         "-m",
-        "airflow_provider_kafka_eos.testing.broker.cli",
+        "kafka_eos_testing.broker.cli",
         "--listen",
         f"127.0.0.1:{port}",
     ]
@@ -84,7 +84,7 @@ class BrokerHandle:
     """A broker the tests talk to: ``.bootstrap``, ``.embedded``, ``.config``, stop/start/restart.
 
     ``kind`` says which: ``external`` (this class: a cluster the tests only connect to),
-    ``embedded`` or ``apache`` (``testing/apache_kafka``).
+    ``embedded`` or ``apache`` (``kafka_eos_testing/apache_kafka``).
     """
 
     kind = "external"

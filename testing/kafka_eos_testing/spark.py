@@ -100,7 +100,7 @@ def spark_submit_command(
     way SparkEosSubmitOperator does: the Kafka config in a 0600 file named by an environment
     variable, never on the command line. The driver runs this interpreter; ``conf`` may name
     another Python for the executors (``spark.pyspark.python``). ``application_file``: another
-    entry point with the job's arguments (the fault tests' ``testing/fault_job.py``)."""
+    entry point with the job's arguments (the fault tests' ``kafka_eos_testing/fault_job.py``)."""
     from airflow_provider_kafka_eos.spark import job as eos_job
 
     config_file = Path(tempfile.mkstemp(prefix="client-", suffix=".json", dir=work_dir)[1])

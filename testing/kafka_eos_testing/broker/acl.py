@@ -26,8 +26,8 @@ from kafka.protocol.admin.acl import (
     DescribeAclsResponse,
 )
 
-from airflow_provider_kafka_eos.testing.broker.api import RequestContext, handles
-from airflow_provider_kafka_eos.testing.broker.txn_state import Err
+from kafka_eos_testing.broker.api import RequestContext, handles
+from kafka_eos_testing.broker.txn_state import Err
 
 # AclOperation.java; TWO_PHASE_COMMIT (15) is KIP-939's and missing from kafka-python's enum.
 OPERATIONS = {

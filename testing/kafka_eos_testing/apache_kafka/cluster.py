@@ -3,7 +3,7 @@
 ``ApacheKafkaCluster(options)`` formats the storage of each node (``kafka.tools.StorageTool``)
 when it is new, starts the JVMs and returns once every node answers Metadata with the whole
 cluster and a transactional producer can initialise (so the transaction coordinator is
-loaded). It is a :class:`~airflow_provider_kafka_eos.testing.embedded.BrokerHandle`, so tests
+loaded). It is a :class:`~kafka_eos_testing.embedded.BrokerHandle`, so tests
 written for the embedded broker use it unchanged: ``stop()``/``start()``/``restart()`` keep
 the data dir and the ports, and so every record and every open transaction.
 
@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_kafka_eos.testing.embedded import BrokerHandle, log_tail
+from kafka_eos_testing.embedded import BrokerHandle, log_tail
 
 from .errors import KafkaStartError
 from .jars import fetch_jars
@@ -573,7 +573,7 @@ class ApacheKafkaCluster(BrokerHandle):
 
     def _probe_error(self, node: KafkaNode, request: Any, version: int) -> Any:
         """The request's top-level error code on ``node`` (a connection problem is its text)."""
-        from airflow_provider_kafka_eos.testing.broker.txn_testkit import WireProbe
+        from kafka_eos_testing.broker.txn_testkit import WireProbe
 
         try:
             with WireProbe(node.probe_address, sasl_plain=self._internal_user) as probe:

@@ -4,7 +4,7 @@ Which Kafka the tests talk to (``$KAFKA_EOS_TEST_KAFKA``):
 
 - ``embedded`` (default): the embedded broker, ``kafka-eos-devbroker`` in a subprocess, exactly
   as a user would start it, so tests exercise the real TCP path and can restart or kill it;
-- ``apache``: a real Apache Kafka 4.4 single node (``testing/apache_kafka``, jars from Maven);
+- ``apache``: a real Apache Kafka 4.4 single node (``kafka_eos_testing/apache_kafka``, jars from Maven);
 - ``apache3``: a real Apache Kafka 4.4 cluster of three combined broker+controller nodes;
 - ``KAFKA_BOOTSTRAP_SERVERS`` set: that external cluster (it wins over the above); anything
   that must reconfigure or restart the broker then skips, naming what it needs.
@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kafka_eos.testing.embedded import (
+from kafka_eos_testing.embedded import (
     BOOTSTRAP_ENV,
     BrokerHandle,
     EmbeddedBroker,
@@ -114,7 +114,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 def _start_apache(options: dict[str, Any], kind: str) -> BrokerHandle:
-    from airflow_provider_kafka_eos.testing.apache_kafka import ApacheKafkaCluster, UnsupportedOption
+    from kafka_eos_testing.apache_kafka import ApacheKafkaCluster, UnsupportedOption
 
     try:
         return ApacheKafkaCluster({"nodes": 3 if kind == "apache3" else 1, **options})
@@ -145,8 +145,8 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerHan
 def kafka_broker_factory(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest):
     """``factory(**options)`` starts a dedicated broker with other settings; stopped after the test.
 
-    The options are the embedded broker's (``testing/embedded.py``); on Apache Kafka they map to
-    broker configs (``testing/apache_kafka/options.py``) and one Kafka cannot have skips the test.
+    The options are the embedded broker's (``kafka_eos_testing/embedded.py``); on Apache Kafka they map to
+    broker configs (``kafka_eos_testing/apache_kafka/options.py``) and one Kafka cannot have skips the test.
     """
     started: list[BrokerHandle] = []
     setattr(request.node, _FACTORY_STARTED, started)

@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
 
-from airflow_provider_kafka_eos.testing.transactions import produce_transaction
+from kafka_eos_testing.transactions import produce_transaction
 
 _INT32 = struct.Struct(">i")
 

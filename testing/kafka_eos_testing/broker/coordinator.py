@@ -38,9 +38,9 @@ from kafka.protocol.producer.transaction import (
     TxnOffsetCommitResponse,
 )
 
-from airflow_provider_kafka_eos.testing.broker.api import RequestContext, handles
-from airflow_provider_kafka_eos.testing.broker.txn_journal import TxnJournal
-from airflow_provider_kafka_eos.testing.broker.txn_state import (
+from kafka_eos_testing.broker.api import RequestContext, handles
+from kafka_eos_testing.broker.txn_journal import TxnJournal
+from kafka_eos_testing.broker.txn_state import (
     COMPLETE_STATES,
     INT32_MAX,
     NO_PRODUCER_EPOCH,

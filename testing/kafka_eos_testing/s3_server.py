@@ -1,7 +1,7 @@
 """An S3-API server on loopback for the manifest store's tests and demos: moto's server (from PyPI).
 
     ./run s3                 # foreground; prints the endpoint and the environment to use
-    python -m airflow_provider_kafka_eos.testing.s3_server --port 9000
+    python -m kafka_eos_testing.s3_server --port 9000
 
 Why this server: the manifest store relies on S3's conditional writes (``If-None-Match: *`` to
 create only if absent, ``If-Match: <etag>`` to replace only if unchanged, 412 otherwise), and

@@ -13,7 +13,7 @@ from typing import Any
 from kafka.protocol.consumer import FetchRequest
 from kafka.structs import TopicPartition
 
-from airflow_provider_kafka_eos.testing.broker.records import BatchHeader, split_batches
+from kafka_eos_testing.broker.records import BatchHeader, split_batches
 
 __all__ = ["placed_batches", "stored_batches"]
 

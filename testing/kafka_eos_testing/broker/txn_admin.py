@@ -22,9 +22,9 @@ from kafka.protocol.admin.transactions import (
 )
 from kafka.protocol.producer.transaction import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
-from airflow_provider_kafka_eos.testing.broker.api import RequestContext, handles
-from airflow_provider_kafka_eos.testing.broker.coordinator import CLUSTER_NAME, coordinator_for
-from airflow_provider_kafka_eos.testing.broker.txn_state import Err, TxnMetadata, TxnState
+from kafka_eos_testing.broker.api import RequestContext, handles
+from kafka_eos_testing.broker.coordinator import CLUSTER_NAME, coordinator_for
+from kafka_eos_testing.broker.txn_state import Err, TxnMetadata, TxnState
 
 
 @functools.lru_cache(maxsize=256)

@@ -1,1 +1,0 @@
-"""See the package docstring of airflow_provider_kafka_eos."""

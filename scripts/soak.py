@@ -1,0 +1,43 @@
+"""``./run soak --minutes N --seed S [--dir D]``: the randomized fault soak (tests/soak/test_soak.py).
+
+A real Airflow (scheduler, triggerer, dag-processor, api-server, LocalExecutor), a 3-node Apache
+Kafka 4.4 and Spark, the example pipeline and cleanup DAGs, a seeded nemesis, an independent
+checker. The history, the summary and every log stay in ``--dir`` (default: a new temp folder,
+printed). The same seed draws the same faults in the same order (their timing follows the run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="./run soak", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=5.0, help="how long the nemesis runs (default 5)")
+    parser.add_argument("--seed", type=int, default=None, help="the nemesis's and the driver's seed "
+                        "(default: drawn and printed)")
+    parser.add_argument("--fault-every", default="4,12", metavar="MIN,MAX",
+                        help="seconds between two faults, drawn between MIN and MAX (default 4,12)")
+    parser.add_argument("--dir", default=None, help="where the history, summary and logs go")
+    args, pytest_args = parser.parse_known_args(argv)
+    out = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="kafka-eos-soak-"))
+    env = {**os.environ, "KAFKA_EOS_TEST_KAFKA": "apache3", "KAFKA_EOS_SOAK_MINUTES": str(args.minutes),
+           "KAFKA_EOS_SOAK_DIR": str(out), "KAFKA_EOS_SOAK_FAULT_EVERY_S": args.fault_every}
+    if args.seed is not None:
+        env["KAFKA_EOS_SOAK_SEED"] = str(args.seed)
+    timeout = int(args.minutes * 60 + 45 * 60)  # the soak plus start-up, the quiet period and the checks
+    command = [sys.executable, "-m", "pytest", "-s", "-m", "soak", "tests/soak/test_soak.py",
+               "-o", f"timeout={timeout}", *pytest_args]
+    print(f"soak: {args.minutes} min; history and logs in {out}", flush=True)
+    return subprocess.run(command, cwd=ROOT, env=env).returncode
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,197 @@
+"""The soak's checker: what Kafka and the store show, held against the history, by its own means.
+
+It imports nothing from the provider: it reads Kafka with kafka-python's plain consumer and admin
+client, the manifests as JSON files (their documented format, docs/manifest-format.md), and the
+history (``soak_history.py``). So a bug in the provider's own reading code cannot hide a bug in its
+writing code.
+
+The rules (issue 26), per input batch (the example pipeline keys every output record
+``<batch>:<user>``, so a key names its batch):
+- a batch committed by a COMMITTED checkpoint has each of its keys exactly once (a missing key
+  is *lost*, a second copy *duplicated*);
+- a batch with no COMMITTED checkpoint has none of its keys visible to read_committed (an
+  *aborted read*); while the run goes on a PREPARED checkpoint may be committing, so a batch's
+  keys only count as an aborted read when every checkpoint of it is ABORTED;
+- two COMMITTED checkpoints of one batch are a *double commit* (the re-trigger bug);
+- after the quiet period, a DAG run Airflow reported successful whose batch has no COMMITTED
+  checkpoint is *lost* too (a run that skipped its batch as already written is successful
+  because another run's checkpoint wrote it);
+- keys that belong to no batch of the history are *unexpected*;
+- after the quiet period and one cleanup run (:func:`stuck`): no PREPARED manifest, no open
+  transaction under the pipeline's prefix, last stable offset = high watermark everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Verdict:
+    """What the checker found; ``ok`` when every list is empty."""
+
+    lost: list[str] = field(default_factory=list)
+    duplicated: list[str] = field(default_factory=list)
+    aborted_reads: list[str] = field(default_factory=list)
+    double_commits: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    stuck: list[str] = field(default_factory=list)
+    batches: int = 0
+    committed_checkpoints: int = 0
+    keys_checked: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.duplicated or self.aborted_reads or self.double_commits
+                    or self.unexpected or self.stuck)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok, "batches": self.batches, "committed_checkpoints": self.committed_checkpoints,
+            "keys_checked": self.keys_checked, "lost": len(self.lost), "duplicated": len(self.duplicated),
+            "aborted_reads": len(self.aborted_reads), "double_commits": len(self.double_commits),
+            "unexpected": len(self.unexpected), "stuck": len(self.stuck),
+            "examples": {name: values[:5] for name, values in self._lists().items() if values},
+        }
+
+    def _lists(self) -> dict[str, list[str]]:
+        return {"lost": self.lost, "duplicated": self.duplicated, "aborted_reads": self.aborted_reads,
+                "double_commits": self.double_commits, "unexpected": self.unexpected, "stuck": self.stuck}
+
+
+# -- the store ---------------------------------------------------------------------------------
+
+def read_manifests(store_dir: pathlib.Path, pipeline_id: str) -> list[dict[str, Any]]:
+    """Every checkpoint manifest of the pipeline, parsed as plain JSON (temp files left out)."""
+    folder = store_dir / pipeline_id
+    if not folder.is_dir():
+        return []
+    manifests = []
+    for path in sorted(folder.glob("checkpoint-*.json")):
+        manifests.append(json.loads(path.read_text(encoding="utf-8")))
+    return manifests
+
+
+# -- Kafka --------------------------------------------------------------------------------------
+
+def _partitions(consumer: Any, topic: str, timeout_s: float) -> list[Any]:
+    from kafka import TopicPartition
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        numbers = consumer.partitions_for_topic(topic)
+        if numbers:
+            return [TopicPartition(topic, p) for p in sorted(numbers)]
+        if time.monotonic() > deadline:
+            raise LookupError(f"topic {topic} has no partitions in the cluster's metadata")
+        time.sleep(0.2)  # metadata poll interval, bounded by the deadline
+
+
+def count_output(config: Mapping[str, Any], topic: str, *, timeout_s: float = 120.0) -> Counter[str]:
+    """Every key in ``topic`` as a read_committed consumer sees it, up to the end offsets (LSO) of
+    the moment the call starts; raises TimeoutError when they are not reached in time."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(**dict(config), isolation_level="read_committed", enable_auto_commit=False,
+                             group_id=None, consumer_timeout_ms=1000)
+    try:
+        partitions = _partitions(consumer, topic, timeout_s)
+        consumer.assign(partitions)
+        ends = consumer.end_offsets(partitions)
+        consumer.seek_to_beginning(*partitions)
+        counts: Counter[str] = Counter()
+        deadline = time.monotonic() + timeout_s
+        while any(consumer.position(tp) < ends[tp] for tp in partitions):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"read_committed reading of {topic} did not reach {ends} in {timeout_s} s")
+            for records in consumer.poll(timeout_ms=500).values():
+                for record in records:
+                    counts[(record.key or b"").decode("utf-8", "replace")] += 1
+        return counts
+    finally:
+        consumer.close()
+
+
+def stuck(config: Mapping[str, Any], topic: str, transactional_id_prefix: str,
+          manifests: Iterable[Mapping[str, Any]]) -> list[str]:
+    """What is still open after the quiet period: PREPARED manifests, open transactions under the
+    prefix, partitions whose last stable offset is behind their high watermark."""
+    from kafka import KafkaAdminClient, KafkaConsumer
+
+    found = [f"manifest {m['pipeline_id']}/{m['checkpoint_id']} still {m['status']}"
+             for m in manifests if m["status"] == "PREPARED"]
+    admin = KafkaAdminClient(**dict(config))
+    try:
+        listings = [txn for per_broker in admin.list_transactions().values() for txn in per_broker]
+        for txn in listings:
+            tid, state = txn.transactional_id, str(getattr(txn.state, "value", txn.state))
+            if tid.startswith(transactional_id_prefix) and ("Ongoing" in state or "Prepare" in state):
+                found.append(f"transaction {tid} still {state}")
+    finally:
+        admin.close()
+    consumer_committed = KafkaConsumer(**dict(config), isolation_level="read_committed", group_id=None)
+    consumer_all = KafkaConsumer(**dict(config), isolation_level="read_uncommitted", group_id=None)
+    try:
+        partitions = _partitions(consumer_all, topic, 30)
+        lso = consumer_committed.end_offsets(partitions)
+        hw = consumer_all.end_offsets(partitions)
+        found += [f"{tp.topic}-{tp.partition}: last stable offset {lso[tp]} < high watermark {hw[tp]}"
+                  for tp in partitions if lso[tp] != hw[tp]]
+    finally:
+        consumer_committed.close()
+        consumer_all.close()
+    return found
+
+
+# -- the rules ------------------------------------------------------------------------------------
+
+def batch_of(key: str) -> str:
+    """The batch a key belongs to (``<batch>:<user>``)."""
+    return key.split(":", 1)[0]
+
+
+def judge(history: Iterable[Mapping[str, Any]], manifests: Iterable[Mapping[str, Any]],
+          counts: Mapping[str, int], *, final: bool) -> Verdict:
+    """The verdict on one reading (``final``: after the quiet period, when nothing is in flight)."""
+    events = list(history)
+    manifests = list(manifests)
+    batches: dict[str, set[str]] = {}
+    for event in events:
+        if event["kind"] == "batch":
+            batches[event["batch"]] = set(event["keys"])
+    by_input: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for manifest in manifests:
+        input_record = manifest.get("input") or {}
+        if input_record.get("id"):
+            by_input[input_record["id"]].append(manifest)
+    verdict = Verdict(batches=len(batches))
+    verdict.committed_checkpoints = sum(1 for m in manifests if m["status"] == "COMMITTED")
+    for batch, keys in sorted(batches.items()):
+        states = [m["status"] for m in by_input.get(batch, [])]
+        committed = states.count("COMMITTED")
+        verdict.keys_checked += len(keys)
+        if committed > 1:
+            verdict.double_commits.append(f"{batch}: {committed} COMMITTED checkpoints")
+        for key in sorted(keys):
+            seen = counts.get(key, 0)
+            if seen > 1:
+                verdict.duplicated.append(f"{key} x{seen}")
+            elif committed and seen == 0:
+                verdict.lost.append(f"{key} (batch {batch} COMMITTED)")
+            elif not committed and seen and (final or (states and set(states) == {"ABORTED"})):
+                verdict.aborted_reads.append(f"{key} (batch {batch}: checkpoints {states or 'none'})")
+    for event in events:
+        if final and event["kind"] == "run" and event.get("state") == "success":
+            batch = event["batch"]
+            if "COMMITTED" not in [m["status"] for m in by_input.get(batch, [])]:
+                verdict.lost.append(f"run {event['run_id']} succeeded but batch {batch} has no COMMITTED "
+                                    "checkpoint")
+    known = set().union(*batches.values()) if batches else set()
+    verdict.unexpected = sorted(f"{key} x{n}" for key, n in counts.items() if key not in known)
+    return verdict
