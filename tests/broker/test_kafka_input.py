@@ -35,8 +35,8 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, Mani
 from airflow_provider_kafka_eos.kafka.producers.librdkafka import TransactionProtocol
 from airflow_provider_kafka_eos.kafka.producers.offsets_transaction import prepare_group_offsets
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
-from airflow_provider_kafka_eos.testing.transactions import produce_transaction, wait_until_committed
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing.transactions import produce_transaction, wait_until_committed
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
 

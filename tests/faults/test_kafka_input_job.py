@@ -23,10 +23,10 @@ from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import abort_checkpo
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, read_manifest
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.spark.faults import EXIT_AFTER_MANIFEST
-from airflow_provider_kafka_eos.testing import fault_job
-from airflow_provider_kafka_eos.testing.spark import job_arguments, reported_manifest_uri, spark_submit_job
-from airflow_provider_kafka_eos.testing.transactions import produce_transaction, wait_until_committed
-from airflow_provider_kafka_eos.testing.verify import assert_exactly_once, count_keys
+from kafka_eos_testing import fault_job
+from kafka_eos_testing.spark import job_arguments, reported_manifest_uri, spark_submit_job
+from kafka_eos_testing.transactions import produce_transaction, wait_until_committed
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.faults, pytest.mark.spark, pytest.mark.broker]
 
