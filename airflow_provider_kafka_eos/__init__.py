@@ -11,8 +11,18 @@ __version__ = "0.1.0"
 
 CONNECTION_TYPE = "kafka_eos"
 # The project's home: documentation links, runbook URLs and the package metadata all start here
-# (setup.cfg repeats it for the package index; tests/unit/test_provider_registration.py checks).
+# (pyproject.toml repeats it for the package index; tests/unit/test_provider_registration.py checks).
 PROJECT_URL = "https://github.com/airflow-provider-kafka-eos/airflow-provider-kafka-eos"
+
+# What `airflow providers` and the UI's provider pages list, as the Kafka and Spark providers do:
+# module paths only (Airflow imports them when asked), one integration for every section.
+_INTEGRATION = "Kafka exactly-once (EOS)"
+_MODULES = {
+    "operators": ["submit", "commit", "abort", "resolve", "preflight"],
+    "hooks": ["kafka_eos"],
+    "sensors": ["lingering"],
+    "triggers": ["lingering"],
+}
 
 
 def get_provider_info() -> dict:
@@ -28,6 +38,22 @@ def get_provider_info() -> dict:
             "the transaction manager: submit, commit, abort, lingering-transaction sensor."
         ),
         "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": _INTEGRATION,
+                "external-doc-url": f"{PROJECT_URL}#readme",
+                "tags": ["apache", "software"],
+            }
+        ],
+        **{
+            section: [
+                {
+                    "integration-name": _INTEGRATION,
+                    "python-modules": [f"{__name__}.{section}.{module}" for module in modules],
+                }
+            ]
+            for section, modules in _MODULES.items()
+        },
         "connection-types": [
             {
                 "connection-type": CONNECTION_TYPE,

@@ -34,7 +34,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import Param, dag, task
 
-from airflow_provider_kafka_eos.kafka.classify import FindingKind, Findings
+from airflow_provider_kafka_eos.kafka.operations.classify import FindingKind, Findings
 from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
 
@@ -132,7 +132,7 @@ def eos_cleanup() -> None:
     ) -> list[dict[str, Any]]:
         """Commit every checkpoint holding a commit-pending transaction (idempotent per manifest)."""
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-        from airflow_provider_kafka_eos.kafka.checkpoint import commit_checkpoint
+        from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint
 
         pending = Findings.from_dict(findings).of_kind(FindingKind.COMMIT_PENDING)
         uris = sorted({f.manifest_uri for f in pending if f.manifest_uri})

@@ -18,7 +18,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import Asset, dag, task
 
-from airflow_provider_kafka_eos.operators.lineage import kafka_asset_uri
+from airflow_provider_kafka_eos.assets.lineage import kafka_asset_uri
 
 BOOTSTRAP_SERVERS = os.environ.get("KAFKA_EOS_PIPELINE_BOOTSTRAP_SERVERS", "broker:9092")
 TOPIC = os.environ.get("KAFKA_EOS_PIPELINE_TOPIC", "user-activity-per-user")

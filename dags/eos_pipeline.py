@@ -39,6 +39,7 @@ folder (docs/ui.md, "Empty input").
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from datetime import datetime, timedelta
@@ -60,6 +61,8 @@ INPUT_DIR = os.environ.get("KAFKA_EOS_PIPELINE_INPUT_DIR", str(_STATE / "input")
 MANIFEST_BASE_URI = os.environ.get("KAFKA_EOS_MANIFEST_BASE_URI") or None
 KAFKA_EOS_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_CONN_ID", "kafka_eos_default")
 SPARK_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_SPARK_CONN_ID", "spark_local")
+# More spark-submit --conf settings as a JSON object (e.g. a standalone cluster's executor Python).
+SPARK_CONF: dict[str, str] = json.loads(os.environ.get("KAFKA_EOS_PIPELINE_SPARK_CONF") or "{}")
 TRANSACTION_TIMEOUT_MS = int(os.environ.get("KAFKA_EOS_PIPELINE_TXN_TIMEOUT_MS", "900000"))
 # A cron expression or preset; "none" for manual and API triggers only.
 SCHEDULE = os.environ.get("KAFKA_EOS_PIPELINE_SCHEDULE", "@hourly")
@@ -212,7 +215,7 @@ with DAG(
         transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
         kafka_eos_conn_id=KAFKA_EOS_CONN_ID,
         conn_id=SPARK_CONN_ID,
-        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
+        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", **SPARK_CONF},
         execution_timeout=timedelta(minutes=5),
     )
 

@@ -25,11 +25,15 @@ def main(argv: list[str]) -> int:
                         "(default: drawn and printed)")
     parser.add_argument("--fault-every", default="4,12", metavar="MIN,MAX",
                         help="seconds between two faults, drawn between MIN and MAX (default 4,12)")
+    parser.add_argument("--spark", choices=("local", "cluster"), default="local",
+                        help="spark-submit in local mode, or on a standalone cluster (master + 2 workers) "
+                        "whose executors and workers the nemesis kills too")
     parser.add_argument("--dir", default=None, help="where the history, summary and logs go")
     args, pytest_args = parser.parse_known_args(argv)
     out = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="kafka-eos-soak-"))
     env = {**os.environ, "KAFKA_EOS_TEST_KAFKA": "apache3", "KAFKA_EOS_SOAK_MINUTES": str(args.minutes),
-           "KAFKA_EOS_SOAK_DIR": str(out), "KAFKA_EOS_SOAK_FAULT_EVERY_S": args.fault_every}
+           "KAFKA_EOS_SOAK_DIR": str(out), "KAFKA_EOS_SOAK_FAULT_EVERY_S": args.fault_every,
+           "KAFKA_EOS_SOAK_SPARK": args.spark}
     if args.seed is not None:
         env["KAFKA_EOS_SOAK_SEED"] = str(args.seed)
     timeout = int(args.minutes * 60 + 45 * 60)  # the soak plus start-up, the quiet period and the checks

@@ -6,7 +6,7 @@ The environment is this project (editable) with its test extra and the [spark] e
 asked PySpark line, made with uv from its cache (seconds when warm). The Spark provider's
 ``pyspark-client`` (always 4.x) is left out with an override: it writes the same ``pyspark``
 package as PySpark 3.5 and would mix two versions' files (docs/dependencies.md). Re-installed
-only when the dependency declaration changes (a stamp of setup.cfg, pyproject.toml and the
+only when the dependency declaration changes (a stamp of pyproject.toml, testing/pyproject.toml and the
 version line).
 """
 
@@ -33,7 +33,7 @@ def ensure(line: str, *, timeout_s: float = 900) -> Path:
     """The interpreter of ``.venv-spark<line>`` with ``pyspark==<line>.*``, made or updated."""
     venv = ROOT / f".venv-spark{line}"
     python = venv / "bin" / "python"
-    declarations = ("setup.cfg", "pyproject.toml", "testing/pyproject.toml")
+    declarations = ("pyproject.toml", "testing/pyproject.toml")
     declared = b"".join((ROOT / name).read_bytes() for name in declarations)
     stamp = venv / f".installed-{hashlib.sha256(declared + line.encode()).hexdigest()[:16]}"
     if stamp.exists() and python.exists():
@@ -45,8 +45,8 @@ def ensure(line: str, *, timeout_s: float = 900) -> Path:
     override.write_text(NO_PYSPARK_CLIENT)
     print(f"spark_venv: installing the project with PySpark {line}.* into {venv.name}", file=sys.stderr)
     subprocess.run(
-        [uv, "pip", "install", "-q", "-p", str(python), "-e", f"{ROOT}[test,spark]",
-         "-e", f"{ROOT}/testing[s3]", f"pyspark=={line}.*",
+        [uv, "pip", "install", "-q", "-p", str(python), "-e", f"{ROOT}[spark]",
+         "-e", f"{ROOT}/testing[s3]", "--group", f"{ROOT / 'pyproject.toml'}:test", f"pyspark=={line}.*",
          "--override", str(override)],
         check=True, timeout=timeout_s,
     )  # fmt: skip

@@ -38,12 +38,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import signal
-import stat
 import sys
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -52,26 +49,26 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_provider_kafka_eos.kafka.checkpoint_identity import (
+from airflow_provider_kafka_eos.assets.lineage import KafkaLineageMixin, kafka_namespace
+from airflow_provider_kafka_eos.kafka.checkpoints.identity import (
     Reuse,
     RunIdentity,
     checkpoint_id_from_datetime,
     reuse_verdict,
     validate_input_id,
 )
+from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import ClaimOutcome, InputVerdict, claim_input
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, manifest_uri, read_manifest
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, ManifestError, UsageError
-from airflow_provider_kafka_eos.kafka.input_claims import ClaimOutcome, InputVerdict, claim_input
-from airflow_provider_kafka_eos.kafka.manifest import ManifestStatus, manifest_uri, read_manifest
-from airflow_provider_kafka_eos.operators.fail_now import fail_now_exception, raises_fail_now
-from airflow_provider_kafka_eos.operators.lineage import KafkaLineageMixin, kafka_namespace
+from airflow_provider_kafka_eos.spark import handoff, shipping
 from airflow_provider_kafka_eos.spark import job as eos_job
-from airflow_provider_kafka_eos.spark import shipping
+from airflow_provider_kafka_eos.spark.handoff import private_dir, sweep_private_files, write_private_file
+from airflow_provider_kafka_eos.tasks.fail_now import fail_now_exception, raises_fail_now
 
 __all__ = ["XCOM_CHECKPOINT_KEY", "SparkEosSubmitOperator", "checkpoint_id_for_run", "run_identity"]
 
 JOB_FILE = str(Path(eos_job.__file__).resolve())
 _MISSING_CONNECTION_ERRORS = ("AirflowNotFoundException", "AirflowException", "ConnectionNotFound")
-_RESULT_LINE = re.compile(rf"^{re.escape(eos_job.RESULT_PREFIX)}(?P<uri>\S+)\s*$")
 # XCom key of the submit task's checkpoint result (checkpoint id, manifest, outcome, runs).
 XCOM_CHECKPOINT_KEY = "checkpoint"
 
@@ -175,11 +172,11 @@ class _ManifestCapturingHook(SparkSubmitHook):
         def tee() -> Iterator[Any]:
             for raw in itr:
                 line = str(raw).strip()
-                match = _RESULT_LINE.match(line)
-                if match:
-                    self.reported_manifest_uri = match.group("uri")
-                elif line.startswith(eos_job.ERROR_PREFIX):
-                    self.reported_error = line[len(eos_job.ERROR_PREFIX):]
+                uri = handoff.manifest_uri_of(line)
+                if uri is not None:
+                    self.reported_manifest_uri = uri
+                elif line.startswith(handoff.ERROR_PREFIX):
+                    self.reported_error = line[len(handoff.ERROR_PREFIX):]
                 yield raw
 
         super()._process_spark_submit_log(tee())
@@ -292,8 +289,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         skip_lost_input_ranges: bool | str = False,
         **kwargs: Any,
     ) -> None:
-        from airflow_provider_kafka_eos.kafka.abort_strategies import AbortStrategy
-        from airflow_provider_kafka_eos.kafka.naming import NamingStrategy, pipeline_identity
+        from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import AbortStrategy
+        from airflow_provider_kafka_eos.kafka.checkpoints.naming import NamingStrategy, pipeline_identity
 
         try:  # strategy names are parsed once, here at the edge
             naming_strategy = NamingStrategy.parse(naming_strategy).value
@@ -357,12 +354,12 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         cluster_mode = connection.get("deploy_mode") == "cluster"
         # In cluster deploy mode the driver runs on the cluster: the Kafka config must reach it
         # through the platform's secret mechanism (a mounted file named in env_vars), never argv.
-        mounted_config = (self.env_vars or {}).get(eos_job.CONFIG_FILE_ENV)
+        mounted_config = (self.env_vars or {}).get(handoff.CONFIG_FILE_ENV)
         if cluster_mode and not mounted_config:
             raise ConfigError(
                 f"deploy_mode 'cluster': the driver cannot read this worker's temp files; mount the Kafka "
                 f"client config on the driver with the platform's secrets and name the path in "
-                f"env_vars={{'{eos_job.CONFIG_FILE_ENV}': ...}} (docs/user-guide/spark-cluster.md)",
+                f"env_vars={{'{handoff.CONFIG_FILE_ENV}': ...}} (docs/user-guide/spark-cluster.md)",
                 runbook="configuration",
             )
         self._config_file = None if mounted_config else self._write_client_config()
@@ -376,7 +373,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         executor_python = self._executor_python(python, str(connection.get("master", "")))
         self.env_vars = {
             **(self.env_vars or {}),
-            eos_job.CONFIG_FILE_ENV: mounted_config or self._config_file,
+            handoff.CONFIG_FILE_ENV: mounted_config or self._config_file,
             **({"PYSPARK_DRIVER_PYTHON": driver_python} if driver_python else {}),
             **({"PYSPARK_PYTHON": executor_python} if executor_python else {}),
             **_path_with_spark_submit(python, (self.env_vars or {}).get("PATH")),
@@ -422,10 +419,10 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
     def _fail_now_on_job_usage_error(self, err: Exception) -> None:
         """The job exits with ``EXIT_USAGE`` when its input or configuration is wrong: no retry helps."""
         process = getattr(self._hook, "_submit_sp", None)
-        if getattr(process, "returncode", None) != eos_job.EXIT_USAGE:
+        if getattr(process, "returncode", None) != handoff.EXIT_USAGE:
             return
         reported = getattr(self._hook, "reported_error", None) or (
-            f"the Spark job refused its arguments or input (exit {eos_job.EXIT_USAGE}); see the log above"
+            f"the Spark job refused its arguments or input (exit {handoff.EXIT_USAGE}); see the log above"
         )
         raise fail_now_exception()(reported) from err
 
@@ -728,7 +725,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             self.log.warning("removed %s, left behind by a task that died (its process is gone)", stale)
         return write_private_file(
             directory,
-            {eos_job.PRIVATE_FILE_CONFIG_KEY: config.confluent(), eos_job.PRIVATE_FILE_PARAMS_KEY: params},
+            {handoff.PRIVATE_FILE_CONFIG_KEY: config.confluent(), handoff.PRIVATE_FILE_PARAMS_KEY: params},
         )
 
     def _remove_config_file(self) -> None:
@@ -779,76 +776,3 @@ def _run_state_probe(context: Any) -> Any:
         return True if state in ("queued", "running") else None
 
     return active
-
-
-# -- the private file ----------------------------------------------------------------------------
-
-_PRIVATE_FILE = re.compile(r"^client-(?P<pid>\d+)-[A-Za-z0-9_]+\.json$")
-
-
-PRIVATE_DIR_ENV = "KAFKA_EOS_PRIVATE_DIR"
-
-
-def private_dir() -> str:
-    """``<base>/kafka-eos-<uid>``, created 0700, refused if another user owns it (someone could
-    read or plant files there). ``<base>`` is ``$KAFKA_EOS_PRIVATE_DIR``, else ``/dev/shm``
-    (memory-backed: the secrets never reach a disk) when the host has a writable one, else the
-    temp folder."""
-    shm = "/dev/shm"  # noqa: S108 (a per-user 0700 folder inside it, ownership checked below)
-    base = os.environ.get(PRIVATE_DIR_ENV) or (
-        shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
-    )
-    path = os.path.join(base, f"kafka-eos-{os.getuid()}")
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    info = os.lstat(path)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-        raise ConfigError(f"{path} is not a directory owned by this user; refusing to put secrets there")
-    if stat.S_IMODE(info.st_mode) != 0o700:
-        os.chmod(path, 0o700)
-    return path
-
-
-def write_private_file(directory: str, payload: Mapping[str, Any]) -> str:
-    """A 0600 ``client-<pid>-<random>.json`` in ``directory``; the pid lets a later sweep tell
-    a live task's file from a dead one's."""
-    fd, path = tempfile.mkstemp(prefix=f"client-{os.getpid()}-", suffix=".json", dir=directory)
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        raise
-    return path
-
-
-def sweep_private_files(directory: str) -> list[str]:
-    """Remove the private files whose writing process is gone (a SIGKILLed task); return them.
-
-    A task removes its own file when it ends (``finally`` / ``on_kill``); only a task killed
-    without cleanup leaves one, and the next task on the host removes it here. A file whose pid
-    is alive (a running task, or a reused pid) is left alone.
-    """
-    removed = []
-    for name in sorted(os.listdir(directory)):
-        match = _PRIVATE_FILE.match(name)
-        if match is None or _process_alive(int(match.group("pid"))):
-            continue
-        path = os.path.join(directory, name)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-            removed.append(path)
-    return removed
-
-
-def _process_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process: alive
-    return True

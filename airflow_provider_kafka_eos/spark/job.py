@@ -11,7 +11,8 @@ The Kafka client configuration (with its secrets) never travels on the command l
 ``client.properties``) or from the JSON in ``KAFKA_EOS_CLIENT_CONFIG``.
 ``SparkEosSubmitOperator`` writes that file as ``{"client_config": {...},
 "application_params": {...}}``: the user's params (user-supplied JSON) travel there too, never
-on the spark-submit command line; ``--params`` remains for running the job by hand.
+on the spark-submit command line; ``--params`` remains for running the job by hand. That
+hand-off (the file, the variables, the result line below) is ``spark/handoff.py``'s.
 
 The user's application is ``package.module:function`` or ``/path/to/file.py[:function]``
 (default function name ``build_dataframe``); the function is called as
@@ -31,24 +32,43 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import json
 import logging
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CONFIG_ENV", "CONFIG_FILE_ENV", "RESULT_PREFIX", "build_arg_parser", "load_application", "main"]
+# What the worker and this job say to each other (env names, the private file, the result line)
+# is spark/handoff.py's; the names stay importable from here.
+from airflow_provider_kafka_eos.spark.handoff import (
+    CONFIG_ENV,
+    CONFIG_FILE_ENV,
+    ERROR_PREFIX,
+    EXIT_KAFKA,
+    EXIT_USAGE,
+    PRIVATE_FILE_CONFIG_KEY,
+    PRIVATE_FILE_PARAMS_KEY,
+    RESULT_PREFIX,
+    load_client_config,
+    load_params,
+    result_line,
+)
 
-CONFIG_FILE_ENV = "KAFKA_EOS_CLIENT_CONFIG_FILE"
-CONFIG_ENV = "KAFKA_EOS_CLIENT_CONFIG"
-RESULT_PREFIX = "KAFKA_EOS_MANIFEST_URI="
-ERROR_PREFIX = "kafka-eos job: "  # the operator reads the job's one-line error after this
-EXIT_USAGE = 2  # usage or configuration error: the same input fails the same way (no retry)
-# Keys of the operator's private file (the client config and the application params together).
-PRIVATE_FILE_CONFIG_KEY = "client_config"
-PRIVATE_FILE_PARAMS_KEY = "application_params"
+__all__ = [
+    "CONFIG_ENV",
+    "CONFIG_FILE_ENV",
+    "ERROR_PREFIX",
+    "EXIT_USAGE",
+    "PRIVATE_FILE_CONFIG_KEY",
+    "PRIVATE_FILE_PARAMS_KEY",
+    "RESULT_PREFIX",
+    "build_arg_parser",
+    "load_application",
+    "load_client_config",
+    "load_params",
+    "main",
+]
+
 DEFAULT_FUNCTION = "build_dataframe"
 
 log = logging.getLogger("airflow_provider_kafka_eos.spark.job")
@@ -100,56 +120,6 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--app-name", default=None,
                         help="Spark application name (default: kafka-eos-<pipeline>)")
     return parser
-
-
-def load_client_config(environ: dict[str, str] | None = None) -> Any:
-    """The Kafka config from the file or variable the operator set; never from argv."""
-    from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-    from airflow_provider_kafka_eos.kafka.errors import ConfigError
-
-    env = os.environ if environ is None else environ
-    path = env.get(CONFIG_FILE_ENV)
-    if path:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"{CONFIG_FILE_ENV}={path}: cannot be read ({exc.strerror})") from None
-        if text.lstrip().startswith("{"):
-            data = _json_object(text, CONFIG_FILE_ENV)
-            if PRIVATE_FILE_CONFIG_KEY in data:  # the operator's private file: config + params
-                data = data[PRIVATE_FILE_CONFIG_KEY]
-            return KafkaClientConfig.from_mapping(data, source=path)
-        return KafkaClientConfig.from_properties_file(path)
-    inline = env.get(CONFIG_ENV)
-    if inline:
-        return KafkaClientConfig.from_mapping(_json_object(inline, CONFIG_ENV), source=CONFIG_ENV)
-    raise ConfigError(
-        f"no Kafka client configuration: set {CONFIG_FILE_ENV} (a JSON or client.properties file) or "
-        f"{CONFIG_ENV} (JSON); SparkEosSubmitOperator sets the file from the kafka_eos connection"
-    )
-
-
-def load_params(args_params: str | None, environ: dict[str, str] | None = None) -> dict:
-    """The application's params: from the operator's private file, else ``--params`` (by hand)."""
-    from airflow_provider_kafka_eos.kafka.errors import UsageError
-
-    env = os.environ if environ is None else environ
-    path = env.get(CONFIG_FILE_ENV)
-    from_file = None
-    if path:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError:
-            text = ""  # load_client_config reports the unreadable file
-        if text.lstrip().startswith("{"):
-            from_file = _json_object(text, CONFIG_FILE_ENV).get(PRIVATE_FILE_PARAMS_KEY)
-    if from_file is not None:
-        if args_params not in (None, "", "{}"):
-            raise UsageError("--params and the operator's private params file were both given; use one")
-        if not isinstance(from_file, dict):
-            raise UsageError(f"{CONFIG_FILE_ENV}: {PRIVATE_FILE_PARAMS_KEY!r} must be a JSON object")
-        return from_file
-    return _json_object(args_params or "{}", "--params")
 
 
 def load_application(spec: str) -> Callable[[Any, dict], Any]:
@@ -331,21 +301,9 @@ def main(argv: Sequence[str] | None = None, *, fault_plan: Any = None) -> int:
         return EXIT_USAGE
     except KafkaEosError as exc:
         print(f"{ERROR_PREFIX}{exc}", file=sys.stderr, flush=True)
-        return 3
-    print(f"{RESULT_PREFIX}{uri}", flush=True)
+        return EXIT_KAFKA
+    print(result_line(uri), flush=True)
     return 0
-
-
-def _json_object(text: str, where: str) -> dict:
-    from airflow_provider_kafka_eos.kafka.errors import UsageError
-
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{where}: not valid JSON ({exc.msg})") from None
-    if not isinstance(value, dict):
-        raise UsageError(f"{where}: must be a JSON object, got {type(value).__name__}")
-    return value
 
 
 def _looks_like_windows_path(spec: str) -> bool:

@@ -8,7 +8,7 @@ inside PySpark's worker, four task attempts later; with them the job fails in it
 with one line that names the package and the ``pip install`` line that fixes it.
 
 The version bounds in the install line come from this provider's own package metadata
-(``setup.cfg`` is their one owner); where the metadata is not installed (a driver that got the
+(``pyproject.toml`` is their one owner); where the metadata is not installed (a driver that got the
 provider through ``--py-files``) the line names the package without bounds.
 """
 
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 # The range of Spark (JVM) and PySpark versions the writer and the job run on; the [spark]
-# extra in setup.cfg states the same range (a test keeps the two equal).
+# extra in pyproject.toml admits only versions inside it (a test checks).
 SUPPORTED_SPARK = ">=3.5,<5"
 _LOWEST, _BEYOND = (3, 5), (5, 0)
 RUNBOOK = RUNBOOK_JOB_SIDE = "spark-job-requirements"

@@ -18,7 +18,7 @@ import json
 import logging
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import AbortStrategy, probing_ceiling
@@ -111,44 +111,25 @@ def write_exactly_once(
     _validate(topic, transactional_id_prefix, checkpoint_id, transaction_timeout_ms)
     producer = _choose_producer(producer, two_phase_commit)
     arrow_settings = _producer_settings(config, producer)  # refused by name before anything is written
-    requirements.check_spark_version(df.sparkSession.version, where="this Spark session")
-    requirements.check_distribution_pair()
-    refuse_speculation(df.sparkSession)
+    _check_session(df.sparkSession)
     plan = fault_plan if fault_plan is not None else FaultPlan()
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
-    from airflow_provider_kafka_eos.kafka.checkpoints.restore import restore_pipeline
 
-    store.create()
-    existing = store.manifests(pipeline_id)
-    naming.check_switch_from(existing)
-    newer = probing_ceiling(existing, checkpoint_id)  # a backfill's PROBING stops below newer checkpoints
+    newer = _open_store(store, pipeline_id, naming, checkpoint_id)
     partitions = df.rdd.getNumPartitions()
     with TransactionAdmin(config) as admin:
         protocol = TransactionProtocol.from_admin(admin)
-        strategy = (AbortStrategy.parse(abort_strategy) if abort_strategy
-                    else AbortStrategy.default_for(naming, admin))
-        report = restore_pipeline(
-            admin, manifest_base_uri=store, pipeline_id=pipeline_id,
-            transactional_id_prefix=transactional_id_prefix, checkpoint_id=checkpoint_id,
-            abort_lingering=strategy.aborter(checkpoint_id=checkpoint_id, partitions_hint=partitions,
-                                             stop_before=newer),
-        )
+        aborter = _lingering_aborter(abort_strategy, naming, admin, checkpoint_id, partitions, newer)
+        report = _restore(admin, store, pipeline_id, transactional_id_prefix, checkpoint_id, aborter)
         if report.existing is not None:
-            owner = report.existing.prepared_by
-            log.warning("checkpoint %d of %s is already %s (%s), prepared by %s: not producing again",
-                        checkpoint_id, pipeline_id, report.existing.status.value, report.existing_uri,
-                        owner.describe() if owner is not None else "a writer that recorded no run")
             return report.existing
-        # POOLING: ids still open (none, normally, after restore) or listed in a PREPARED manifest are taken.
-        in_use = naming.ids_in_use(admin, transactional_id_prefix, report.protected_transactions)
-        id_for_partition = naming.id_factory(transactional_id_prefix, checkpoint_id, partitions=partitions,
-                                             in_use=in_use)
+        id_for_partition = _id_factory(naming, admin, transactional_id_prefix, checkpoint_id, partitions,
+                                       report.protected_transactions)
         started_ms = _now_ms()
         committables = _prepare_all(df, config=config, topic=topic, id_for_partition=id_for_partition,
                                     transaction_timeout_ms=transaction_timeout_ms, protocol=protocol,
                                     columns=(key_col, value_col, headers_col, partition_col, timestamp_col),
-                                    plan=plan,
-                                    producer=producer, two_phase=two_phase_commit,
+                                    plan=plan, producer=producer, two_phase=two_phase_commit,
                                     arrow_settings=arrow_settings)
         _check_one_per_transactional_id(committables)
         _verify_still_prepared(admin, committables)
@@ -176,6 +157,58 @@ def _prepare_group_offsets(config: KafkaClientConfig, kafka_input: Any, transact
         offsets=kafka_input.end_offsets(), group=kafka_input.group, confluent_config=config.confluent(),
         transactional_id=kafka_input.offsets_transactional_id, topic=kafka_input.topics[0],
         transaction_timeout_ms=transaction_timeout_ms, protocol=protocol, describe=admin.describe)
+
+
+def _open_store(store: ManifestStore, pipeline_id: str, naming: NamingStrategy,
+                checkpoint_id: int) -> int | None:
+    """Create the store if needed and check the pipeline's earlier checkpoints against this write:
+    a naming-strategy switch is refused; the checkpoint a backfill's PROBING must stop below."""
+    store.create()
+    existing = store.manifests(pipeline_id)
+    naming.check_switch_from(existing)
+    return probing_ceiling(existing, checkpoint_id)
+
+
+def _id_factory(naming: NamingStrategy, admin: Any, prefix: str, checkpoint_id: int, partitions: int,
+                protected: Iterable[str]) -> Any:
+    """Partition -> transactional id. POOLING: ids still open (none, normally, after restore) or
+    listed in a PREPARED manifest are taken."""
+    in_use = naming.ids_in_use(admin, prefix, protected)
+    return naming.id_factory(prefix, checkpoint_id, partitions=partitions, in_use=in_use)
+
+
+def _check_session(spark: Any) -> None:
+    """Refuse a Spark session the write cannot run on, before anything is written."""
+    requirements.check_spark_version(spark.version, where="this Spark session")
+    requirements.check_distribution_pair()
+    refuse_speculation(spark)
+
+
+def _lingering_aborter(abort_strategy: str | AbortStrategy | None, naming: NamingStrategy, admin: Any,
+                       checkpoint_id: int, partitions: int, newer: int | None) -> Any:
+    """How restore aborts what earlier attempts left open: the strategy asked for, else the one the
+    naming strategy and the cluster call for (``kafka/checkpoints/abort_strategies.py``)."""
+    strategy = (AbortStrategy.parse(abort_strategy) if abort_strategy
+                else AbortStrategy.default_for(naming, admin))
+    return strategy.aborter(checkpoint_id=checkpoint_id, partitions_hint=partitions, stop_before=newer)
+
+
+def _restore(admin: Any, store: ManifestStore, pipeline_id: str, prefix: str, checkpoint_id: int,
+             abort_lingering: Any) -> Any:
+    """Restore the pipeline before a new checkpoint (``kafka/checkpoints/restore.py``); when this
+    checkpoint already has a manifest, say so (the caller returns it instead of producing)."""
+    from airflow_provider_kafka_eos.kafka.checkpoints.restore import restore_pipeline
+
+    report = restore_pipeline(
+        admin, manifest_base_uri=store, pipeline_id=pipeline_id, transactional_id_prefix=prefix,
+        checkpoint_id=checkpoint_id, abort_lingering=abort_lingering,
+    )
+    if report.existing is not None:
+        owner = report.existing.prepared_by
+        log.warning("checkpoint %d of %s is already %s (%s), prepared by %s: not producing again",
+                    checkpoint_id, pipeline_id, report.existing.status.value, report.existing_uri,
+                    owner.describe() if owner is not None else "a writer that recorded no run")
+    return report
 
 
 def _write_vote(store: ManifestStore, committables: list[Committable], *, pipeline_id: str,
@@ -313,8 +346,6 @@ def _partition_preparer(
         from pyspark import TaskContext
 
         from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
-        from airflow_provider_kafka_eos.kafka.producers.librdkafka import PartitionTransaction
-        from airflow_provider_kafka_eos.spark.faults import stop_task
 
         context = TaskContext.get()
         partition, attempt = context.partitionId(), context.attemptNumber()
@@ -326,43 +357,15 @@ def _partition_preparer(
                                      **admin_timeouts)
         )
 
-        if producer == "arrow":
-            from airflow_provider_kafka_eos.kafka.producers.arrow import ArrowPartitionTransaction
-
-            txn: Any = ArrowPartitionTransaction(
-                admin=admin_future.result(),
-                transactional_id=transactional_id,
-                topic=topic,
-                transaction_timeout_ms=transaction_timeout_ms,
-                protocol=protocol,
-                two_phase=two_phase,
-                settings=arrow_settings,
-            )
-        else:
-            txn = PartitionTransaction(
-                confluent_config=confluent_config,
-                transactional_id=transactional_id,
-                topic=topic,
-                transaction_timeout_ms=transaction_timeout_ms,
-                protocol=protocol,
-                describe=lambda ids: admin_future.result().describe(ids),
-            )
+        txn = _open_transaction(producer, admin_future, confluent_config=confluent_config,
+                                transactional_id=transactional_id, topic=topic,
+                                transaction_timeout_ms=transaction_timeout_ms, protocol=protocol,
+                                two_phase=two_phase, arrow_settings=arrow_settings)
         try:
             txn.begin()
-            written = 0
-            for batch in batches:
-                kill_at = plan.kill_point(partition, attempt, written, batch.num_rows)
-                if kill_at is not None:  # tests only: die part way through this batch
-                    batch = batch.slice(0, kill_at)
-                _write_batch(txn, batch, arrow=producer == "arrow", has_headers=has_headers,
-                             has_partition=has_partition, has_timestamp=has_timestamp)
-                written += batch.num_rows
-                if kill_at is not None:
-                    txn.flush()
-                    stop_task(plan, partition)
-            if plan.fail_task_partition == partition:  # tests only: fail once the records reached Kafka
-                txn.flush()
-            plan.check_task_failure(partition)
+            _write_partition(txn, batches, plan=plan, partition=partition, attempt=attempt,
+                             arrow=producer == "arrow", has_headers=has_headers, has_partition=has_partition,
+                             has_timestamp=has_timestamp)
             committable = txn.prepare()
         finally:
             txn.release()  # also on failure: a fenced or failed producer must not linger in the worker
@@ -373,6 +376,58 @@ def _partition_preparer(
             yield pa.RecordBatch.from_pydict({"committable": [json.dumps(committable.to_dict())]})
 
     return prepare_partition
+
+
+def _open_transaction(producer: str, admin_future: Any, *, confluent_config: dict[str, Any],
+                      transactional_id: str, topic: str, transaction_timeout_ms: int,
+                      protocol: TransactionProtocol, two_phase: bool,
+                      arrow_settings: ArrowProducerSettings | None) -> Any:
+    """The partition's transaction on the chosen producer (in the task; ``admin_future`` is the
+    admin connection opened beside it)."""
+    if producer == "arrow":
+        from airflow_provider_kafka_eos.kafka.producers.arrow import ArrowPartitionTransaction
+
+        return ArrowPartitionTransaction(
+            admin=admin_future.result(),
+            transactional_id=transactional_id,
+            topic=topic,
+            transaction_timeout_ms=transaction_timeout_ms,
+            protocol=protocol,
+            two_phase=two_phase,
+            settings=arrow_settings,
+        )
+    from airflow_provider_kafka_eos.kafka.producers.librdkafka import PartitionTransaction
+
+    return PartitionTransaction(
+        confluent_config=confluent_config,
+        transactional_id=transactional_id,
+        topic=topic,
+        transaction_timeout_ms=transaction_timeout_ms,
+        protocol=protocol,
+        describe=lambda ids: admin_future.result().describe(ids),
+    )
+
+
+def _write_partition(txn: Any, batches: Iterator[Any], *, plan: FaultPlan, partition: int, attempt: int,
+                     arrow: bool, has_headers: bool, has_partition: bool, has_timestamp: bool) -> None:
+    """Every Arrow batch of the partition into its open transaction; the fault plan's hooks (tests
+    only) kill or fail the task at the point a fault test names."""
+    from airflow_provider_kafka_eos.spark.faults import stop_task
+
+    written = 0
+    for batch in batches:
+        kill_at = plan.kill_point(partition, attempt, written, batch.num_rows)
+        if kill_at is not None:  # tests only: die part way through this batch
+            batch = batch.slice(0, kill_at)
+        _write_batch(txn, batch, arrow=arrow, has_headers=has_headers,
+                     has_partition=has_partition, has_timestamp=has_timestamp)
+        written += batch.num_rows
+        if kill_at is not None:
+            txn.flush()
+            stop_task(plan, partition)
+    if plan.fail_task_partition == partition:  # tests only: fail once the records reached Kafka
+        txn.flush()
+    plan.check_task_failure(partition)
 
 
 def _write_batch(txn: Any, batch: Any, *, arrow: bool, has_headers: bool, has_partition: bool,

@@ -1,4 +1,4 @@
-"""The provider's Airflow plugin (setup.cfg's ``airflow.plugins`` entry point).
+"""The provider's Airflow plugin (pyproject.toml's ``airflow.plugins`` entry point).
 
 An entry point, not provider info's ``plugins``: Airflow 3.3 loads provider-info plugins only with
 ``[core] lazy_load_providers = False``, entry-point plugins always.

@@ -48,6 +48,7 @@ PYSPARK_WORKERS = ("pyspark.daemon", "pyspark.worker")
 
 def _settings() -> tuple[float, int, pathlib.Path | None]:
     minutes = float(os.environ.get("KAFKA_EOS_SOAK_MINUTES", "5"))
+    # "local": spark-submit in local mode; "cluster": the standalone cluster (master + 2 workers)
     seed_text = os.environ.get("KAFKA_EOS_SOAK_SEED", "")
     seed = int(seed_text) if seed_text else random.SystemRandom().randrange(2**31)
     out = os.environ.get("KAFKA_EOS_SOAK_DIR")
@@ -64,6 +65,27 @@ def _retrying(what: str, call: Callable[[], Any], timeout_s: float = 120) -> Any
             if time.monotonic() > deadline:
                 raise AssertionError(f"{what}: no answer from Airflow's API in {timeout_s} s: {err}") from err
             time.sleep(1)  # retry interval of a deadline-bounded wait
+
+
+def _spark_targets(spark: Any) -> list[Target]:
+    """The standalone cluster's executors (Spark reschedules their tasks) and workers (restarted)."""
+
+    def executors() -> list[psutil.Process]:
+        return [psutil.Process(pid) for pid in spark.executor_pids()]
+
+    def workers() -> list[psutil.Process]:
+        found = []
+        for index in range(len(spark._workers)):
+            try:
+                found.append(psutil.Process(spark.worker_pid(index)))
+            except (RuntimeError, psutil.NoSuchProcess):
+                continue
+        return found
+
+    def restart_worker(_: psutil.Process) -> None:
+        spark.ensure_workers()
+
+    return [Target("spark-executor", executors), Target("spark-worker", workers, restart_worker)]
 
 
 def _targets(cluster: Any, stack: AirflowStack) -> list[Target]:
@@ -132,7 +154,7 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
     print(f"soak: {minutes} min, seed {seed}, output in {out}")
     rng = random.Random(seed)
     cluster = ApacheKafkaCluster({"nodes": 3, "data_dir": str(out / "kafka")})
-    stack = None
+    stack = spark = None
     history = History(out / "history.jsonl")
     try:
         topic = f"soak-out-{seed}"
@@ -155,6 +177,16 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
             # a killed task is noticed in 30 s (default 5 min), so its retry fits in a short soak
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",
         })
+        if os.environ.get("KAFKA_EOS_SOAK_SPARK", "local") == "cluster":
+            from kafka_eos_testing.spark_cluster import start_cluster
+
+            spark = start_cluster(workers=2, work_dir=out / "spark")
+            host, spark_port = spark.master_url.removeprefix("spark://").rsplit(":", 1)
+            env["AIRFLOW_CONN_SPARK_SOAK"] = json.dumps({"conn_type": "spark", "host": f"spark://{host}",
+                                                         "port": int(spark_port),
+                                                         "extra": {"deploy-mode": "client"}})
+            env["KAFKA_EOS_PIPELINE_SPARK_CONN_ID"] = "spark_soak"
+            env["KAFKA_EOS_PIPELINE_SPARK_CONF"] = json.dumps(spark.submit_conf())
         stack = AirflowStack(home, env, port)
         stack.start()
         wait_for("the API server", lambda: stack.request("GET", "/monitor/health"), 240, stack)
@@ -162,12 +194,15 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         stack.unpause("eos_cleanup")
         checker_config = {"bootstrap_servers": cluster.bootstrap}
         low, high = (float(x) for x in os.environ.get("KAFKA_EOS_SOAK_FAULT_EVERY_S", "4,12").split(","))
-        nemesis = Nemesis(seed, _targets(cluster, stack), history, interval_s=(low, high))
+        targets = _targets(cluster, stack) + (_spark_targets(spark) if spark is not None else [])
+        nemesis = Nemesis(seed, targets, history, interval_s=(low, high))
         history.record("phase", name="start", seed=seed, minutes=minutes, topic=topic)
         nemesis.start()
         active = _drive(stack, history, rng, home, minutes, checker_config, topic)
         nemesis.stop()
         history.record("phase", name="quiet", faults=nemesis.faults, kinds=sorted(nemesis.kinds))
+        if spark is not None:
+            spark.ensure_workers()
         _quiet(stack, history, cluster, active)
         manifests = read_manifests(home / "manifests", PIPELINE_ID)
         counts = count_output(checker_config, topic)
@@ -189,6 +224,8 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         history.close()
         if stack is not None:
             stack.stop()
+        if spark is not None:
+            spark.stop()
         cluster.stop()
 
 

@@ -3,7 +3,7 @@ Airflow side that imports without PySpark. (The same rules on a real cluster: te
 
 from __future__ import annotations
 
-import configparser
+import importlib.metadata
 import pathlib
 import subprocess
 import sys
@@ -11,6 +11,9 @@ import zipfile
 from types import SimpleNamespace
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 import airflow_provider_kafka_eos
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, UnsupportedCapabilityError
@@ -20,13 +23,41 @@ from airflow_provider_kafka_eos.spark.writer import write_exactly_once
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def test_the_spark_extra_states_the_range_the_code_enforces():
-    cfg = configparser.ConfigParser()
-    cfg.read(REPO_ROOT / "setup.cfg")
-    extra = [line.strip() for line in cfg["options.extras_require"]["spark"].splitlines() if line.strip()]
-    assert f"pyspark{requirements.SUPPORTED_SPARK}" in extra
-    base = cfg["options"]["install_requires"]
-    assert "pyspark" not in base.replace("pyspark-client", "") and "pyarrow" not in base
+def _declared(extra: str | None) -> dict[str, Requirement]:
+    """This install's requirements (the metadata pyproject.toml wrote), by name, for one extra."""
+    found = {}
+    for line in importlib.metadata.requires("airflow-provider-kafka-eos") or []:
+        requirement = Requirement(line)
+        in_extra = requirement.marker is not None and requirement.marker.evaluate({"extra": extra or ""})
+        if (extra is None and requirement.marker is None) or (extra is not None and in_extra):
+            found[requirement.name] = requirement
+    return found
+
+
+def test_the_spark_extra_resolves_one_pyspark_pyspark_client_pair_inside_the_supported_range():
+    """Before: `pip install '...[spark]'` resolved pyspark 4.3.0 beside the Spark provider's
+    pyspark-client 4.2.0. Both are now bounded by the newest pair released together, and pyspark's
+    releases without a pyspark-client twin are left out."""
+    spark = _declared("spark")
+    pyspark, client = spark["pyspark"].specifier, spark["pyspark-client"].specifier
+    supported = SpecifierSet(requirements.SUPPORTED_SPARK)
+    # pyspark releases at the time of writing; 4.0.5, 4.1.4, 4.2.1 and 4.3.0 have no pyspark-client
+    released = ["3.4.4", "3.5.0", "3.5.9", "4.0.4", "4.0.5", "4.1.3", "4.1.4", "4.2.0", "4.2.1", "4.3.0"]
+    admitted = [v for v in released if v in pyspark]
+    assert admitted == ["3.5.0", "3.5.9", "4.0.4", "4.1.3", "4.2.0"]
+    assert all(v in supported for v in admitted)
+    # the newest each side resolves on its own is the same version
+    assert max(admitted, key=Version) == max((v for v in released if v in client), key=Version) == "4.2.0"
+    assert {"pyarrow", "numpy", "pandas"} <= set(spark)
+    base = _declared(None)
+    assert not {"pyspark", "pyspark-client", "pyarrow", "numpy", "pandas"} & set(base)
+
+
+def test_airflow_is_bounded_from_below_only_and_confluent_kafka_below_its_next_major():
+    base = _declared(None)
+    assert str(base["apache-airflow"].specifier) == ">=3.1"
+    assert "3.4.0" in base["apache-airflow"].specifier and "4.0.0" in base["apache-airflow"].specifier
+    assert "2.17.0" in base["confluent-kafka"].specifier and "3.0.0" not in base["confluent-kafka"].specifier
 
 
 @pytest.mark.parametrize("version", ["3.4.3", "3.3.0", "5.0.0", "2.4.8", "not-a-version"])
@@ -66,12 +97,13 @@ def test_pyspark_and_pyspark_client_of_different_versions_are_refused():
     requirements.check_distribution_pair()  # this environment is consistent
 
 
-def test_install_specs_carry_the_bounds_of_setup_cfg():
+def test_install_specs_carry_the_declared_bounds():
     specs = requirements.install_specs()
     assert set(specs) == {"pyarrow", "confluent-kafka", "kafka-python", "numpy", "crc32c", "lz4",
                           "python-snappy", "zstandard"}
     assert ">=4.3" in specs["lz4"] and ">=0.22" in specs["zstandard"] and ">=0.7" in specs["python-snappy"]
-    assert ">=2.16" in specs["confluent-kafka"] and "<2.17" in specs["confluent-kafka"]
+    assert ">=2.16" in specs["confluent-kafka"] and "<3" in specs["confluent-kafka"]
+    assert ">=1.26" in specs["numpy"]  # from the [spark] extra
     assert ">=3.0.12" in specs["kafka-python"] and ">=17" in specs["pyarrow"] and ">=2.4" in specs["crc32c"]
 
 
@@ -151,35 +183,44 @@ def test_the_runtime_zip_holds_the_job_side_code_and_imports_on_its_own(tmp_path
     assert probe.stdout.strip().startswith(str(path)), probe.stdout
 
 
-def test_the_airflow_side_imports_without_pyspark_or_pyarrow():
-    """The base install has no PySpark: every Airflow-facing module must import without it."""
-    modules = [
-        "airflow_provider_kafka_eos.operators.submit",
-        "airflow_provider_kafka_eos.operators.commit",
-        "airflow_provider_kafka_eos.operators.abort",
-        "airflow_provider_kafka_eos.sensors.lingering",
-        "airflow_provider_kafka_eos.triggers.lingering",
-        "airflow_provider_kafka_eos.hooks.kafka_eos",
-        "airflow_provider_kafka_eos.cli",
-        "airflow_provider_kafka_eos.spark.writer",
-        "airflow_provider_kafka_eos.spark.job",
-    ]
+# The job side's own modules: they run in Spark tasks, where the [spark] extra is installed.
+JOB_SIDE_ONLY = {
+    "airflow_provider_kafka_eos.kafka.producers.arrow",
+    "airflow_provider_kafka_eos.kafka.producers.partitioner",
+    "airflow_provider_kafka_eos.kafka.producers.record_batch",
+}
+
+
+def test_the_airflow_side_imports_without_the_spark_extra():
+    """The base install has no PySpark, pyarrow, numpy or pandas (they are the [spark] extra): every
+    module but the Arrow producer's must import without them, the writer and the job included."""
     blocker = (
-        "import sys\n"
+        "import importlib, pkgutil, sys\n"
         "class Block:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] in ('pyspark', 'pyarrow', 'py4j'):\n"
+        "        if name.split('.')[0] in ('pyspark', 'pyarrow', 'py4j', 'numpy', 'pandas'):\n"
         "            raise ImportError(f'blocked: {name}')\n"
         "sys.meta_path.insert(0, Block())\n"
-        f"import importlib\nfor m in {modules!r}:\n    importlib.import_module(m)\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'pyarrow')))\n"
+        "import airflow_provider_kafka_eos as package\n"
+        "failed = []\n"
+        "for info in pkgutil.walk_packages(package.__path__, package.__name__ + '.'):\n"
+        "    try:\n"
+        "        importlib.import_module(info.name)\n"
+        "    except ImportError as exc:\n"
+        "        failed.append(info.name) if 'blocked' in str(exc) else print(info.name, exc)\n"
+        "print(sorted(failed))\n"
+        "blocked = ('pyspark', 'pyarrow', 'numpy', 'pandas')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in blocked))\n"
     )
     probe = subprocess.run(
         [sys.executable, "-c", blocker],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=240,
         cwd=pathlib.Path(airflow_provider_kafka_eos.__file__).parents[1],
     )
     assert probe.returncode == 0, probe.stderr[-3000:]
-    assert probe.stdout.strip().splitlines()[-1] == "[]"
+    *other, failed, imported = probe.stdout.strip().splitlines()
+    assert other == []  # a module failing to import for another reason
+    assert failed == repr(sorted(JOB_SIDE_ONLY)), probe.stdout[-3000:]
+    assert imported == "[]"

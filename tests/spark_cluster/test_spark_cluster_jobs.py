@@ -64,7 +64,7 @@ def test_executors_lacking_a_job_side_requirement_fail_with_one_line(
     lines = [line for line in result.stdout.splitlines() if line.startswith("kafka-eos job:")]
     assert len(lines) == 1, _tail(result)
     line = lines[0]
-    specs = install_specs()  # the bounds setup.cfg declares, read from this install's metadata
+    specs = install_specs()  # the bounds pyproject.toml declares, read from this install's metadata
     assert python in line and f"pip install {' '.join(repr(specs[m]) for m in missing)}" in line, line
     assert f"docs/runbook/{RUNBOOK}.md" in line and "Traceback" not in line and "Pickl" not in line
     # Refused before producing: no transaction was opened, no manifest written, no record sent.

@@ -90,4 +90,4 @@ def test_the_double_is_released_in_lockstep_with_the_provider():
     pin = f"airflow-provider-kafka-eos=={airflow_provider_kafka_eos.__version__}"
     assert f'"{pin}"' in (REPO_ROOT / "testing" / "pyproject.toml").read_text()
     extra = f"airflow-provider-kafka-eos-testing=={airflow_provider_kafka_eos.__version__}"
-    assert extra in (REPO_ROOT / "setup.cfg").read_text()
+    assert f'"{extra}"' in (REPO_ROOT / "pyproject.toml").read_text()

@@ -156,86 +156,13 @@ class Wire:
         self.requests: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._coordinators: dict[str, int] = {}
-        created: list[Any] = []
-        auth_errors: list[BaseException] = []
-        refusals: list[BaseException] = []  # TLS / SASL handshake refusals: named by explain()
-        dropped: list[BaseException] = []
-        sasl = str(kwargs.get("security_protocol", "")).startswith("SASL")
-        tls = str(kwargs.get("security_protocol", "")).endswith("SSL")
-        settings = config.confluent()
-        first_address = config.bootstrap_servers.split(",")[0].strip()
-
-        def net_client(**configs: Any) -> Any:
-            # Keep a handle on the client KafkaAdminClient builds, so that a failed bootstrap can be
-            # explained (authentication vs. no answer) and its IO thread stopped instead of leaked.
-            # kafka-python's bootstrap loop swallows SASL failures and retries until its timeout, so
-            # we watch each connection's init future for them.
-            client = KafkaNetClient(**configs)
-            created.append(client)
-            manager = client._manager
-            get_connection = manager.get_connection
-
-            def on_init_failure(exc: BaseException) -> None:
-                if auth_errors or refusals:
-                    return
-                if isinstance(exc, _AUTH_ERRORS):
-                    auth_errors.append(exc)
-                elif is_handshake_refusal(exc):
-                    # A refused TLS or SASL handshake does not heal: stop at the first one.
-                    refusals.append(exc)
-                elif (sasl or not tls) and _disconnected(exc):
-                    # Kafka closes the connection right after refusing credentials; kafka-python may
-                    # see the close before the SaslAuthenticate answer. Twice in a row is no accident.
-                    # A plaintext client at a TLS port sees the same (closed before ApiVersions is
-                    # answered). The first time, one bounded probe asks the listener whether it is a
-                    # TLS port or refuses the SASL mechanism (a refusal needs no second attempt).
-                    dropped.append(exc)
-                    early = early_refusal(first_address, settings) if len(dropped) == 1 else None
-                    if early is not None:
-                        refusals.append(early)
-                    elif len(dropped) >= 2 and (sasl or speaks_tls(first_address, settings)):
-                        refusals.append(exc)
-                    else:
-                        return
-                else:
-                    return
-                manager.close()  # wrong credentials do not heal: end the bootstrap loop now
-
-            def watched(node_id: Any, *args: Any, **kw: Any) -> Any:
-                conn = get_connection(node_id, *args, **kw)
-                conn.init_future.add_errback(on_init_failure)
-                return conn
-
-            manager.get_connection = watched
-            return client
-
-        kwargs["kafka_client"] = net_client
+        watch = _BootstrapWatch(config, str(kwargs.get("security_protocol", "")))
+        kwargs["kafka_client"] = watch.net_client
         started = time.monotonic()
         try:
-            self._admin = _bounded_bootstrap(kwargs, created, connect_timeout_ms + request_timeout_ms)
+            self._admin = _bounded_bootstrap(kwargs, watch.created, connect_timeout_ms + request_timeout_ms)
         except (*_CONNECTION_ERRORS, kerr.KafkaError) as exc:
-            auth_failure = auth_errors[0] if auth_errors else _auth_failure(created)
-            _discard(created)
-            if refusals and isinstance(refusals[0], KafkaEosError):
-                raise refusals[0] from None
-            if auth_failure is not None or refusals:
-                named = explain(first_address, settings, auth_failure or refusals[0])
-                if named is not None:
-                    raise named from None
-            if refusals and sasl:
-                auth_failure = kerr.SaslAuthenticationFailedError(
-                    "the broker closed the connection during the SASL handshake"
-                )
-            if auth_failure is not None or isinstance(exc, _AUTH_ERRORS):
-                raise AuthorizationError(
-                    f"authentication to {self.bootstrap_servers} failed ({_short(auth_failure or exc)}); "
-                    "check the SASL/SSL settings and credentials of the connection",
-                    runbook="missing-acl",
-                ) from None
-            raise BrokerUnreachableError(
-                f"no Kafka broker at {self.bootstrap_servers} answered within "
-                f"{(time.monotonic() - started):.1f} s (connect timeout {connect_timeout_ms} ms)"
-            ) from None
+            raise watch.failure(exc, started, connect_timeout_ms) from None
         self._manager = self._admin._manager
         self._net = self._admin._net
 
@@ -457,6 +384,94 @@ class Wire:
         except _CONNECTION_ERRORS as exc:
             raise self._unreachable(exc) from None
         return {tp: leader for leader, tps in by_leader.items() for tp in tps}
+
+
+class _BootstrapWatch:
+    """What a Wire's bootstrap saw, so a failed one is explained (authentication, a refused TLS or
+    SASL handshake, no answer) and its IO threads stopped instead of leaked.
+
+    kafka-python's bootstrap loop swallows SASL failures and retries until its timeout, so each
+    connection's init future is watched for them (``net_client`` is the ``kafka_client`` factory
+    handed to ``KafkaAdminClient``).
+    """
+
+    def __init__(self, config: KafkaClientConfig, security_protocol: str):
+        self.bootstrap_servers = config.bootstrap_servers
+        self.created: list[Any] = []
+        self.auth_errors: list[BaseException] = []
+        self.refusals: list[BaseException] = []  # TLS / SASL handshake refusals: named by explain()
+        self.dropped: list[BaseException] = []
+        self.sasl = security_protocol.startswith("SASL")
+        self.tls = security_protocol.endswith("SSL")
+        self.settings = config.confluent()
+        self.first_address = config.bootstrap_servers.split(",")[0].strip()
+
+    def net_client(self, **configs: Any) -> Any:
+        # Keep a handle on the client KafkaAdminClient builds (see the class docstring).
+        client = KafkaNetClient(**configs)
+        self.created.append(client)
+        manager = client._manager
+        get_connection = manager.get_connection
+
+        def watched(node_id: Any, *args: Any, **kw: Any) -> Any:
+            conn = get_connection(node_id, *args, **kw)
+            conn.init_future.add_errback(lambda exc: self._on_init_failure(manager, exc))
+            return conn
+
+        manager.get_connection = watched
+        return client
+
+    def _on_init_failure(self, manager: Any, exc: BaseException) -> None:
+        if self.auth_errors or self.refusals:
+            return
+        if isinstance(exc, _AUTH_ERRORS):
+            self.auth_errors.append(exc)
+        elif is_handshake_refusal(exc):
+            # A refused TLS or SASL handshake does not heal: stop at the first one.
+            self.refusals.append(exc)
+        elif (self.sasl or not self.tls) and _disconnected(exc):
+            # Kafka closes the connection right after refusing credentials; kafka-python may
+            # see the close before the SaslAuthenticate answer. Twice in a row is no accident.
+            # A plaintext client at a TLS port sees the same (closed before ApiVersions is
+            # answered). The first time, one bounded probe asks the listener whether it is a
+            # TLS port or refuses the SASL mechanism (a refusal needs no second attempt).
+            self.dropped.append(exc)
+            early = early_refusal(self.first_address, self.settings) if len(self.dropped) == 1 else None
+            if early is not None:
+                self.refusals.append(early)
+            elif len(self.dropped) >= 2 and (self.sasl or speaks_tls(self.first_address, self.settings)):
+                self.refusals.append(exc)
+            else:
+                return
+        else:
+            return
+        manager.close()  # wrong credentials do not heal: end the bootstrap loop now
+
+    def failure(self, exc: BaseException, started: float, connect_timeout_ms: int) -> BaseException:
+        """The error a failed bootstrap raises (the clients it made are closed first)."""
+        auth_failure = self.auth_errors[0] if self.auth_errors else _auth_failure(self.created)
+        _discard(self.created)
+        refusals = self.refusals
+        if refusals and isinstance(refusals[0], KafkaEosError):
+            return refusals[0]
+        if auth_failure is not None or refusals:
+            named = explain(self.first_address, self.settings, auth_failure or refusals[0])
+            if named is not None:
+                return named
+        if refusals and self.sasl:
+            auth_failure = kerr.SaslAuthenticationFailedError(
+                "the broker closed the connection during the SASL handshake"
+            )
+        if auth_failure is not None or isinstance(exc, _AUTH_ERRORS):
+            return AuthorizationError(
+                f"authentication to {self.bootstrap_servers} failed ({_short(auth_failure or exc)}); "
+                "check the SASL/SSL settings and credentials of the connection",
+                runbook="missing-acl",
+            )
+        return BrokerUnreachableError(
+            f"no Kafka broker at {self.bootstrap_servers} answered within "
+            f"{(time.monotonic() - started):.1f} s (connect timeout {connect_timeout_ms} ms)"
+        )
 
 
 def _bounded_bootstrap(kwargs: dict[str, Any], created: list[Any], budget_ms: int) -> KafkaAdminClient:
