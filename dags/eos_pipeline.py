@@ -68,6 +68,10 @@ TRANSACTION_TIMEOUT_MS = int(os.environ.get("KAFKA_EOS_PIPELINE_TXN_TIMEOUT_MS",
 SCHEDULE = os.environ.get("KAFKA_EOS_PIPELINE_SCHEDULE", "@hourly")
 # 1 keeps checkpoints in order; runs of the same batch never both write, whatever this is.
 MAX_ACTIVE_RUNS = int(os.environ.get("KAFKA_EOS_PIPELINE_MAX_ACTIVE_RUNS", "1"))
+# CeleryExecutor: pin spark-submit to the workers that can run Spark and the commit to any other
+# (blank: the deployment's [operators] default_queue). The commit needs only Kafka and the store.
+SUBMIT_QUEUE = {"queue": q} if (q := os.environ.get("KAFKA_EOS_PIPELINE_SUBMIT_QUEUE")) else {}
+COMMIT_QUEUE = {"queue": q} if (q := os.environ.get("KAFKA_EOS_PIPELINE_COMMIT_QUEUE")) else {}
 APPLICATION = f"{Path(__file__).resolve().with_name('eos_pipeline_job.py')}:build_dataframe"
 BATCH_FORMAT = "%Y%m%dT%H%M%S"
 
@@ -217,6 +221,7 @@ with DAG(
         conn_id=SPARK_CONN_ID,
         conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", **SPARK_CONF},
         execution_timeout=timedelta(minutes=5),
+        **SUBMIT_QUEUE,
     )
 
     commit = KafkaCommitTransactionsOperator(
@@ -227,6 +232,7 @@ with DAG(
         retries=3,
         retry_delay=timedelta(seconds=15),
         execution_timeout=timedelta(minutes=1),
+        **COMMIT_QUEUE,
     )
 
     preflight >> submit >> commit

@@ -1,7 +1,11 @@
 """``./run demo``: the example pipeline DAG end to end on the embedded Kafka broker.
 
 ``./run demo --kafka apache`` runs the same on a real Apache Kafka 4.4 single node instead
-(``kafka_eos_testing/apache_kafka``; its jars are fetched with Maven on first use).
+(``kafka_eos_testing/apache_kafka``; its jars are fetched with Maven on first use), and
+``--security sasl_ssl`` / ``--security mtls`` makes that node a secured one (certificates made for
+the run under ``demo-output/broker/tls``): SASL_SSL with SCRAM-SHA-512, or TLS with client
+certificates. The connection then carries the credentials (or the client certificate and key),
+as a platform team's would; the Spark tasks get them only through the job's private hand-off.
 
 What it does, all under ``demo-output/`` (recreated on every run):
 
@@ -43,7 +47,7 @@ def say(text: str) -> None:
     print(f"\n=== {text}", flush=True)
 
 
-def prepare_environment(bootstrap: str) -> None:
+def prepare_environment(bootstrap: str, client_config: dict | None = None) -> None:
     """Airflow reads its configuration at import time: everything is set before importing it."""
     airflow_home = OUT / "airflow"
     airflow_home.mkdir(parents=True)
@@ -54,7 +58,7 @@ def prepare_environment(bootstrap: str) -> None:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get("DEMO_LOG_LEVEL", "WARNING"),
             "AIRFLOW_CONN_KAFKA_EOS_DEFAULT": json.dumps(
-                {"conn_type": "kafka_eos", "extra": {"bootstrap.servers": bootstrap}}
+                {"conn_type": "kafka_eos", "extra": client_config or {"bootstrap.servers": bootstrap}}
             ),
             "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[2,3]"}),
             "KAFKA_EOS_PIPELINE_ID": PIPELINE_ID,
@@ -98,14 +102,21 @@ def run_pipeline(dag, batch: str, *, fault: str | None = None, again: bool = Fal
     return states
 
 
-def start_kafka(kind: str):
+SECURITY_MODES = {  # --security -> the Kafka node's options (kafka_eos_testing/apache_kafka/options.py)
+    "plaintext": {},
+    "sasl_ssl": {"tls": True, "sasl": True, "sasl_mechanism": "SCRAM-SHA-512"},
+    "mtls": {"mtls": True},
+}
+
+
+def start_kafka(kind: str, security: str = "plaintext"):
     """The demo's Kafka: the embedded broker (no JVM, no Maven) or a real Apache Kafka node."""
     options = {"data_dir": str(OUT / "broker"), "partitions": 3}
     if kind == "apache":
         from kafka_eos_testing.apache_kafka import ApacheKafkaCluster
 
-        say("starting Apache Kafka 4.4, one KRaft node (jars from the Maven cache)")
-        broker = ApacheKafkaCluster(options)
+        say(f"starting Apache Kafka 4.4, one KRaft node, {security} (jars from the Maven cache)")
+        broker = ApacheKafkaCluster({**options, **SECURITY_MODES[security]})
         print(f"    listening on {broker.bootstrap}; log: {broker.nodes[0].log_path}")
         return broker
     from kafka_eos_testing.embedded import start_embedded_broker
@@ -119,16 +130,29 @@ def start_kafka(kind: str):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="./run demo", description="the example pipeline DAG, end to end")
     parser.add_argument("--kafka", choices=("embedded", "apache"), default="embedded")
+    parser.add_argument(
+        "--security",
+        choices=tuple(SECURITY_MODES),
+        default="plaintext",
+        help="with --kafka apache: a SASL_SSL (SCRAM-SHA-512) or mutual-TLS node instead of plaintext",
+    )
     args = parser.parse_args(argv)
+    if args.security != "plaintext" and args.kafka != "apache":
+        parser.error(f"--security {args.security} needs --kafka apache (the embedded broker is plaintext)")
     sys.path.insert(0, str(ROOT / "dags"))
     from eos_sample_events import write_batch
 
     shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir(parents=True)
-    broker = start_kafka(args.kafka)
+    broker = start_kafka(args.kafka, args.security)
+    # The super user's client config: SCRAM user and password, or the client certificate and key.
+    secured = args.security != "plaintext"
+    client = broker.admin_config() if secured else {"bootstrap.servers": broker.bootstrap}
     try:
         say("Airflow home, metadata database, connections")
-        prepare_environment(broker.bootstrap)
+        prepare_environment(broker.bootstrap, client)
+        if secured:
+            print(f"    kafka_eos_default: {client['security.protocol']} to {broker.bootstrap}")
         print(f"    AIRFLOW_HOME={os.environ['AIRFLOW_HOME']}")
 
         say(f"generating input: {len(BATCHES)} batches of JSON events under {OUT / 'input'}")
@@ -160,12 +184,12 @@ def main(argv: list[str] | None = None) -> int:
         expected_states = {"preflight": "success", "submit": "skipped", "commit": "skipped"}
         failed += [f"{FAULTY_BATCH} rerun:{t}={s}" for t, s in states.items() if s != expected_states.get(t)]
 
-        return report(broker.bootstrap, expected, failed)
+        return report(client, expected, failed)
     finally:
         broker.stop()
 
 
-def report(bootstrap: str, expected: list[str], failed: list[str]) -> int:
+def report(client: dict, expected: list[str], failed: list[str]) -> int:
     from airflow_provider_kafka_eos.kafka.checkpoints.manifest import find_manifests
     from kafka_eos_testing.verify import count_keys, exactly_once_report
 
@@ -176,8 +200,8 @@ def report(bootstrap: str, expected: list[str], failed: list[str]) -> int:
               f"{len(manifest.committables)} transaction(s), {records} record(s)  {uri}")
 
     say(f"exactly-once report for topic {TOPIC} (read_committed consumer)")
-    committed = count_keys(bootstrap, TOPIC)
-    in_log = sum(count_keys(bootstrap, TOPIC, isolation="read_uncommitted").values())
+    committed = count_keys(client, TOPIC)
+    in_log = sum(count_keys(client, TOPIC, isolation="read_uncommitted").values())
     result = exactly_once_report(committed, expected)
     print(f"    records expected : {result.expected}")
     print(f"    records seen     : {result.seen}")

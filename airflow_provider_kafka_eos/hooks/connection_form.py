@@ -26,7 +26,9 @@ SASL_MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBE
 MANIFEST_BASE_URI_KEY = "manifest_base_uri"
 TWO_PHASE_COMMIT_KEY = "two_phase_commit"
 TRANSACTION_TIMEOUT_MS_KEY = "transaction_timeout_ms"
-PROVIDER_KEYS = (MANIFEST_BASE_URI_KEY, TWO_PHASE_COMMIT_KEY, TRANSACTION_TIMEOUT_MS_KEY)
+MANIFEST_STORE_CONN_ID_KEY = "manifest_store_conn_id"
+PROVIDER_KEYS = (MANIFEST_BASE_URI_KEY, TWO_PHASE_COMMIT_KEY, TRANSACTION_TIMEOUT_MS_KEY,
+                 MANIFEST_STORE_CONN_ID_KEY)
 
 # name -> (label, JSON schema, description). Order is the form's order.
 FIELDS: dict[str, tuple[str, dict[str, Any], str]] = {

@@ -25,6 +25,7 @@ from airflow.sdk import BaseHook
 
 from airflow_provider_kafka_eos import CONNECTION_TYPE
 from airflow_provider_kafka_eos.hooks import connection_form as form
+from airflow_provider_kafka_eos.hooks import masking  # noqa: F401 (registers the secret key names)
 
 if TYPE_CHECKING:
     from airflow_provider_kafka_eos.kafka.admin.capabilities import ClusterCapabilities
@@ -134,7 +135,12 @@ class KafkaEosHook(BaseHook):
         A malformed URI (relative path, unknown scheme) is a ConfigError naming the key.
         """
         value, source = self._provider_setting(MANIFEST_BASE_URI_KEY)
-        return form.validate_manifest_base_uri(value, source=source)
+        uri = form.validate_manifest_base_uri(value, source=source)
+        if uri:
+            # Whoever asks for the store will open it: its credentials from the connection first
+            # (every caller, the UI's and the Test button's included, gets them this way).
+            self.store_options(uri)
+        return uri
 
     def two_phase_commit(self) -> bool:
         """Whether pipelines on this connection expect KIP-939 2PC (extra ``two_phase_commit``)."""
@@ -156,8 +162,43 @@ class KafkaEosHook(BaseHook):
         The base URI may be None (neither set): a caller that needs a store uses
         :meth:`manifest_store`, which refuses that."""
         if base_uri:
+            self.store_options(base_uri)
             return base_uri, MANIFEST_BASE_URI_KEY
         return self.manifest_base_uri(), self.manifest_store_source()
+
+    def store_options(self, uri: str) -> dict[str, Any]:
+        """Credentials and endpoint of the store holding ``uri`` from an Airflow connection
+        (``hooks/store_credentials.py`` says which), in effect for this process from now on;
+        ``{}`` when the store client's standard chain applies. Secrets masked, never logged."""
+        from airflow_provider_kafka_eos.hooks import store_credentials
+        from airflow_provider_kafka_eos.kafka.checkpoints import store_objects
+        from airflow_provider_kafka_eos.kafka.errors import ConfigError
+
+        if store_objects.is_local_uri(uri):
+            return {}
+        source = f"connection {self.kafka_eos_conn_id!r} extra"
+        extra = self._extra_settings(self.get_connection(self.kafka_eos_conn_id), source)
+        conn_id, named = store_credentials.store_connection_id(extra, uri, source=source)
+        if conn_id is None:
+            return {}
+        try:
+            conn = self.get_connection(conn_id)
+        except Exception as exc:
+            if type(exc).__name__ != "AirflowNotFoundException":
+                raise
+            if named:
+                raise ConfigError(
+                    f"{source}: {form.MANIFEST_STORE_CONN_ID_KEY} names connection {conn_id!r}, which does "
+                    "not exist: create it (type aws: access key id as login, secret as password, "
+                    "endpoint_url and region_name in the extra) or remove the key",
+                    runbook="configuration",
+                ) from None
+            return {}
+        options = store_credentials.storage_options_from_connection(
+            conn, source=f"connection {conn_id!r} (credentials of manifest store {uri})", mask=_mask)
+        store_objects.use_storage_options(uri, options)
+        self.log.info("manifest store %s: credentials and endpoint from connection %r", uri, conn_id)
+        return options
 
     def manifest_store(self, base_uri: str | None = None) -> ManifestStore:
         """The store :meth:`manifest_store_setting` names (ManifestStoreError naming it when unset)."""

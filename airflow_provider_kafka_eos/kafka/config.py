@@ -546,6 +546,7 @@ class ClientCredentialsTokenProvider:
                 f"no token from the token endpoint {self._url} ({reason}); check "
                 "sasl.oauthbearer.token.endpoint.url and that the identity provider is up"
             ) from None
+        _check_token_clock(token, self._url, self._client_id)
         self._token = token
         self._expires_at = time.time() + float(payload.get("expires_in", 300))
         return self._token
@@ -555,6 +556,45 @@ class ClientCredentialsTokenProvider:
 
     def __repr__(self) -> str:
         return f"ClientCredentialsTokenProvider(url={self._url!r}, client_id={self._client_id!r}, secret=***)"
+
+
+# Kafka's broker accepts tokens whose iat/nbf lie this far ahead of its clock
+# (sasl.oauthbearer.clock.skew.seconds, default 30).
+CLOCK_SKEW_S = 30
+
+
+def _check_token_clock(token: str, url: str, client_id: str) -> None:
+    """A JWT whose ``nbf``/``iat`` lie in the future, or whose ``exp`` is past, is refused here,
+    naming the clocks, instead of being sent for the broker's bare "invalid_token" (or a hang while
+    the client retries). Opaque (non-JWT) tokens are not inspected."""
+    import base64
+    import json
+    import time
+
+    try:
+        body = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    except (IndexError, ValueError):
+        return
+    if not isinstance(claims, dict):
+        return
+    now = time.time()
+    for claim in ("nbf", "iat"):
+        value = claims.get(claim)
+        if isinstance(value, (int, float)) and value > now + CLOCK_SKEW_S:
+            raise AuthenticationError(
+                f"the token endpoint {url} issued client id {client_id!r} a token whose {claim} is "
+                f"{value - now:.0f} s ahead of this machine's clock (more than the broker's "
+                f"{CLOCK_SKEW_S} s skew allowance): the clocks of this machine, the identity provider or "
+                "the brokers disagree; sync them (NTP), see --runbook sasl-authentication"
+            )
+    exp = claims.get("exp")
+    if isinstance(exp, (int, float)) and exp <= now:
+        raise AuthenticationError(
+            f"the token endpoint {url} issued client id {client_id!r} a token that expired "
+            f"{now - exp:.0f} s ago by this machine's clock: the identity provider's clock or its token "
+            "lifetime is wrong, see --runbook sasl-authentication"
+        )
 
 
 def _translate_jaas(value: str, mechanism: str, source: str) -> dict[str, str]:

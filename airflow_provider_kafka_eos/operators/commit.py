@@ -68,11 +68,15 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
         from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, read_manifest
 
         uri = self._resolve_uri(context)
+        hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
+        # The store's credentials from the Airflow connection, if one has them, for the whole store
+        # (<base>/<pipeline>/checkpoint-<id>.json: a restore reads the pipeline's other objects too).
+        hook.store_options(uri.rsplit("/", 2)[0])
         was_prepared = read_manifest(uri).status is ManifestStatus.PREPARED  # also the Asset event rule
         if not was_prepared:  # COMMITTED: reported again; ABORTED: DataLossError. Neither needs Kafka.
             report = commit_checkpoint(None, uri, committed_by=f"task {self.task_id}")
         else:
-            with KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).transaction_admin() as admin:
+            with hook.transaction_admin() as admin:
                 # Verifies every committable (state, producer id/epoch, deadline) before committing any.
                 report = commit_checkpoint(
                     admin, uri, committed_by=f"task {self.task_id}", max_workers=self.max_workers

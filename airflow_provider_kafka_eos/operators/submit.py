@@ -705,11 +705,14 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             ) from None
 
     def _write_client_config(self) -> str:
-        """The Kafka config (secrets included) and the application params, in a 0600 file only
-        this task's job reads; stale files of killed tasks are removed first."""
+        """The Kafka config (secrets included), the manifest store's credentials from the worker's
+        Airflow connection (if any) and the application params, in a 0600 file only this task's
+        job reads; stale files of killed tasks are removed first."""
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
 
-        config = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).client_config()
+        hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
+        config = hook.client_config()
+        store_options = hook.store_options(str(self.manifest_base_uri))
         self.set_lineage(
             outputs=[(kafka_namespace(config.bootstrap_servers), str(self.topic))],
             inputs=[(str(ns), str(name)) for ns, name in (self.lineage_inputs or [])],
@@ -725,7 +728,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             self.log.warning("removed %s, left behind by a task that died (its process is gone)", stale)
         return write_private_file(
             directory,
-            {handoff.PRIVATE_FILE_CONFIG_KEY: config.confluent(), handoff.PRIVATE_FILE_PARAMS_KEY: params},
+            {handoff.PRIVATE_FILE_CONFIG_KEY: config.confluent(), handoff.PRIVATE_FILE_PARAMS_KEY: params,
+             **({handoff.PRIVATE_FILE_STORE_KEY: store_options} if store_options else {})},
         )
 
     def _remove_config_file(self) -> None:

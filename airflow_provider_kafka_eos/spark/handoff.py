@@ -3,8 +3,10 @@
 ``SparkEosSubmitOperator`` (on the worker) starts ``spark/job.py`` with spark-submit; what the two
 say to each other is defined here, on the job side (no Airflow import: the job imports it):
 
-- **the private file**: the Kafka client configuration (secrets included) and the user's
-  application params, as ``{"client_config": {...}, "application_params": {...}}`` in a 0600
+- **the private file**: the Kafka client configuration (secrets included), the user's
+  application params and, when the worker's Airflow connection gives them, the manifest store's
+  credentials, as ``{"client_config": {...}, "application_params": {...}, "store_options": {...}}``
+  in a 0600
   ``client-<pid>-<random>.json`` inside a per-user 0700 folder (``/dev/shm`` where there is one:
   the secrets never reach a disk). Never on the command line, where ``ps`` and the Spark UI show
   it. The worker writes it (:func:`write_private_file`) and deletes it when the task ends; a task
@@ -40,9 +42,11 @@ __all__ = [
     "PRIVATE_DIR_ENV",
     "PRIVATE_FILE_CONFIG_KEY",
     "PRIVATE_FILE_PARAMS_KEY",
+    "PRIVATE_FILE_STORE_KEY",
     "RESULT_PREFIX",
     "load_client_config",
     "load_params",
+    "load_store_options",
     "manifest_uri_of",
     "private_dir",
     "result_line",
@@ -56,6 +60,8 @@ PRIVATE_DIR_ENV = "KAFKA_EOS_PRIVATE_DIR"
 # Keys of the operator's private file (the client config and the application params together).
 PRIVATE_FILE_CONFIG_KEY = "client_config"
 PRIVATE_FILE_PARAMS_KEY = "application_params"
+# The manifest store's fsspec options (credentials, endpoint) from the worker's Airflow connection.
+PRIVATE_FILE_STORE_KEY = "store_options"
 RESULT_PREFIX = "KAFKA_EOS_MANIFEST_URI="
 ERROR_PREFIX = "kafka-eos job: "  # the operator reads the job's one-line error after this
 EXIT_USAGE = 2  # usage or configuration error: the same input fails the same way (no retry)
@@ -200,6 +206,34 @@ def load_params(args_params: str | None, environ: Mapping[str, str] | None = Non
             raise UsageError(f"{CONFIG_FILE_ENV}: {PRIVATE_FILE_PARAMS_KEY!r} must be a JSON object")
         return from_file
     return json_object(args_params or "{}", "--params")
+
+
+def load_store_options(base_uri: str, environ: Mapping[str, str] | None = None) -> bool:
+    """Use the store options of the operator's private file for ``base_uri`` (True when it had some).
+
+    Without them the store client's standard chain applies (``AWS_*`` variables, profile,
+    instance role): how a job run by hand, or in cluster mode with a mounted file, is configured.
+    """
+    from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import use_storage_options
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+
+    env = os.environ if environ is None else environ
+    path = env.get(CONFIG_FILE_ENV)
+    if not path:
+        return False
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError:
+        return False  # load_client_config reports the unreadable file
+    if not text.lstrip().startswith("{"):
+        return False
+    options = json_object(text, CONFIG_FILE_ENV).get(PRIVATE_FILE_STORE_KEY)
+    if options is None:
+        return False
+    if not isinstance(options, dict):
+        raise UsageError(f"{CONFIG_FILE_ENV}: {PRIVATE_FILE_STORE_KEY!r} must be a JSON object")
+    use_storage_options(base_uri, options)
+    return bool(options)
 
 
 def json_object(text: str, where: str) -> dict:

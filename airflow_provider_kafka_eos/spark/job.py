@@ -48,9 +48,11 @@ from airflow_provider_kafka_eos.spark.handoff import (
     EXIT_USAGE,
     PRIVATE_FILE_CONFIG_KEY,
     PRIVATE_FILE_PARAMS_KEY,
+    PRIVATE_FILE_STORE_KEY,
     RESULT_PREFIX,
     load_client_config,
     load_params,
+    load_store_options,
     result_line,
 )
 
@@ -61,11 +63,13 @@ __all__ = [
     "EXIT_USAGE",
     "PRIVATE_FILE_CONFIG_KEY",
     "PRIVATE_FILE_PARAMS_KEY",
+    "PRIVATE_FILE_STORE_KEY",
     "RESULT_PREFIX",
     "build_arg_parser",
     "load_application",
     "load_client_config",
     "load_params",
+    "load_store_options",
     "main",
 ]
 
@@ -171,6 +175,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
     check_job_side(_choose_producer(args.producer, args.two_phase_commit))
     params = load_params(args.params)
     config = load_client_config()
+    load_store_options(args.manifest_base_uri)
     application = load_application(args.application)
     plan = fault_plan if fault_plan is not None else FaultPlan()
     if plan.active:

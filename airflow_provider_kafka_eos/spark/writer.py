@@ -43,7 +43,7 @@ from airflow_provider_kafka_eos.kafka.producers.producer_config import (
     check_producer_settings,
 )
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
-from airflow_provider_kafka_eos.spark import requirements, shipping
+from airflow_provider_kafka_eos.spark import client_files, requirements, shipping
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
 
 __all__ = ["DEFAULT_PRODUCER", "DEFAULT_TRANSACTION_TIMEOUT_MS", "PRODUCERS", "write_exactly_once"]
@@ -333,13 +333,18 @@ def _partition_preparer(
     # Produce requests travel on this admin's connections).
     admin_timeouts = ({"request_timeout_ms": arrow_settings.request_timeout_ms}
                       if arrow_settings is not None and "request.timeout.ms" in confluent_config else {})
+    # Certificates and keys travel as their bytes, not as driver paths (spark/client_files.py).
+    carried = client_files.carry(confluent_config, source="the Kafka client config")
 
     def prepare_partition(batches: Iterator[Any]) -> Iterator[Any]:
         # First, before any package of the write is imported: one clear line when one is missing.
         requirements.check_importable(install_specs, where=requirements.executor_python(), marked=True,
                                       producer=producer,
                                       codec=arrow_settings.codec.name if arrow_settings is not None else None)
+        with client_files.materialised(carried) as task_config:
+            yield from prepare_with(batches, task_config)
 
+    def prepare_with(batches: Iterator[Any], confluent_config: dict[str, Any]) -> Iterator[Any]:
         from concurrent.futures import ThreadPoolExecutor
 
         import pyarrow as pa

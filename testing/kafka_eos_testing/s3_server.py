@@ -18,8 +18,10 @@ Test-only: nothing in the provider imports this module.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -29,7 +31,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-__all__ = ["S3Server"]
+__all__ = ["S3Server", "seed_manifests"]
 
 ACCESS_KEY = "kafka-eos-test"
 SECRET_KEY = "kafka-eos-test-secret"  # noqa: S105 (a local test server's dummy credential)
@@ -95,6 +97,21 @@ class S3Server:
         self.client().create_bucket(Bucket=name)
         return f"s3://{name}"
 
+    def requests(self) -> collections.Counter[str]:
+        """Requests the server answered so far, from its log (needs ``log_path``), by kind: ``LIST``
+        (ListObjects, ``LIST+`` a continuation page), ``GET``, ``HEAD``, ``PUT``, ``DELETE``, ...
+
+        Counted on the server side, so a client's retries and pages are all in it."""
+        if self.log_path is None:
+            raise RuntimeError("S3Server(log_path=...) is needed to count requests")
+        counts: collections.Counter[str] = collections.Counter()
+        for method, target in _REQUEST_LINE.findall(self.log_path.read_text(errors="replace")):
+            if method == "GET" and ("list-type=" in target or re.match(r"^/[^/?]+/?(\?|$)", target)):
+                counts["LIST+" if "continuation-token=" in target else "LIST"] += 1
+            else:
+                counts[method] += 1
+        return counts
+
     def stop(self) -> None:
         if self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -111,6 +128,47 @@ class S3Server:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+_REQUEST_LINE = re.compile(r'"(GET|HEAD|PUT|POST|DELETE) (\S+) HTTP/[0-9.]+" \d{3}')
+
+
+def seed_manifests(server: S3Server, bucket: str, prefix: str, pipeline_id: str,
+                   checkpoint_ids: list[int], *, prepared: set[int], threads: int = 8) -> None:
+    """Valid manifests written straight through the S3 API (as another process would), COMMITTED
+    except the ``prepared`` checkpoint ids, one committable each; for listing tests and benchmarks."""
+    import concurrent.futures
+
+    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
+        Manifest,
+        ManifestStatus,
+        manifest_bytes,
+        manifest_uri,
+    )
+    from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
+
+    base = f"s3://{bucket}/{prefix}"
+    client = server.client()
+
+    def put(checkpoint: int) -> None:
+        now = int(time.time() * 1000)
+        tid = f"{pipeline_id}-0-{checkpoint}"
+        manifest = Manifest(
+            pipeline_id=pipeline_id, checkpoint_id=checkpoint, transactional_id_prefix=pipeline_id,
+            naming_strategy="INCREMENTING", topic="t",
+            status=ManifestStatus.PREPARED if checkpoint in prepared else ManifestStatus.COMMITTED,
+            committables=[Committable(transactional_id=tid, producer_id=1000 + checkpoint, producer_epoch=0,
+                                      partitions=[["t", 0]], record_count=1, prepared_at_ms=now,
+                                      transaction_start_ms=now, transaction_timeout_ms=900_000,
+                                      transaction_version=2, end_txn_version=5)],
+            created_at_ms=now, updated_at_ms=now,
+        )
+        uri = manifest_uri(base, pipeline_id, checkpoint)
+        client.put_object(Bucket=bucket, Key=uri.removeprefix(f"s3://{bucket}/"),
+                          Body=manifest_bytes(manifest, uri))
+
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        list(pool.map(put, checkpoint_ids))
 
 
 def main(argv: list[str] | None = None) -> int:

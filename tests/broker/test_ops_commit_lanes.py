@@ -102,11 +102,11 @@ def test_lane_lost_mid_commit_says_outcome_unknown_and_a_rerun_commits_exactly_o
         def refused(*_args):
             raise kerr.KafkaConnectionError("connection refused (the test cut this lane)")
 
-        def cut_one_lane(group, commit, wire=None):
+        def cut_one_lane(group, commit, wire=None, on_answer=None):
             if wire is not None and wire is not admin.wire and not cut.is_set():
                 cut.set()
                 wire._run = refused  # this lane's connections die before its first request
-            return original(group, commit, wire)
+            return original(group, commit, wire, on_answer)
 
         admin._end_txn_group = cut_one_lane
         with pytest.raises(KafkaEosError) as info:

@@ -19,8 +19,18 @@ def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout)
 
 
-def test_help_lists_seed_options_and_exit_codes():
+def test_help_lists_commands_and_the_seed_form():
     result = run("--help")
+    assert result.returncode == 0
+    for command in ("list", "describe", "abort", "commit", "find-hanging", "abort-partition", "preflight",
+                    "checkpoints", "runbook", "completion"):
+        assert f"\n    {command} " in result.stdout, command
+    assert "--action list --bootstrap-servers" in result.stdout  # the seed's form, named
+    assert "exit codes: 0 done, 1 failed, 2 usage" in result.stdout
+
+
+def test_seed_form_help_lists_seed_options_and_exit_codes():
+    result = run("--action", "list", "--help")
     assert result.returncode == 0
     for option in (
         "--action",

@@ -245,3 +245,107 @@ def preflight_as(monkeypatch, config: Mapping[str, Any], principal: str, *, own:
         assert failed, report.render()
         assert all(f"--allow-principal {principal} " in c.details["grant"] for c in failed)
     return report
+
+
+CLUSTER_APP = (
+    "def build(spark, params):\n"
+    "    from pyspark.sql import functions as F\n"
+    "    df = spark.range(int(params['n']), numPartitions=2)\n"
+    "    return df.select(F.concat(F.lit(params['stem']), F.col('id').cast('string')).alias('key'),\n"
+    "                     F.col('id').cast('string').alias('value'))\n"
+)
+
+
+def pipeline_on_the_spark_cluster(
+    spark_cluster,
+    monkeypatch,
+    capfd,
+    caplog,
+    tmp_path: Path,
+    config: Mapping[str, Any],
+    admin_config,
+    secrets: list[str],
+    *,
+    records: int = 60,
+) -> None:
+    """SparkEosSubmitOperator -> the standalone cluster (client deploy mode, provider-less executors)
+    over a secured connection, then KafkaCommitTransactionsOperator, then a read_committed count.
+
+    The connection's secrets reach the driver through the operator's 0600 private file and the
+    executors inside the task closure Spark ships them (the client certificate and key as PEM,
+    written to a private folder on the executor): none may appear in the driver's output, the
+    spark-submit command Airflow logs, or anything on the worker (executor launch commands, logs).
+    """
+    import os
+    import stat
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
+    from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
+
+    host, port = spark_cluster.master_url.removeprefix("spark://").rsplit(":", 1)
+    spark_conn = unique("spark").replace("-", "_")
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{spark_conn.upper()}",
+        json.dumps(
+            {
+                "conn_type": "spark",
+                "host": f"spark://{host}",
+                "port": int(port),
+                "extra": {"deploy-mode": "client"},
+            }
+        ),
+    )
+    kafka_conn = set_connection(monkeypatch, unique("kafka_eos").replace("-", "_"), config)
+    topic, prefix = unique("cluster"), unique("cluster")
+    creator = AdminClient(dict(admin_config))
+    creator.create_topics([NewTopic(topic, 2, 1)], operation_timeout=10)[topic].result(timeout=15)
+    (tmp_path / "cluster_app.py").write_text(CLUSTER_APP)
+    conf = {k: v for k, v in spark_cluster.submit_conf().items() if k != "spark.pyspark.python"}
+    operator = SparkEosSubmitOperator(
+        task_id="submit",
+        pipeline_id=prefix,
+        topic=topic,
+        manifest_base_uri=(tmp_path / "m").as_uri(),
+        application_callable=f"{tmp_path / 'cluster_app.py'}:build",
+        application_params={"n": records, "stem": topic + "/"},
+        kafka_eos_conn_id=kafka_conn,
+        conn_id=spark_conn,
+        checkpoint_id=7,
+        executor_python=spark_cluster.executor_python,
+        conf=conf,
+    )
+    private_files: list[tuple[str, int]] = []
+    write_private = operator._write_client_config
+
+    def write_and_check() -> str:  # the operator's private hand-off file: 0600, removed at the end
+        path = write_private()
+        private_files.append((path, stat.S_IMODE(os.stat(path).st_mode)))
+        return path
+
+    operator._write_client_config = write_and_check
+    run = SimpleNamespace(
+        dag_id="secured_cluster",
+        run_id=f"manual__{prefix}",
+        logical_date=None,
+        run_after=datetime(2026, 3, 1, tzinfo=timezone.utc),
+    )
+    ti = SimpleNamespace(try_number=1, xcom_push=lambda *args, **kwargs: None)  # no scheduler here
+    uri = operator.execute({"dag_run": run, "ti": ti})
+    assert [mode for _, mode in private_files] == [0o600]
+    assert not os.path.exists(private_files[0][0])
+    report = KafkaCommitTransactionsOperator(task_id="commit", manifest_uri=uri, kafka_eos_conn_id=kafka_conn)
+    assert report.execute({})["records"] == records
+    assert_exactly_once(count_keys(dict(config), topic), [f"{topic}/{i}" for i in range(records)])
+
+    seen = "".join(capfd.readouterr()) + caplog.text
+    assert "spark-submit" in seen or "Spark-Submit" in seen or uri in seen, seen[-2000:]
+    worker_files = [p for p in spark_cluster.work_dir.rglob("*") if p.is_file() and "local" not in p.parts]
+    assert any(p.name == "stderr" for p in worker_files), worker_files  # the executors' own logs
+    for secret in secrets:
+        assert secret not in seen, "a secret reached the task's output"
+        for path in worker_files:
+            assert secret not in path.read_text(errors="replace"), f"a secret reached {path}"

@@ -85,3 +85,19 @@ def test_missing_client_certificate_is_named(mtls_node):
     config = mtls_node.client_config()
     for _path, message, _took in refusal_on_both_paths(config, TlsCertificateError):
         assert f"{mtls_node.bootstrap} requires a client certificate (mutual TLS)" in message
+
+
+def test_spark_cluster_job_writes_as_a_certificate_principal(
+    mtls_node, spark_cluster, monkeypatch, capfd, caplog, tmp_path
+):
+    """Executors without the provider, on the standalone cluster, write over mTLS as the DN ``etl``:
+    the client key travels as PEM inside the job (never a path the executor host must have)."""
+    from secured_support import pipeline_on_the_spark_cluster
+
+    etl = mtls_node.issue_client_certificate("etl")
+    config = mtls_node.mtls_config(etl)
+    key_pem = etl.key.read_text()
+    key_body = "".join(key_pem.strip().splitlines()[1:-1])[:64]
+    pipeline_on_the_spark_cluster(
+        spark_cluster, monkeypatch, capfd, caplog, tmp_path, config, mtls_node.admin_config(), [key_body]
+    )

@@ -300,66 +300,15 @@ def test_connection_secrets_never_reach_a_task_log_a_rendered_template_or_xcom(
             assert value not in text, f"{name} appears in the {where}"
 
 
-SPARK_APP = (
-    "def build(spark, params):\n"
-    "    from pyspark.sql import functions as F\n"
-    "    df = spark.range(int(params['n']), numPartitions=2)\n"
-    "    return df.select(F.concat(F.lit(params['stem']), F.col('id').cast('string')).alias('key'),\n"
-    "                     F.col('id').cast('string').alias('value'))\n"
-)
-
-
-def test_spark_job_writes_as_a_scram_user_with_the_config_from_its_private_file(
-    scram_node, monkeypatch, tmp_path, capsys
+def test_spark_cluster_job_writes_as_a_scram_user(
+    scram_node, spark_cluster, monkeypatch, capfd, caplog, tmp_path
 ):
-    """The job entry point (local-mode Spark, in this process) as SparkEosSubmitOperator runs it:
-    the connection's config, password included, reaches the job only through the operator's 0600
-    private file (KAFKA_EOS_CLIENT_CONFIG_FILE), never argv; commit from the manifest; count."""
-    import os
-    import stat
+    """Executors without the provider, on the standalone cluster, write over SASL_SSL as ``etl``: the
+    connection's config, password included, reaches the job only through the operator's 0600 private
+    file and the task closure, never argv or a log (this replaced the local-mode job test)."""
+    from secured_support import pipeline_on_the_spark_cluster
 
-    from confluent_kafka.admin import AdminClient, NewTopic
-    from secured_support import set_connection, unique
-
-    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import read_manifest
-    from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
-    from airflow_provider_kafka_eos.spark import job
-    from kafka_eos_testing.spark import commit_manifest, local_spark_session
-    from kafka_eos_testing.verify import assert_exactly_once, count_keys
-
-    password = "etl-secret"
-    config = scram_node.sasl_config("etl", password)
-    conn_id = set_connection(monkeypatch, "kafka_eos_spark", config)
-    topic = unique("spark")
-    creator = AdminClient(scram_node.admin_config())
-    creator.create_topics([NewTopic(topic, 2, 1)], operation_timeout=10)[topic].result(timeout=15)
-    (tmp_path / "secured_app.py").write_text(SPARK_APP)
-    operator = SparkEosSubmitOperator(
-        task_id="submit",
-        pipeline_id="secured-spark",
-        topic=topic,
-        transactional_id_prefix=unique("spark"),
-        manifest_base_uri=(tmp_path / "manifests").as_uri(),
-        application_callable=f"{tmp_path / 'secured_app.py'}:build",
-        application_params={"n": 40, "stem": topic + "/"},
-        kafka_eos_conn_id=conn_id,
+    config = scram_node.sasl_config("etl", "etl-secret")
+    pipeline_on_the_spark_cluster(
+        spark_cluster, monkeypatch, capfd, caplog, tmp_path, config, scram_node.admin_config(), ["etl-secret"]
     )
-    private = operator._write_client_config()
-    try:
-        assert stat.S_IMODE(os.stat(private).st_mode) == 0o600
-        argv = operator._job_args(1)
-        assert password not in " ".join(argv)
-        monkeypatch.setenv(job.CONFIG_FILE_ENV, private)
-        local_spark_session()  # the job's getOrCreate() takes this local-mode session
-        code = job.main(argv)
-        out, err = capsys.readouterr()
-        assert code == 0, err[-3000:]
-        assert password not in out + err
-    finally:
-        operator._config_file = private
-        operator._remove_config_file()
-    result = next(line for line in out.splitlines() if line.startswith(job.RESULT_PREFIX))
-    uri = result[len(job.RESULT_PREFIX) :]
-    outcomes = commit_manifest(config, read_manifest(uri))
-    assert {o.outcome for o in outcomes} == {"committed"}
-    assert_exactly_once(count_keys(config, topic), [f"{topic}/{i}" for i in range(40)])

@@ -22,6 +22,9 @@ def test_connection_manager_calls_exist():
     assert callable(KafkaConnectionManager.run)
     assert "synthesize_node_id" in inspect.signature(ClusterMetadata.add_coordinator).parameters
     assert hasattr(KafkaAdminClient, "_async_get_leader_for_partitions")
+    # Wire.abort_transaction: the admin abort of a hanging partition (KIP-664), bounded by Wire._run
+    assert hasattr(KafkaAdminClient, "_async_abort_transaction")
+    assert callable(KafkaAdminClient.abort_transaction)
     assert {"bootstrap_timeout_ms", "max_in_flight_requests_per_connection"} <= set(
         KafkaAdminClient.DEFAULT_CONFIG
     )

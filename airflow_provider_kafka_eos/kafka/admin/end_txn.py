@@ -90,13 +90,17 @@ def end_txn_group(
     *,
     new_retry: Callable[[], Retry],
     wire: Wire | None = None,
+    on_answer: Callable[[str], None] | None = None,
 ) -> tuple[list[TxnOutcome], list[KafkaEosError]]:
     """EndTxn for one share of a coordinator's group, on one lane (``wire``, the admin's own by
     default), until each answers or the retry deadline passes ("outcome unknown: run again").
 
     ``new_retry`` makes the deadline/backoff for this group (the admin's retry timeout and
     call deadline); a non-retriable answer is explained by :func:`end_txn_error`.
+    ``on_answer(transactional_id)`` is called once per id as soon as its outcome is final
+    (committed, aborted or failed), so a caller can show live progress of a large batch.
     """
+    answered = on_answer or (lambda _tid: None)
     wire = wire or admin.wire
     pending = list(group)
     done: list[TxnOutcome] = []
@@ -141,12 +145,14 @@ def end_txn_group(
                         _response_epoch(response, c),
                     )
                 )
+                answered(c.transactional_id)
             elif code in RETRIABLE:
                 if code == NOT_COORDINATOR:
                     wire.forget_coordinator(c.transactional_id)
                 again.append(c)
             else:
                 failed.append(end_txn_error(admin, c, code, verb))
+                answered(c.transactional_id)
         pending = again
         if pending and not retry.wait():
             for c in pending:
@@ -160,6 +166,7 @@ def end_txn_group(
                         transactional_id=c.transactional_id,
                     )
                 )
+                answered(c.transactional_id)
             break
     return done, failed
 

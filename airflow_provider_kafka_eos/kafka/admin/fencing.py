@@ -56,6 +56,7 @@ def fence_many(
     new_retry: Callable[[], Retry],
     enable_2pc: bool = False,
     wire: Wire | None = None,
+    on_answer: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, tuple[int, int, bool]], dict[str, KafkaEosError]]:
     """InitProducerId for many ids, pipelined in waves until each answers NONE.
 
@@ -64,7 +65,10 @@ def fence_many(
     transaction and is aborting it (the epoch fence); the wave is re-sent after a backoff.
     ``wire`` is the lane to send on (the admin's own by default); ``new_retry`` makes the
     deadline/backoff of the waves (the admin's retry timeout and call deadline).
+    ``on_answer(transactional_id)`` is called once per id as soon as its outcome is final (fenced
+    or failed), so a caller can show live progress of a large abort.
     """
+    answered = on_answer or (lambda _tid: None)
     wire = wire or admin.wire
     timeouts = {t: (ms if ms and ms > 0 else 60000) for t, ms in targets}
     two_pc: dict[str, Any] = {}
@@ -95,6 +99,7 @@ def fence_many(
                     again.append(tid)
                 else:
                     failed[tid] = error_for_code(tid, code, "FindCoordinator")
+                    answered(tid)
                 continue
             request = InitProducerIdRequest(
                 transactional_id=tid,
@@ -113,6 +118,7 @@ def fence_many(
             code = last_code[tid] = response.error_code
             if code == NONE:
                 done[tid] = (response.producer_id, response.producer_epoch, tid in fenced)
+                answered(tid)
             elif code == CONCURRENT_TRANSACTIONS:
                 fenced.add(tid)  # the coordinator is aborting the open transaction for us
                 again.append(tid)
@@ -122,10 +128,12 @@ def fence_many(
                 again.append(tid)
             else:
                 failed[tid] = _refusal(tid, code, timeouts[tid], enable_2pc=enable_2pc)
+                answered(tid)
         pending = again
         if pending and not retry.wait():
             for tid in pending:
                 failed[tid] = _out_of_time(tid, last_code.get(tid), admin.retry_timeout_ms)
+                answered(tid)
             break
     return done, failed
 

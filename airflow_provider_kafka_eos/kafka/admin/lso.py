@@ -42,6 +42,8 @@ class OpenTransaction:
     last_timestamp_ms: int
     transactional_id: str | None  # None when ListTransactions cannot map the producer id
     holds_lso: bool  # its transaction starts at the LSO: it is what pins read_committed consumers
+    # the epoch of the coordinator that last wrote a marker for it (an admin abort must not be older)
+    coordinator_epoch: int = -1
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -152,6 +154,7 @@ def lso_probe(admin: Any, topic_partitions: Iterable[TopicPartition | tuple[str,
                 last_timestamp_ms=row.last_timestamp,
                 transactional_id=names.get(row.producer_id),
                 holds_lso=row.current_txn_start_offset == stable,
+                coordinator_epoch=row.coordinator_epoch,
             )
             for row in sorted(producers.get(p, []), key=lambda r: r.current_txn_start_offset)
         )

@@ -28,6 +28,7 @@ connections and lanes, describe/list, and grouping commits and aborts per coordi
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -90,6 +91,8 @@ __all__ = [
 
 _DESCRIBE_BATCH = 1000
 _T = TypeVar("_T")
+# progress(done, total, label): how commit and abort report each answer as it arrives.
+Progress = Callable[[int, int, str], None]
 
 
 class TransactionAdmin:
@@ -321,7 +324,12 @@ class TransactionAdmin:
         )
 
     def commit(
-        self, committables: Sequence[Committable], *, max_workers: int = 16, lanes: int | None = None
+        self,
+        committables: Sequence[Committable],
+        *,
+        max_workers: int = 16,
+        lanes: int | None = None,
+        progress: Progress | None = None,
     ) -> list[TxnOutcome]:
         """Commit every committable, or none if any fails verification.
 
@@ -333,7 +341,8 @@ class TransactionAdmin:
         to ``lanes`` connections to it (the admin's ``lanes`` by default, ``kafka/protocol/lanes.py``),
         retrying retriable answers until ``retry_timeout_ms``. A failure in
         phase 2 (e.g. the broker timed one out in between) raises DataLossError carrying the
-        outcomes that did commit.
+        outcomes that did commit. ``progress(done, total, "committing")`` is called per answer
+        (from the lanes' threads), so a person watching a large batch sees it move.
         """
         committables = list(committables)
         if lanes is not None:
@@ -372,8 +381,9 @@ class TransactionAdmin:
             for c in committables
             if plan[c.transactional_id] == "already_committed"
         }
+        tally = _Tally(progress, len(committables), "committing", already=len(outcomes))
         errors = self._end_txns(
-            to_commit, commit=True, outcomes=outcomes, max_workers=max_workers, lanes=lanes
+            to_commit, commit=True, outcomes=outcomes, max_workers=max_workers, lanes=lanes, on_answer=tally
         )
         ordered = [outcomes[t] for t in ids if t in outcomes]
         if errors:
@@ -397,6 +407,7 @@ class TransactionAdmin:
         outcomes: dict[str, TxnOutcome],
         max_workers: int,
         lanes: int | None = None,
+        on_answer: Callable[[str], None] | None = None,
     ) -> list[KafkaEosError]:
         """EndTxn for each committable, grouped per coordinator, spread over lanes, pipelined,
         retried; returns errors."""
@@ -410,7 +421,9 @@ class TransactionAdmin:
         units, threads = self._spread(list(groups.values()), lanes, max_workers)
         errors: list[KafkaEosError] = []
         with ThreadPoolExecutor(max_workers=threads) as pool:
-            futures = [pool.submit(self._end_txn_group, share, commit, wire) for wire, share in units]
+            futures = [
+                pool.submit(self._end_txn_group, share, commit, wire, on_answer) for wire, share in units
+            ]
             for future in futures:
                 done, failed = future.result()
                 outcomes.update({o.transactional_id: o for o in done})
@@ -438,16 +451,25 @@ class TransactionAdmin:
         return units, max(1, min(threads, len(units)))
 
     def _end_txn_group(
-        self, group: Sequence[Committable], commit: bool, wire: Wire | None = None
+        self,
+        group: Sequence[Committable],
+        commit: bool,
+        wire: Wire | None = None,
+        on_answer: Callable[[str], None] | None = None,
     ) -> tuple[list[TxnOutcome], list[KafkaEosError]]:
         """:func:`~airflow_provider_kafka_eos.kafka.admin.end_txn.end_txn_group` on ``wire`` (a lane)
         with this admin's retry deadline."""
-        return end_txn_group(self, group, commit, new_retry=self._retry, wire=wire)
+        return end_txn_group(self, group, commit, new_retry=self._retry, wire=wire, on_answer=on_answer)
 
     # -- abort ---------------------------------------------------------------------------------
 
     def abort(
-        self, ids: Iterable[str], *, max_workers: int = 16, lanes: int | None = None
+        self,
+        ids: Iterable[str],
+        *,
+        max_workers: int = 16,
+        lanes: int | None = None,
+        progress: Progress | None = None,
     ) -> list[TxnOutcome]:
         """Abort the open transaction of each id by fencing (InitProducerId).
 
@@ -456,7 +478,7 @@ class TransactionAdmin:
         alone (``already_committed`` / ``already_aborted``); only Ongoing ones are fenced, which
         bumps the epoch and aborts them (in parallel per coordinator, a large group over up to
         ``lanes`` connections, as :meth:`commit`). Other ids are still aborted when one fails; the first
-        failure is raised afterwards.
+        failure is raised afterwards. ``progress(done, total, "aborting")`` is called per answer.
         """
         ids = list(dict.fromkeys(ids))
         if lanes is not None:
@@ -481,6 +503,7 @@ class TransactionAdmin:
             else:
                 to_fence.append(d)
         errors: list[KafkaEosError] = []
+        tally = _Tally(progress, len(ids), "aborting", already=len(outcomes))
         committing = [d for d in to_fence if d.state == TxnState.PREPARE_COMMIT]
         for d in committing:  # rare: a commit is under way; wait for it instead of fencing
             result = self._abort_one_safely(d)
@@ -488,6 +511,7 @@ class TransactionAdmin:
                 errors.append(result)
             else:
                 outcomes[d.transactional_id] = result
+            tally(d.transactional_id)
         fence = [d for d in to_fence if d.state != TxnState.PREPARE_COMMIT]
         if fence:
             groups: dict[Any, list[TransactionDescription]] = defaultdict(list)
@@ -502,6 +526,7 @@ class TransactionAdmin:
                         [(d.transactional_id, d.timeout_ms) for d in share],
                         new_retry=self._retry,
                         wire=wire,
+                        on_answer=tally,
                     )
                     for wire, share in units
                 ]
@@ -615,6 +640,30 @@ class TransactionAdmin:
 
 
 # -- module helpers ------------------------------------------------------------------------------
+
+
+class _Tally:
+    """Counts final answers from the lanes' threads and reports ``progress(done, total, label)``.
+
+    Outcomes known before anything is sent (already committed / aborted) count at once, so the
+    bar starts where the work really starts.
+    """
+
+    def __init__(self, progress: Progress | None, total: int, label: str, *, already: int = 0):
+        self._progress = progress
+        self._total = total
+        self._label = label
+        self._done = already
+        self._lock = threading.Lock()
+        if progress is not None and total:
+            progress(already, total, label)
+
+    def __call__(self, _transactional_id: str) -> None:
+        if self._progress is None:
+            return
+        with self._lock:
+            self._done += 1
+            self._progress(self._done, self._total, self._label)
 
 
 def _chunks(items: Sequence[str], size: int) -> Iterable[list[str]]:

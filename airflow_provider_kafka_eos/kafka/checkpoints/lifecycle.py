@@ -46,7 +46,11 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     read_manifest,
     store_exists,
 )
-from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import read_versioned, replace_if
+from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
+    create_object,
+    read_versioned,
+    replace_if,
+)
 from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError, ManifestError
 
 __all__ = [
@@ -88,6 +92,8 @@ class ManifestStoreError(ManifestError):
     default_runbook = RUNBOOK_STORE
 
 
+STORE_MARKER = ".kafka-eos-store"
+
 # -- the store --------------------------------------------------------------------------------
 
 
@@ -119,9 +125,20 @@ class ManifestStore:
         return manifest_uri(self.base_uri, pipeline_id, checkpoint_id)
 
     def create(self) -> None:
-        """Make the base exist (writers only: a reader never creates what it expected to find)."""
+        """Make the base exist (writers only: a reader never creates what it expected to find).
+
+        On an object store a prefix exists only while an object is under it, so a writer's first
+        run on a new prefix puts the marker ``<base>/.kafka-eos-store`` there (created only if
+        absent); readers keep refusing a prefix nobody wrote to, which is what a typo looks like.
+        """
         if is_local_uri(self.base_uri):
             os.makedirs(local_path(self.base_uri), exist_ok=True)
+            return
+        try:
+            if not store_exists(self.base_uri):
+                create_object(f"{self.base_uri}/{STORE_MARKER}", b"kafka-eos manifest store\n")
+        except Exception as exc:  # a missing bucket, refused credentials, an unreachable endpoint
+            raise self._unreadable(f"{type(exc).__name__}: {exc}") from None
 
     def check(self) -> None:
         """Raise :class:`ManifestStoreError` unless the store exists and can be listed."""
@@ -530,6 +547,7 @@ def commit_checkpoint(
     dry_run: bool = False,
     max_workers: int = 16,
     now_ms: Callable[[], int] = _now_ms,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> CommitReport:
     """Commit every transaction of the manifest at ``uri`` and mark it COMMITTED (commit-and-mark).
 
@@ -554,7 +572,11 @@ def commit_checkpoint(
         )
         return _report(uri, manifest, status, committed_by, plan, started, now_ms())
     _decide(uri, "commit", committed_by, now_ms)  # a give-up decided first wins; nothing is sent then
-    outcomes = admin.commit(manifest.committables, max_workers=max_workers) if manifest.committables else []
+    outcomes = (
+        admin.commit(manifest.committables, max_workers=max_workers, **_progress_kw(progress))
+        if manifest.committables
+        else []
+    )
     finished = now_ms()
     by_id = {o.transactional_id: o.outcome for o in outcomes}
     mine = "committed" if "committed" in by_id.values() or not by_id else "already_committed"
@@ -713,7 +735,12 @@ class CheckpointAbortReport:
 
 
 def abort_checkpoint(
-    admin: Any, uri: str, *, dry_run: bool = False, aborted_by: str = "kafka-eos-txn"
+    admin: Any,
+    uri: str,
+    *,
+    dry_run: bool = False,
+    aborted_by: str = "kafka-eos-txn",
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> CheckpointAbortReport:
     """Abort what the manifest at ``uri`` still holds open, then mark it ABORTED.
 
@@ -755,7 +782,7 @@ def abort_checkpoint(
         report.status = "would_abort"
         return report
     _decide(uri, "abort", aborted_by, _now_ms)  # a commit decided first wins; nothing is aborted then
-    for outcome in admin.abort(mine) if mine else []:
+    for outcome in admin.abort(mine, **_progress_kw(progress)) if mine else []:
         report.outcomes[outcome.transactional_id] = outcome.outcome
     committed = sorted(t for t, o in report.outcomes.items() if o == "already_committed")
     if committed:  # a commit won the race between our look and our abort: say what really happened
@@ -771,3 +798,8 @@ def abort_checkpoint(
     mark_aborted(uri, [f"aborted on request ({aborted_by})"], aborted_by=aborted_by)
     report.status = "aborted"
     return report
+
+
+def _progress_kw(progress: Callable[[int, int, str], None] | None) -> dict[str, Any]:
+    """``progress=`` only when a caller asked for it: admins handed in by tests may not take it."""
+    return {} if progress is None else {"progress": progress}

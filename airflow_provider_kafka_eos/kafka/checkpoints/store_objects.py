@@ -48,6 +48,7 @@ __all__ = [
     "read_versioned",
     "replace_if",
     "replace_object",
+    "use_storage_options",
     "write_local_atomic",
 ]
 
@@ -55,6 +56,33 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 _S3_PROTOCOLS = frozenset({"s3", "s3a"})
 _warned_weak: set[str] = set()
+# Base URI -> fsspec options (credentials, endpoint) for every object under it, in this process.
+# Filled by whoever knows them: the Airflow hook from a connection, the Spark job from its
+# private file. Never logged, never written anywhere (the values include secrets).
+_storage_options: dict[str, dict[str, Any]] = {}
+
+
+def use_storage_options(base_uri: str, options: dict[str, Any]) -> None:
+    """Reach every object under ``base_uri`` with these fsspec options (s3fs: ``key``, ``secret``,
+    ``token``, ``endpoint_url``, ``client_kwargs``) instead of the store client's own defaults.
+
+    Why a process-wide table: a manifest travels as a URI (XCom, the job's argv, the CLI), and
+    every reader and writer of it opens it by URI; the credentials must not travel with it.
+    The longest registered prefix of a URI wins. Empty ``options`` removes the entry (defaults again).
+    """
+    base = base_uri.rstrip("/")
+    if options:
+        _storage_options[base] = dict(options)
+    else:
+        _storage_options.pop(base, None)
+
+
+def _options_for(uri: str) -> dict[str, Any]:
+    best = ""
+    for base in _storage_options:
+        if (uri == base or uri.startswith(base + "/")) and len(base) > len(best):
+            best = base
+    return dict(_storage_options[best]) if best else {}
 
 
 def is_local_uri(uri: str) -> bool:
@@ -74,7 +102,7 @@ def fsspec_for(uri: str) -> tuple[Any, str]:
     except ImportError:  # pragma: no cover - fsspec is a declared dependency
         raise ManifestError(f"{uri}: non-local manifest storage needs the fsspec package") from None
     try:
-        fs, path = fsspec.core.url_to_fs(uri)
+        fs, path = fsspec.core.url_to_fs(uri, **_options_for(uri))
     except (ImportError, ValueError) as exc:
         raise ManifestError(f"{uri}: no filesystem for this URL ({exc})") from None
     return fs, path

@@ -33,7 +33,16 @@ from airflow_provider_kafka_eos.kafka.validation import (
 )
 from airflow_provider_kafka_eos.runbook import reference as runbook_reference
 
-ACTIONS = ("list", "describe", "abort", "commit", "commit-from-manifest", "find-hanging", "preflight")
+ACTIONS = (
+    "list",
+    "describe",
+    "abort",
+    "commit",
+    "commit-from-manifest",
+    "find-hanging",
+    "preflight",
+    "abort-partition",
+)
 ABORT_CHECKPOINT = "abort-checkpoint"  # internal: --action abort --manifest URI
 TRANSACTION_STATES = (
     "Empty",
@@ -45,7 +54,6 @@ TRANSACTION_STATES = (
     "PrepareEpochFence",
 )
 DEFAULT_HANGING_MIN_AGE_MS = 15 * 60 * 1000
-BULK_CHUNK = 50
 MAX_EPOCH = 32767
 
 Progress = Callable[[int, int, str], None]
@@ -65,6 +73,8 @@ CLI_FIELD_NAMES: Mapping[str, str] = MappingProxyType(
         "topics": "--topic",
         "transaction_timeout_ms": "--transaction-timeout-ms",
         "two_phase_commit": "--two-phase-commit",
+        "partition": "--partition",
+        "force": "--force",
     }
 )
 
@@ -102,6 +112,9 @@ class ResolutionRequest:
     topics: tuple[str, ...] = ()
     transaction_timeout_ms: int | None = None
     two_phase_commit: bool = False  # preflight: the pipeline uses KIP-939 2PC (TWO_PHASE_COMMIT ACL)
+    # abort-partition (one of ``topics``) and find-hanging --topic: the partition to act on / scan
+    partition: int | None = None
+    force: bool = False  # abort-partition: even though the coordinator still owns the transaction
 
     def validate(self, field_names: Mapping[str, str] | None = None) -> ResolutionRequest:
         """The request, normalised; raises UsageError with the text the user sees.
@@ -149,7 +162,28 @@ class ResolutionRequest:
         )
         normalised._check_targets(n)
         normalised._check_pid_epoch(n)
+        normalised._check_partition_abort(n)
         return normalised
+
+    def _check_partition_abort(self, n: Mapping[str, str]) -> None:
+        """abort-partition: one topic, one partition; the producer id and epoch both or neither."""
+        _, pid, ep, _, _ = _short_names(n)
+        topic, part = n["topics"], n["partition"]
+        if self.action != "abort-partition":
+            if self.force:
+                raise UsageError(f"{n['force']} applies to the abort-partition action only")
+            if self.partition is not None and self.action != "find-hanging":
+                raise UsageError(f"{part} applies to abort-partition and find-hanging only")
+            return
+        if len(self.topics) != 1 or self.partition is None:
+            raise UsageError(f"abort-partition needs one {topic} and its {part}")
+        if self.partition < 0:
+            raise UsageError(f"{part} must be >= 0, got {self.partition}")
+        if (self.producer_id is None) != (self.epoch is None):
+            raise UsageError(
+                f"abort-partition takes both {pid} and {ep} (from `find-hanging --topic`), or neither "
+                "(then the partition must have exactly one hanging transaction)"
+            )
 
     def _check_targets(self, n: Mapping[str, str]) -> None:
         tid, pid, ep, mf, px = _short_names(n)
@@ -180,13 +214,17 @@ class ResolutionRequest:
                     f"{action} needs {tid}, or {px} for every transaction under a "
                     "prefix" + (f", or {mf} for a whole checkpoint" if action == "abort" else "")
                 )
-        if action in ("list", "find-hanging", "preflight", "commit-from-manifest") and txn_id:
+        no_id = ("list", "find-hanging", "preflight", "commit-from-manifest", "abort-partition")
+        if action in no_id and txn_id:
             raise UsageError(f"{action} does not take {tid}; use {px} to narrow it down")
         if action == "preflight" and not prefixes:
             raise UsageError(f"preflight needs {px} (the pipeline's transactional-id prefix)")
         if self.two_phase_commit and action != "preflight":
             raise UsageError(f"{n['two_phase_commit']} applies to the preflight action only")
-        if self.dry_run and action not in ("abort", "commit", "commit-from-manifest", ABORT_CHECKPOINT):
+        if action == "abort-partition" and prefixes:
+            raise UsageError(f"abort-partition does not take {px}: it acts on one partition")
+        dry_run_actions = ("abort", "commit", "commit-from-manifest", ABORT_CHECKPOINT, "abort-partition")
+        if self.dry_run and action not in dry_run_actions:
             raise UsageError(f"{n['dry_run']} applies to abort and commit, not {action}")
 
     def _check_pid_epoch(self, n: Mapping[str, str]) -> None:
@@ -194,7 +232,7 @@ class ResolutionRequest:
         txn_id = self.transactional_id
         given = self.producer_id is not None or self.epoch is not None
         single_abort = self.action == "abort" and txn_id is not None
-        if given and self.action != "commit" and not single_abort:
+        if given and self.action not in ("commit", "abort-partition") and not single_abort:
             raise UsageError(
                 f"{pid} and {ep} only apply to the commit action, or to the abort action "
                 f"with {tid} (compare-and-abort)"
@@ -249,6 +287,7 @@ def run_resolution(
         "commit-from-manifest": _commit_from_manifest,
         "find-hanging": _find_hanging,
         "preflight": _preflight,
+        "abort-partition": _abort_partition,
     }[request.action]
     if request.action == "preflight":
         return _preflight(
@@ -294,11 +333,6 @@ def _prepared(request: ResolutionRequest) -> dict[str, Any]:
     return load_prepared(
         request.manifest_base_uri, protect=request.protect, source="--manifest-base / manifest_base_uri"
     )
-
-
-def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 # -- actions ------------------------------------------------------------------------------
@@ -391,13 +425,11 @@ def _abort(admin: Any, request: ResolutionRequest, progress: Progress | None) ->
             columns,
         )
     by_id = {r["transactional_id"]: r for r in rows}
-    done = 0
-    for chunk in _chunks(to_abort, BULK_CHUNK):
-        for outcome in admin.abort(list(chunk)):
-            by_id[outcome.transactional_id]["outcome"] = outcome.outcome
-        done += len(chunk)
-        if progress:
-            progress(done, len(to_abort), "aborting")
+    # One call for the whole plan: the admin groups it per coordinator and spreads a large group
+    # over lanes (at least MIN_PER_LANE ids each), and reports each answer as it arrives.
+    outcomes = admin.abort(list(to_abort), progress=progress) if progress else admin.abort(list(to_abort))
+    for outcome in outcomes:
+        by_id[outcome.transactional_id]["outcome"] = outcome.outcome
     aborted = sum(1 for r in rows if r["outcome"] == "aborted")
     return ResolutionResult(
         rows,
@@ -456,7 +488,7 @@ def _abort_checkpoint(admin: Any, request: ResolutionRequest, progress: Progress
     from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import abort_checkpoint
 
     assert request.manifest_uri is not None
-    report = abort_checkpoint(admin, request.manifest_uri, dry_run=request.dry_run)
+    report = abort_checkpoint(admin, request.manifest_uri, dry_run=request.dry_run, progress=progress)
     rows = [{"transactional_id": t, "outcome": o} for t, o in sorted(report.outcomes.items())]
     return ResolutionResult(rows, report.summary(), True, ("transactional_id", "outcome"))
 
@@ -536,7 +568,11 @@ def _commit_from_manifest(
 
     assert request.manifest_uri is not None
     report = commit_checkpoint(
-        admin, request.manifest_uri, committed_by="kafka-eos-txn resolution", dry_run=request.dry_run
+        admin,
+        request.manifest_uri,
+        committed_by="kafka-eos-txn resolution",
+        dry_run=request.dry_run,
+        progress=progress,
     )
     manifest = read_manifest(request.manifest_uri)
     columns = ("transactional_id", "producer_id", "producer_epoch", "record_count", "outcome")
@@ -550,8 +586,6 @@ def _commit_from_manifest(
         }
         for c in manifest.committables
     ]
-    if progress:
-        progress(len(rows), len(rows), "committing")
     return ResolutionResult(rows, report.summary(), True, columns)
 
 
@@ -562,6 +596,8 @@ def _outcome_text(status: str, outcome: str | None) -> str:
 
 
 def _find_hanging(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
+    if request.topics:
+        return _find_hanging_partitions(admin, request)
     min_age = DEFAULT_HANGING_MIN_AGE_MS if request.min_age_ms is None else request.min_age_ms
     lingering = admin.find_lingering(prefixes=list(request.prefixes) or None, min_age_ms=min_age)
     from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import load_prepared
@@ -675,3 +711,119 @@ def _preflight(
         report.ok,
         ("check", "status", "message", "runbook"),
     )
+
+
+# -- hanging partitions (KIP-664) ---------------------------------------------------------------
+
+_PARTITION_COLUMNS = (
+    "topic",
+    "partition",
+    "producer_id",
+    "producer_epoch",
+    "txn_start_offset",
+    "holds_lso",
+    "transactional_id",
+    "coordinator_state",
+    "next_step",
+)
+
+
+def _partitions_of(admin: Any, request: ResolutionRequest) -> list[tuple[str, int]]:
+    """``--topic`` (every partition of it, from metadata) or ``--topic`` with ``--partition``."""
+    from airflow_provider_kafka_eos.kafka.admin.hanging import topic_partitions
+
+    if request.partition is not None:
+        return [(t, request.partition) for t in request.topics]
+    return topic_partitions(admin, request.topics)
+
+
+def _find_hanging_partitions(admin: Any, request: ResolutionRequest) -> ResolutionResult:
+    """``find-hanging --topic T [--partition N]``: every open transaction on the partitions, marked
+    hanging when no coordinator entry will end it (:mod:`~airflow_provider_kafka_eos.kafka.admin.hanging`)."""
+    from airflow_provider_kafka_eos.kafka.admin.hanging import open_transactions
+
+    rows = []
+    for txn in open_transactions(admin, _partitions_of(admin, request)):
+        row = txn.to_row()
+        row["next_step"] = (
+            f"abort-partition --topic {txn.topic} --partition {txn.partition} "
+            f"--producer-id {txn.producer_id} --epoch {txn.producer_epoch}"
+            if txn.hanging
+            else f"owned by {txn.transactional_id} ({txn.coordinator_state}): see find-hanging --prefix"
+        )
+        rows.append(row)
+    hanging = sum(1 for r in rows if r["hanging"])
+    return ResolutionResult(
+        rows,
+        f"{len(rows)} open transaction(s) on {', '.join(request.topics)}, {hanging} hanging "
+        "(no coordinator entry)",
+        True,
+        _PARTITION_COLUMNS,
+    )
+
+
+def _abort_partition(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
+    """KIP-664 admin abort of one partition's open transaction (WriteTxnMarkers, no JVM tool).
+
+    The manifest store is read first, as for every abort: a producer id a PREPARED manifest lists
+    is refused (its batch must commit). Then the partition's open transactions are read; the
+    target must be one of them, and one its coordinator no longer owns (else ``abort
+    --transactional-id`` is the way, and ``--force`` the explicit way around).
+    """
+    from airflow_provider_kafka_eos.kafka.admin.hanging import abort_on_partition, open_transactions
+
+    prepared = _prepared(request)
+    topic, partition = request.topics[0], request.partition
+    assert partition is not None
+    where = f"{topic}-{partition}"
+    opened = open_transactions(admin, [(topic, partition)])
+    if request.producer_id is None:
+        hanging = [t for t in opened if t.hanging]
+        if len(hanging) != 1:
+            raise UsageError(
+                f"{where} has {len(hanging)} hanging transaction(s) (of {len(opened)} open): name the one "
+                f"to abort with --producer-id and --epoch (see `kafka-eos-txn find-hanging --topic {topic}`)"
+            )
+        target = hanging[0]
+    else:
+        matching = [t for t in opened if t.producer_id == request.producer_id]
+        if not matching:
+            raise KafkaEosError(
+                f"{where} has no open transaction of producer id {request.producer_id} (open: "
+                f"{', '.join(str(t.producer_id) for t in opened) or 'none'}); nothing was aborted",
+                runbook="consumers-stuck-at-lso",
+            )
+        target = matching[0]
+        if target.producer_epoch != request.epoch:
+            raise KafkaEosError(
+                f"producer id {target.producer_id} holds {where} open with epoch {target.producer_epoch}, "
+                f"not {request.epoch}; nothing was aborted",
+                runbook="consumers-stuck-at-lso",
+            )
+    for ref in prepared.values():
+        if ref.producer_id == target.producer_id:
+            raise KafkaEosError(
+                f"refusing to abort {where}: producer id {target.producer_id} is listed in the PREPARED "
+                f"manifest {ref.manifest_uri} (checkpoint {ref.checkpoint_id}); commit it with "
+                f"`kafka-eos-txn commit --manifest {ref.manifest_uri}`",
+                runbook="commit-pending-transaction",
+            )
+    if not target.hanging and not request.force:
+        raise KafkaEosError(
+            f"refusing to abort {where}: its coordinator still owns producer id {target.producer_id} as "
+            f"{target.transactional_id} ({target.coordinator_state}), so it is not hanging; abort it with "
+            f"`kafka-eos-txn abort --transactional-id {target.transactional_id}` (or pass --force)",
+            transactional_id=target.transactional_id,
+            runbook="consumers-stuck-at-lso",
+        )
+    row = target.to_row()
+    if request.dry_run:
+        row["outcome"] = "would abort"
+        summary = f"dry run: {where}: would abort producer id {target.producer_id}; nothing was aborted"
+    else:
+        abort_on_partition(admin, target)
+        if progress:
+            progress(1, 1, "aborting")
+        row["outcome"] = "aborted"
+        summary = f"{where}: aborted the open transaction of producer id {target.producer_id}"
+    return ResolutionResult([row], summary, True, (*_PARTITION_COLUMNS[:-1], "outcome"))

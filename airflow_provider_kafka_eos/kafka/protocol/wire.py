@@ -385,6 +385,28 @@ class Wire:
             raise self._unreachable(exc) from None
         return {tp: leader for leader, tps in by_leader.items() for tp in tps}
 
+    def abort_transaction(
+        self, topic: str, partition: int, producer_id: int, producer_epoch: int, coordinator_epoch: int = -1
+    ) -> None:
+        """KIP-664 admin abort of one partition's open transaction: kafka-python's
+        ``KafkaAdminClient.abort_transaction`` (WriteTxnMarkers with an ABORT marker, sent to the
+        partition leader), bounded by this Wire's call budget and deadline. The leader checks the
+        producer id / epoch against its state and refuses a coordinator epoch older than the one of
+        the producer's last marker (DescribeProducers reports it; Kafka's tool sends it too); a
+        refusal raises kafka-python's error for the code (the caller names it)."""
+        from kafka.admin import AbortTransactionSpec
+        from kafka.structs import TopicPartition as KafkaTopicPartition
+
+        spec = AbortTransactionSpec(
+            KafkaTopicPartition(topic, partition), producer_id, producer_epoch, coordinator_epoch
+        )
+        with self._lock:
+            self.requests["WriteTxnMarkers"] += 1
+        try:
+            self._run(self._admin._async_abort_transaction, spec)
+        except _CONNECTION_ERRORS as exc:
+            raise self._unreachable(exc) from None
+
 
 class _BootstrapWatch:
     """What a Wire's bootstrap saw, so a failed one is explained (authentication, a refused TLS or

@@ -41,7 +41,11 @@ class OidcServer:
         self._kid = secrets.token_hex(8)
         self._clients: dict[str, str] = {}
         self._lifetimes: dict[str, int] = {}
+        self._skews: dict[str, int] = {}
         self.issued = 0
+        self.issued_to: dict[str, int] = {}  # tokens issued per client id
+        # (client id, how it authenticated: "basic" is librdkafka's oidc, "form" the provider's own)
+        self.fetches: list[tuple[str, str]] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -72,8 +76,12 @@ class OidcServer:
                 if server._clients.get(client_id) != secret:
                     self._json(401, {"error": "invalid_client"})
                     return
+                server.fetches.append((client_id, "basic" if auth.startswith("Basic ") else "form"))
                 lifetime = server._lifetimes.get(client_id, TOKEN_LIFETIME_S)
-                self._json(200, server.token_response(client_id, form.get("scope"), lifetime_s=lifetime))
+                skew = server._skews.get(client_id, 0)
+                self._json(
+                    200, server.token_response(client_id, form.get("scope"), lifetime_s=lifetime, skew_s=skew)
+                )
 
             def _json(self, status: int, body: dict[str, Any]) -> None:
                 data = json.dumps(body).encode()
@@ -93,10 +101,17 @@ class OidcServer:
         self._thread.start()
 
     def add_client(
-        self, client_id: str, secret: str | None = None, *, lifetime_s: int = TOKEN_LIFETIME_S
+        self,
+        client_id: str,
+        secret: str | None = None,
+        *,
+        lifetime_s: int = TOKEN_LIFETIME_S,
+        skew_s: int = 0,
     ) -> str:
-        """Register a client (``lifetime_s`` < 0 issues expired tokens); returns its secret."""
+        """Register a client (``lifetime_s`` < 0 issues expired tokens; ``skew_s`` dates ``iat`` and
+        ``nbf`` that far ahead, as an identity provider with a fast clock does); returns its secret."""
         self._lifetimes[client_id] = lifetime_s
+        self._skews[client_id] = skew_s
         self._clients[client_id] = secret or secrets.token_urlsafe(18)
         return self._clients[client_id]
 
@@ -116,19 +131,21 @@ class OidcServer:
         }
 
     def token_response(
-        self, subject: str, scope: str | None = None, *, lifetime_s: int = TOKEN_LIFETIME_S
+        self, subject: str, scope: str | None = None, *, lifetime_s: int = TOKEN_LIFETIME_S, skew_s: int = 0
     ) -> dict:
-        now = int(time.time())
+        now = int(time.time()) + skew_s
         claims = {
             "sub": subject,
             "iss": self.issuer,
             "aud": AUDIENCE,
             "iat": now,
+            "nbf": now,
             "exp": now + lifetime_s,
             "scope": scope or "kafka",
         }
         token = jwt.encode(claims, self._key, algorithm="RS256", headers={"kid": self._kid})
         self.issued += 1
+        self.issued_to[subject] = self.issued_to.get(subject, 0) + 1
         return {"access_token": token, "token_type": "Bearer", "expires_in": max(lifetime_s, 1)}
 
     def close(self) -> None:

@@ -57,6 +57,9 @@ class KafkaOptions:
     marker_delay_ms: int = 0
     socket_request_max_bytes: int = 100 * 1024 * 1024
     max_connections: int | None = None  # Kafka's default: unlimited
+    # connections.max.reauth.ms: a SASL session ends with its credential (an OAUTHBEARER token's
+    # exp) and the client must re-authenticate (KIP-368); Kafka's default 0 keeps sessions forever.
+    max_reauth_ms: int | None = None
     heap: str = "384m"
     log_level: str = "INFO"
 
@@ -199,6 +202,8 @@ def node_properties(
     }
     if opts.max_connections is not None:
         props["max.connections"] = str(opts.max_connections)
+    if opts.max_reauth_ms is not None:
+        props["connections.max.reauth.ms"] = str(opts.max_reauth_ms)
     if opts.two_phase_commit:
         # KIP-939's InitProducerId v6 (Enable2Pc) is still "latestVersionUnstable" in Kafka 4.4:
         # without this the broker advertises v5 and closes a connection that sends v6.

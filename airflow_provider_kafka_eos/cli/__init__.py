@@ -1,0 +1,39 @@
+"""``kafka-eos-txn``: the operator's tool for the transactions a pipeline left behind.
+
+Subcommands (``list``, ``describe``, ``abort``, ``commit``, ``find-hanging``, ``abort-partition``,
+``preflight``, ``checkpoints``, ``runbook``, ``completion``), each with its own ``--help``; the
+seed's ``--action X`` form keeps working. The package is split by concern, so a rule has one
+owner: :mod:`.options` (the command line, both forms), :mod:`.settings` (client settings from a
+properties file, an Airflow connection or the environment; the request), :mod:`.output` (tables,
+JSON, errors, progress, runbook pages), :mod:`.app` (the run). Importing it loads only the
+standard library: heavy parts load when a command needs them.
+"""
+
+from __future__ import annotations
+
+from airflow_provider_kafka_eos.cli.app import main, run
+from airflow_provider_kafka_eos.cli.options import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    PROG,
+    build_command_parser,
+    build_parser,
+)
+from airflow_provider_kafka_eos.cli.output import print_runbook, render_table
+from airflow_provider_kafka_eos.cli.settings import _client_config, _request
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "PROG",
+    "_client_config",
+    "_request",
+    "build_command_parser",
+    "build_parser",
+    "main",
+    "print_runbook",
+    "render_table",
+    "run",
+]
