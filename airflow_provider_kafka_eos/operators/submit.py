@@ -209,6 +209,19 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         "The same input"). Empty after rendering is refused. Default None: no input check.
     :param reprocess: write ``input_id`` again although a COMMITTED checkpoint already holds it
         (templated; ``True``/``"true"``); recorded in the manifest (``input.reprocess_of``).
+    :param input_topics: Kafka topic(s) the pipeline reads (templated; a list or a comma-separated
+        string). Each checkpoint reads the offset range planned before it reads (from the last
+        COMMITTED checkpoint's end to the last stable offsets), the callable is called as
+        ``function(spark, params, input_df)``, and ``input_group``'s offsets commit with the output
+        (docs/user-guide/kafka-to-kafka.md). Spark's Kafka connector must be on the job's classpath
+        (``packages="org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version>"``).
+    :param input_group: the consumer group whose committed offsets mirror the progress (templated).
+    :param input_start: where the pipeline's first checkpoint starts: ``group`` (the group's committed
+        offsets), ``earliest``, ``latest`` or ``timestamp:<epoch ms>`` (templated; required with
+        ``input_topics``; later checkpoints continue where the last COMMITTED one ended).
+    :param skip_lost_input_ranges: (templated flag) go on past input ranges Kafka no longer has
+        (retention, a deleted topic), recording them in the manifest; default False: such a range
+        fails the run by name.
     :param input_claim_timeout: seconds to wait for another run that claimed the same input and has
         not prepared it yet, before failing (retry later); default 300.
     :param transaction_timeout_ms: producer ``transaction.timeout.ms``; the commit must happen within it.
@@ -240,6 +253,10 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         "lineage_inputs",
         "input_id",
         "reprocess",
+        "input_topics",
+        "input_group",
+        "input_start",
+        "skip_lost_input_ranges",
     )
     template_fields_renderers = {"application_params": "json"}
     ui_color = "#e8d5b7"
@@ -271,6 +288,10 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         input_id: str | None = None,
         reprocess: bool | str = False,
         input_claim_timeout: float = 300.0,
+        input_topics: Sequence[str] | str | None = None,
+        input_group: str | None = None,
+        input_start: str | None = None,
+        skip_lost_input_ranges: bool | str = False,
         **kwargs: Any,
     ) -> None:
         from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import AbortStrategy
@@ -312,6 +333,10 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         self.input_id = input_id
         self.reprocess = reprocess
         self.input_claim_timeout = float(input_claim_timeout)
+        self.input_topics = input_topics
+        self.input_group = input_group
+        self.input_start = input_start
+        self.skip_lost_input_ranges = skip_lost_input_ranges
         self._input: ClaimOutcome | None = None
         self._config_file: str | None = None
         self._legacy_adopted = False
@@ -329,7 +354,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         checkpoint = self._claim_input(context, store, checkpoint, run)
         remember_checkpoint(self, self.kafka_eos_conn_id, self.pipeline_id, checkpoint)
         expected_uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, checkpoint)
-        self.application_args = self._job_args(checkpoint) + self._identity_args(run) + self._input_args()
+        self.application_args = (self._job_args(checkpoint) + self._identity_args(run) + self._input_args()
+                                  + self._kafka_input_args())
         connection = self._get_hook()._connection  # master and deploy mode, resolved the parent's way
         cluster_mode = connection.get("deploy_mode") == "cluster"
         # In cluster deploy mode the driver runs on the cluster: the Kafka config must reach it
@@ -481,8 +507,13 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         """
         self._input = None
         if self.input_id is None:
-            self.log.info("no input_id: a second run over the same input cannot be recognised (the "
-                          "checkpoint id comes from the run); set input_id to the batch this run reads")
+            if self._kafka_input_topics():
+                self.log.info("Kafka input: the checkpoint's offset ranges are planned from the last "
+                              "COMMITTED checkpoint, so no input_id is needed "
+                              "(docs/user-guide/kafka-to-kafka.md)")
+            else:
+                self.log.info("no input_id: a second run over the same input cannot be recognised (the "
+                              "checkpoint id comes from the run); set input_id to the batch this run reads")
             return checkpoint
         input_id = validate_input_id(self.input_id, field="input_id")
         reprocess = _as_bool(self.reprocess, field="reprocess")
@@ -604,6 +635,24 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             args += ["--logical-date", run.logical_date]
         return args
 
+    def _kafka_input_topics(self) -> list[str]:
+        topics = self.input_topics
+        if topics is None:
+            return []
+        if isinstance(topics, str):
+            topics = topics.split(",")
+        return [str(t).strip() for t in topics if str(t).strip()]
+
+    def _kafka_input_args(self) -> list[str]:
+        """The job's Kafka-input arguments (validated in ``_validate_arguments``)."""
+        topics = self._kafka_input_topics()
+        if not topics:
+            return []
+        args = ["--input-topics", ",".join(topics), "--input-group", str(self.input_group),
+                "--input-start", str(self.input_start)]
+        skip = _as_bool(self.skip_lost_input_ranges, field="skip_lost_input_ranges")
+        return [*args, "--skip-lost-input-ranges"] if skip else args
+
     def _validate_arguments(self) -> None:
         """Ids, topic and timeout as Kafka can carry them (``kafka/validation.py``, shared with
         the CLI, the manual DAG and the manifest reader)."""
@@ -619,6 +668,33 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         validate_topic(self.topic, field="topic")
         if self.transaction_timeout_ms is not None:
             validate_positive_ms(self.transaction_timeout_ms, field="transaction_timeout_ms")
+        self._validate_kafka_input()
+
+    def _validate_kafka_input(self) -> None:
+        from airflow_provider_kafka_eos.kafka.checkpoints.kafka_input import StartChoice
+        from airflow_provider_kafka_eos.kafka.validation import validate_topic
+
+        topics = self._kafka_input_topics()
+        if not topics:
+            if self.input_topics not in (None, "", []) or self.input_group or self.input_start:
+                raise UsageError("input_group / input_start were given without input_topics (or input_topics "
+                                 "rendered empty): name the Kafka topic(s) the pipeline reads")
+            return
+        for topic in topics:
+            validate_topic(topic, field="input_topics")
+        if self.topic in topics:
+            raise UsageError(f"input_topics includes the output topic {self.topic!r}: a pipeline "
+                             f"reading its own "
+                             "output would read each checkpoint's records again")
+        if not self.input_group or not str(self.input_group).strip():
+            raise UsageError("input_topics needs input_group: the consumer group whose committed "
+                             "offsets mirror "
+                             "the pipeline's progress (lag tools read it)")
+        if self.input_start is None:
+            raise UsageError("input_topics needs input_start: where the pipeline's first checkpoint starts "
+                             "(group, earliest, latest or timestamp:<epoch ms>); it is never guessed")
+        StartChoice.parse(self.input_start, field="input_start")
+        _as_bool(self.skip_lost_input_ranges, field="skip_lost_input_ranges")
 
     def _require_spark_connection(self) -> None:
         from airflow.sdk import BaseHook

@@ -16,7 +16,11 @@ hand-off (the file, the variables, the result line below) is ``spark/handoff.py`
 
 The user's application is ``package.module:function`` or ``/path/to/file.py[:function]``
 (default function name ``build_dataframe``); the function is called as
-``function(spark, params) -> DataFrame`` with the ``--params`` JSON object.
+``function(spark, params) -> DataFrame`` with the ``--params`` JSON object. With Kafka as the input
+(``--input-topics``, ``--input-group``, ``--input-start``) it is called as
+``function(spark, params, input_df) -> DataFrame``: ``input_df`` is exactly this checkpoint's input
+range, read by Spark's Kafka source (``spark/kafka_source.py``; the connector must be on the
+classpath, e.g. spark-submit ``--packages org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version>``).
 
 On success the last line on stdout is ``KAFKA_EOS_MANIFEST_URI=<uri>``, which
 ``SparkEosSubmitOperator`` parses. Exit codes: 0 prepared (or already prepared/committed),
@@ -107,6 +111,16 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--input-id", default=None, help="the input identity (e.g. the batch name)")
     parser.add_argument("--reprocess-of", type=int, default=None,
                         help="the checkpoint that wrote this input before (a deliberate reprocess)")
+    # Kafka as the input (docs/user-guide/kafka-to-kafka.md): the range is planned before the read.
+    parser.add_argument("--input-topics", default=None,
+                        help="comma-separated Kafka topics the checkpoint reads (its offsets move with "
+                             "the output)")
+    parser.add_argument("--input-group", default=None,
+                        help="the consumer group whose committed offsets mirror the pipeline's progress")
+    parser.add_argument("--input-start", default=None,
+                        help="where the first checkpoint starts: group, earliest, latest or timestamp:<ms>")
+    parser.add_argument("--skip-lost-input-ranges", action="store_true",
+                        help="go on past input ranges Kafka no longer has (recorded in the manifest)")
     parser.add_argument("--app-name", default=None,
                         help="Spark application name (default: kafka-eos-<pipeline>)")
     return parser
@@ -148,6 +162,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
     """
     from pyspark.sql import SparkSession
 
+    from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord
     from airflow_provider_kafka_eos.kafka.errors import UsageError
     from airflow_provider_kafka_eos.kafka.log_levels import spark_log_level
     from airflow_provider_kafka_eos.spark.faults import FaultPlan
@@ -168,7 +183,18 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
 
     spark = SparkSession.builder.appName(args.app_name or f"kafka-eos-{args.pipeline_id}").getOrCreate()
     spark.sparkContext.setLogLevel(spark_log_level())  # WARN unless KAFKA_EOS_SPARK_LOG_LEVEL says
-    df = application(spark, params)
+    record = input_record(args)
+    if args.input_topics:
+        kafka_input = plan_kafka_input(args, config)
+        from airflow_provider_kafka_eos.spark.kafka_source import read_input_range
+
+        record = InputRecord(record.id if record is not None else f"kafka:{args.checkpoint_id}",
+                             record.reprocess_of if record is not None else None, kafka_input)
+        log.info("checkpoint %d reads %s", args.checkpoint_id,
+                 ", ".join(str(r) for r in kafka_input.ranges) or "nothing")
+        df = application(spark, params, read_input_range(spark, kafka_input, config))
+    else:
+        df = application(spark, params)
     if df is None or not hasattr(df, "mapInArrow"):
         raise UsageError(f"--application {args.application!r} returned {type(df).__name__}, not a DataFrame")
     manifest = write_exactly_once(
@@ -188,7 +214,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
         abort_strategy=args.abort_strategy,
         fault_plan=plan,
         prepared_by=run_identity(args),
-        input_record=input_record(args),
+        input_record=record,
         two_phase_commit=args.two_phase_commit,
         producer=args.producer,
     )
@@ -197,6 +223,35 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
     log.info("checkpoint %d: manifest %s is %s with %d transaction(s)", manifest.checkpoint_id, uri,
              manifest.status.value, len(manifest.committables))
     return uri
+
+
+def plan_kafka_input(args: argparse.Namespace, config: Any) -> Any:
+    """Plan (or, on a retry, read back) this checkpoint's input range, before anything is read."""
+    from airflow_provider_kafka_eos.kafka.admin.input_offsets import read_input_offsets
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.kafka.checkpoints.input_ranges import (
+        offsets_transactional_id,
+        plan_checkpoint_input,
+    )
+    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+
+    topics = [t.strip() for t in args.input_topics.split(",") if t.strip()]
+    if not args.input_group or not args.input_start:
+        raise UsageError("--input-topics needs --input-group (the consumer group that mirrors the "
+                         "progress) and "
+                         "--input-start (group, earliest, latest or timestamp:<ms>: where the first "
+                         "checkpoint "
+                         "starts)")
+    store = ManifestStore.configured(args.manifest_base_uri, source="--manifest-base-uri")
+    store.create()
+    with TransactionAdmin(config) as admin:
+        return plan_checkpoint_input(
+            store, pipeline_id=args.pipeline_id, checkpoint_id=args.checkpoint_id,
+            facts_for=lambda start: read_input_offsets(admin, topics, start=start, group=args.input_group),
+            topics=topics, group=args.input_group, start=args.input_start,
+            offsets_transactional_id=offsets_transactional_id(args.transactional_id_prefix),
+            skip_lost_ranges=args.skip_lost_input_ranges)
 
 
 def check_job_side(producer: str | None = None) -> None:

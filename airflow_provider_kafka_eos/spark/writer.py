@@ -133,10 +133,30 @@ def write_exactly_once(
                                     arrow_settings=arrow_settings)
         _check_one_per_transactional_id(committables)
         _verify_still_prepared(admin, committables)
+        if input_record is not None and input_record.kafka is not None:  # the group's offsets move with it
+            offsets = _prepare_group_offsets(config, input_record.kafka, transaction_timeout_ms, protocol,
+                                             admin)
+            if offsets is not None:
+                committables.append(offsets)
+
         plan.before_manifest()
         return _write_vote(store, committables, pipeline_id=pipeline_id, checkpoint_id=checkpoint_id,
                            prefix=transactional_id_prefix, naming=naming, topic=topic, started_ms=started_ms,
                            prepared_by=prepared_by, input_record=input_record)
+
+
+def _prepare_group_offsets(config: KafkaClientConfig, kafka_input: Any, transaction_timeout_ms: int,
+                           protocol: TransactionProtocol, admin: Any) -> Committable | None:
+    """The offsets transaction of a Kafka-input checkpoint (``kafka/producers/offsets_transaction.py``):
+    prepared in the driver after the output's transactions, before the vote that lists it."""
+    from airflow_provider_kafka_eos.kafka.producers.offsets_transaction import prepare_group_offsets
+
+    if not kafka_input.offsets_transactional_id:
+        raise UsageError("the input plan names no offsets transaction; plan it with offsets_transactional_id")
+    return prepare_group_offsets(
+        offsets=kafka_input.end_offsets(), group=kafka_input.group, confluent_config=config.confluent(),
+        transactional_id=kafka_input.offsets_transactional_id, topic=kafka_input.topics[0],
+        transaction_timeout_ms=transaction_timeout_ms, protocol=protocol, describe=admin.describe)
 
 
 def _open_store(store: ManifestStore, pipeline_id: str, naming: NamingStrategy,
@@ -213,7 +233,8 @@ def _write_vote(store: ManifestStore, committables: list[Committable], *, pipeli
     uri = store.uri(pipeline_id, checkpoint_id)
     write_manifest(uri, manifest)
     log.info("checkpoint %d of %s prepared: %d transaction(s), %d record(s) in %.1fs -> %s",
-             checkpoint_id, pipeline_id, len(committables), sum(c.record_count for c in committables),
+             checkpoint_id, pipeline_id, len(committables),
+             sum(c.record_count for c in manifest.output_committables),
              (now - started_ms) / 1000, uri)
     return manifest
 

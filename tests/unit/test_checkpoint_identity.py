@@ -110,7 +110,7 @@ def test_manifest_v2_round_trips_the_run_that_prepared_it(tmp_path):
     uri = manifest_uri(str(tmp_path), "orders", 7)
     write_manifest(uri, _manifest(prepared_by=run))
     on_disk = json.loads(pathlib.Path(uri).read_text())
-    assert on_disk["schema_version"] == SCHEMA_VERSION == 3
+    assert on_disk["schema_version"] == SCHEMA_VERSION == 4
     assert on_disk["prepared_by"] == {"dag_id": "eos_pipeline", "run_id": "manual__a", "try_number": 3,
                                       "logical_date": None}
     assert read_manifest(uri).prepared_by == run

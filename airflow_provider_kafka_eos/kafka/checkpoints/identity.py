@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any, Protocol
 
+from airflow_provider_kafka_eos.kafka.checkpoints.kafka_input import KafkaInput
 from airflow_provider_kafka_eos.kafka.errors import CheckpointConflictError, ManifestError, UsageError
 
 __all__ = [
@@ -145,19 +146,24 @@ class InputRecord:
 
     id: str
     reprocess_of: int | None = None
+    # Schema 4: the Kafka offset ranges the checkpoint reads (None: the input is not Kafka).
+    kafka: KafkaInput | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "reprocess_of": self.reprocess_of}
+        data: dict[str, Any] = {"id": self.id, "reprocess_of": self.reprocess_of}
+        if self.kafka is not None:
+            data["kafka"] = self.kafka.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: Any, *, source: str = "manifest", field: str = "input") -> InputRecord:
         if not isinstance(data, Mapping):
             raise ManifestError(
                 f"{source}: field {field!r} must be an object or null, got {type(data).__name__}")
-        unknown = sorted(set(data) - {"id", "reprocess_of"})
+        unknown = sorted(set(data) - {"id", "reprocess_of", "kafka"})
         if unknown:
             raise ManifestError(
-                f"{source}: unknown field {unknown[0]!r} in {field!r} (known: id, reprocess_of)")
+                f"{source}: unknown field {unknown[0]!r} in {field!r} (known: id, kafka, reprocess_of)")
         try:
             ident = validate_input_id(data.get("id"), field=f"field {field}.id")
         except UsageError as exc:
@@ -167,7 +173,10 @@ class InputRecord:
                                          or reprocess_of < 0):
             raise ManifestError(f"{source}: field {field}.reprocess_of must be a checkpoint id (int >= 0) or "
                                 f"null, got {reprocess_of!r}")
-        return cls(ident, reprocess_of)
+        kafka = data.get("kafka")
+        if kafka is not None:
+            kafka = KafkaInput.from_dict(kafka, source=source, field=f"{field}.kafka")
+        return cls(ident, reprocess_of, kafka)
 
 
 class Reuse(str, Enum):

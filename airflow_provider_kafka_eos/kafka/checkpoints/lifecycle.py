@@ -459,7 +459,7 @@ class CommitReport:
 
 
 def _records(manifest: Manifest) -> int | None:
-    counts = [c.record_count for c in manifest.committables]
+    counts = [c.record_count for c in manifest.output_committables]
     return None if any(n is None for n in counts) else sum(counts)
 
 

@@ -22,7 +22,7 @@ COLUMNS = ("pipeline_id", "checkpoint_id", "status", "input", "reprocess_of", "r
 def checkpoint_row(uri: str, manifest: Manifest) -> dict[str, Any]:
     """One checkpoint as a row (``input`` None: written before input identities, or without one)."""
     run = manifest.prepared_by
-    records = [c.record_count for c in manifest.committables]
+    records = [c.record_count for c in manifest.output_committables]
     return {
         "pipeline_id": manifest.pipeline_id,
         "checkpoint_id": manifest.checkpoint_id,

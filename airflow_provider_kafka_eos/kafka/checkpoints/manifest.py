@@ -57,9 +57,13 @@ __all__ = [
 # 3 added the required ``input`` (the input identity the checkpoint carries; object or null) and
 # ``decision`` (commit or give up, recorded before either acts in Kafka; object or null).
 # Older manifests are read as ``input=None`` (unknown input) and rewritten as version 3.
-SCHEMA_VERSION = 3
-SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3})
+# 4 added ``input.kafka`` (the Kafka offset ranges the checkpoint reads, and the transaction that
+# moves the consumer group's offsets; ``kafka_input.py``). Versions 1-3 are read unchanged (no
+# Kafka input) and rewritten as version 4.
+SCHEMA_VERSION = 4
+SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3, 4})
 NAMING_STRATEGIES = ("INCREMENTING", "POOLING")
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"  # where a Kafka input's offsets transaction writes
 # 1M committables of ~300 bytes; anything larger is not a manifest this provider wrote.
 MAX_MANIFEST_BYTES = 512 * 1024 * 1024
 _CHECKPOINT_FILE = re.compile(r"^checkpoint-(\d{12,})\.json$")
@@ -148,6 +152,12 @@ class Manifest:
     def transactional_ids(self) -> set[str]:
         return {c.transactional_id for c in self.committables}
 
+    @property
+    def output_committables(self) -> list[Committable]:
+        """The output's transactions: without a Kafka input's offsets transaction (it holds no records)."""
+        return [c for c in self.committables
+                if any(p.topic != CONSUMER_OFFSETS_TOPIC for p in c.partitions)]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
@@ -197,6 +207,9 @@ class Manifest:
         if values.get("prepared_by") is not None:
             values["prepared_by"] = RunIdentity.from_dict(values["prepared_by"], source=source)
         if values.get("input") is not None:
+            if version < 4 and "kafka" in values["input"]:
+                raise ManifestError(f"{source}: field 'input.kafka' needs schema_version 4, this manifest "
+                                    f"says {version}")
             values["input"] = InputRecord.from_dict(values["input"], source=source)
         if values.get("decision") is not None:
             values["decision"] = Decision.from_dict(values["decision"], source=source)
