@@ -52,7 +52,7 @@ def _imports(source: bytes) -> set[str]:
 def test_the_runtime_wheel_holds_no_test_code_and_no_devbroker(tmp_path):
     wheel = _build_wheel(REPO_ROOT, tmp_path)
     names = wheel.namelist()
-    assert "airflow_provider_kafka_eos/cli.py" in names  # the wheel read is the provider's
+    assert "airflow_provider_kafka_eos/cli/__init__.py" in names  # the wheel read is the provider's
     double = ("kafka_eos_testing/", "airflow_provider_kafka_eos/testing/")
     assert [n for n in names if n.startswith(double)] == []
     assert [n for n in names if n.endswith("pom.xml")] == []
