@@ -33,39 +33,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from kafka_eos_testing.airflow_rest import AirflowRestClient, free_port, wait_for
 
 __all__ = ["CeleryDeployment", "RedisServer", "free_port", "wait_for"]
 
 CONTROL_SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float,
-             on_poll: Callable[[], None] | None = None, describe: Callable[[], str] | None = None) -> Any:
-    """Poll ``check`` until it returns something truthy; at the deadline raise naming ``what``."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-            if value:
-                return value
-        except Exception as err:  # a server not up yet; kept for the message
-            last_error = err
-        if on_poll is not None:
-            on_poll()
-        time.sleep(0.5)  # polling interval of a deadline-bounded wait
-    detail = describe() if describe is not None else ""
-    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what} (last error: {last_error})\n"
-                       f"{detail}")
 
 
 def _stop_processes(processes: Mapping[str, subprocess.Popen]) -> None:
@@ -121,7 +97,7 @@ class RedisServer:
         _stop_processes({"redis": self.process})
 
 
-class CeleryDeployment:
+class CeleryDeployment(AirflowRestClient):
     """The control plane, Redis and the Celery workers; a small REST client for the API server."""
 
     def __init__(self, root: Path, *, dags_folder: Path, workers: Mapping[str, str],
@@ -241,45 +217,12 @@ class CeleryDeployment:
 
     # -- REST API -------------------------------------------------------------------------------
 
-    def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        import httpx
-
-        if self._token is None:
-            response = httpx.get(f"{self.base}/auth/token", timeout=10)
-            response.raise_for_status()
-            self._token = response.json()["access_token"]
-        headers = {"Authorization": f"Bearer {self._token}", **kwargs.pop("headers", {})}
-        response = httpx.request(method, f"{self.base}/api/v2{path}", headers=headers, timeout=30, **kwargs)
-        response.raise_for_status()
-        return response.json() if response.content else None
-
     def add_connection(self, conn_id: str, conn_type: str, **fields: Any) -> None:
         """A connection in the metadata database (workers read it through the API server)."""
         body = {"connection_id": conn_id, "conn_type": conn_type, **fields}
         if isinstance(body.get("extra"), dict):
             body["extra"] = json.dumps(body["extra"])
         self.request("POST", "/connections", json=body)
-
-    def unpause(self, dag_id: str, timeout_s: float = 240.0) -> None:
-        wait_for(f"{dag_id} to be parsed", lambda: self.request("GET", f"/dags/{dag_id}"), timeout_s,
-                 self.raise_if_a_service_died, self.log_tails)
-        self.request("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
-
-    def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
-        run = self.request("POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf})
-        return run["dag_run_id"]
-
-    def task_instances(self, dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
-        tis = self.request("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
-        return {ti["task_id"]: ti for ti in tis}
-
-    def wait_for_run(self, dag_id: str, run_id: str, timeout_s: float) -> dict[str, Any]:
-        def finished() -> dict[str, Any] | None:
-            run = self.request("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
-            return run if run["state"] in ("success", "failed") else None
-
-        return wait_for(f"{dag_id} run {run_id} to finish", finished, timeout_s, self.raise_if_a_service_died,
-                        self.log_tails)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,48 +15,29 @@ import os
 import pathlib
 import secrets
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from kafka_eos_testing.airflow_rest import AirflowRestClient, free_port
+from kafka_eos_testing.airflow_rest import wait_for as shared_wait_for
 from kafka_eos_testing.embedded import unique_name
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SERVICES = ("api-server", "dag-processor", "scheduler", "triggerer")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def wait_for(what: str, check: Callable[[], Any], timeout: float, stack: AirflowStack | None = None) -> Any:
-    """Poll ``check`` until it returns something truthy; at the deadline fail naming ``what``, with logs."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-            if value:
-                return value
-        except Exception as err:  # the API may not be up yet; keep the last error for the message
-            last_error = err
-        if stack is not None:
-            stack.raise_if_a_service_died()
-        time.sleep(1)  # polling interval of a deadline-bounded wait
-    tail = stack.log_tails() if stack is not None else ""
-    raise AssertionError(
-        f"timed out after {timeout:.0f} s waiting for {what} (last error: {last_error})\n{tail}"
-    )
+    """Poll ``check`` until truthy; with ``stack``: fail at once when a service died, logs at the deadline."""
+    if stack is None:
+        return shared_wait_for(what, check, timeout)
+    return stack.wait(what, check, timeout)
 
 
-class AirflowStack:
+class AirflowStack(AirflowRestClient):
     """The running services and a small REST client for them."""
 
     def __init__(self, home: pathlib.Path, env: dict[str, str], port: int) -> None:
@@ -113,27 +94,6 @@ class AirflowStack:
 
     # -- REST API --------------------------------------------------------------------------
 
-    def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        import httpx
-
-        if self._token is None:
-            response = httpx.get(f"{self.base}/auth/token", timeout=10)
-            response.raise_for_status()
-            self._token = response.json()["access_token"]
-        headers = {"Authorization": f"Bearer {self._token}", **kwargs.pop("headers", {})}
-        response = httpx.request(method, f"{self.base}/api/v2{path}", headers=headers, timeout=30, **kwargs)
-        response.raise_for_status()
-        return response.json() if response.content else None
-
-    def unpause(self, dag_id: str) -> None:
-        wait_for(f"{dag_id} to be parsed", lambda: self.request("GET", f"/dags/{dag_id}"), 240, self)
-        self.request("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
-
-    def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
-        """A manual run without a logical date (Airflow 3's default for the UI, the CLI and the API)."""
-        run = self.request("POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf})
-        return run["dag_run_id"]
-
     def trigger_with_cli(self, dag_id: str, conf: dict[str, Any]) -> str:
         """``airflow dags trigger --conf`` as a user types it (no logical date); the new run's id."""
         before = {r["dag_run_id"] for r in self.runs(dag_id)}
@@ -142,37 +102,6 @@ class AirflowStack:
         new = [r["dag_run_id"] for r in self.runs(dag_id) if r["dag_run_id"] not in before]
         assert len(new) == 1, new
         return new[0]
-
-    def runs(self, dag_id: str) -> list[dict[str, Any]]:
-        return self.request("GET", f"/dags/{dag_id}/dagRuns", params={"order_by": "run_after"})["dag_runs"]
-
-    def run(self, dag_id: str, run_id: str) -> dict[str, Any]:
-        return self.request("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
-
-    def task_states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
-        tis = self.request("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
-        return {ti["task_id"]: ti["state"] for ti in tis}
-
-    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
-        """The task's log as Airflow serves it (worker and triggerer parts), one text."""
-        data = self.request(
-            "GET",
-            f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
-            params={"full_content": True},
-            headers={"Accept": "application/json"},
-        )
-        content = data.get("content", data) if isinstance(data, dict) else data
-        if isinstance(content, list):
-            return "\n".join(str(line.get("event", line)) if isinstance(line, dict) else str(line)
-                             for line in content)
-        return str(content)
-
-    def wait_for_run(self, dag_id: str, run_id: str, timeout: float) -> dict[str, Any]:
-        def finished() -> dict[str, Any] | None:
-            run = self.run(dag_id, run_id)
-            return run if run["state"] in ("success", "failed") else None
-
-        return wait_for(f"{dag_id} run {run_id} to finish", finished, timeout, self)
 
 
 def stack_environment(home: pathlib.Path, port: int, kafka_extra: dict[str, Any]) -> dict[str, str]:
