@@ -173,3 +173,30 @@ def test_a_missing_bucket_or_an_unreachable_store_is_named_and_nothing_is_aborte
     s3fs.S3FileSystem.clear_instance_cache()
     with pytest.raises(ManifestStoreError, match=r"manifest store s3://any-bucket/m .* cannot be read"):
         load_prepared("s3://any-bucket/m")
+
+
+def test_prepare_commit_then_a_rerun_writes_nothing_and_an_abandoned_checkpoint_is_given_up(
+    kafka_broker, s3_base, unique_name
+):
+    """The lifecycle's plain path on S3: commit, the checkpoint's rerun (restore finds it COMMITTED and
+    says it will not be produced again), and a second checkpoint abandoned then given up."""
+    from airflow_provider_kafka_eos.kafka.checkpoints.restore import restore_pipeline
+
+    uri, topic, keys = _prepared_checkpoint(kafka_broker, s3_base, unique_name)
+    prefix = uri.split("/")[-2]
+    with _admin(kafka_broker.bootstrap) as admin:
+        assert commit_checkpoint(admin, uri, committed_by="s3-test").sent_commit
+        rerun = restore_pipeline(admin, manifest_base_uri=s3_base, pipeline_id=prefix,
+                                 transactional_id_prefix=prefix, checkpoint_id=7,
+                                 abort_lingering=lambda *_: [])
+    assert rerun.existing is not None and rerun.existing.status is ManifestStatus.COMMITTED
+    assert rerun.existing_uri == uri and rerun.recommitted == [] and rerun.marked_aborted == []
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), keys)
+
+    abandoned, abandoned_topic, _ = _prepared_checkpoint(kafka_broker, s3_base, unique_name)
+    with _admin(kafka_broker.bootstrap) as admin:
+        report = abort_checkpoint(admin, abandoned, aborted_by="s3-test")
+    assert report.status != "already_aborted", report
+    assert read_manifest(abandoned).status is ManifestStatus.ABORTED
+    assert count_keys(kafka_broker.bootstrap, abandoned_topic) == {}
+    assert count_keys(kafka_broker.bootstrap, abandoned_topic, isolation="read_uncommitted")  # written
