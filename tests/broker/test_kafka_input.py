@@ -212,8 +212,12 @@ def test_the_range_ends_at_the_last_stable_offset_of_an_open_input_transaction(
         admin.abort([lingering])
 
 
-def _lost_range_refused_and_nothing_committed(pipe, admin, bootstrap, lose, match):
-    """Checkpoint 1 commits; ``lose()`` removes unread input; checkpoint 2 is refused by name."""
+def _lost_range_refused_and_nothing_committed(pipe, admin, bootstrap, lose, match, *, topic_deleted=False):
+    """Checkpoint 1 commits; ``lose()`` removes unread input; checkpoint 2 is refused by name.
+
+    ``topic_deleted``: Kafka 4.4 removes a deleted topic's committed group offsets (asynchronously,
+    seen in a clean-clone CI run); the embedded broker keeps them. Either way none may move past
+    checkpoint 1's end."""
     first, _ = _produce_input(bootstrap, pipe.topic_in, "r")
     plan1 = pipe.plan(1)
     commit_checkpoint(admin, pipe.prepare(1, plan1), committed_by="test")
@@ -223,7 +227,11 @@ def _lost_range_refused_and_nothing_committed(pipe, admin, bootstrap, lose, matc
     with pytest.raises(InputRangeLostError, match=match):
         pipe.plan(2)
     assert read_plan(pipe.store.base_uri, pipe.pipeline, 2) is None  # nothing planned, nothing read
-    assert pipe.group_offsets() == plan1.end_offsets()
+    offsets = pipe.group_offsets()
+    if topic_deleted:
+        assert all(plan1.end_offsets()[tp] == offset for tp, offset in offsets.items()), offsets
+    else:
+        assert offsets == plan1.end_offsets()
     assert_exactly_once(count_keys(bootstrap, pipe.topic_out), first)
     return plan1
 
@@ -272,4 +280,5 @@ def test_a_deleted_input_topic_is_a_named_error_and_nothing_is_committed(kafka_b
             time.sleep(0.2)
 
     _lost_range_refused_and_nothing_committed(
-        pipe, admin, bootstrap, lose, rf"{topic_in}-0 \[\d+, \?\): topic {topic_in} no longer exists")
+        pipe, admin, bootstrap, lose, rf"{topic_in}-0 \[\d+, \?\): topic {topic_in} no longer exists",
+        topic_deleted=True)
