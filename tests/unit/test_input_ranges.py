@@ -182,3 +182,29 @@ def test_the_spark_source_gets_exactly_the_range_and_the_connection_or_a_refusal
     with pytest.raises(ConfigError, match=r"key 'sasl\.mechanisms' cannot be passed to Spark's") as err:
         source_options(sasl)
     assert "pw" not in str(err.value)
+
+
+def test_two_checkpoints_planning_from_one_point_one_claims_it_and_a_given_up_claim_is_taken_over(tmp_path):
+    """Without the claim a newer run planning first (or two at once) left the older one free to plan
+    the same range: both would have read it and written it twice."""
+    from airflow_provider_kafka_eos.kafka.checkpoints.input_ranges import basis_uri, claim_basis, read_plan
+
+    store = ManifestStore(str(tmp_path))
+
+    def plan(checkpoint_id):
+        return plan_checkpoint_input(store, pipeline_id="p", checkpoint_id=checkpoint_id,
+                                     facts_for=lambda start: Facts(stable={("in", 0): 10}),
+                                     topics=["in"], group="g", start="earliest")
+
+    plan(2)  # the newer run planned first
+    with pytest.raises(InputCheckpointPendingError, match="checkpoint 2 already reads on from the pipeline"):
+        plan(1)
+    assert read_plan(store.base_uri, "p", 1) is None  # refused before its plan was stored
+    assert json.loads(pathlib.Path(basis_uri(store.base_uri, "p", None)).read_text()) == {"checkpoint_id": 2}
+    # Checkpoint 2 given up (ABORTED): its range is read again, by whoever plans from that point next.
+    claim_basis(store.base_uri, "p", 3, None, [_manifest(2, ManifestStatus.ABORTED, _kafka([(0, 0, 10)]))])
+    assert json.loads(pathlib.Path(basis_uri(store.base_uri, "p", None)).read_text()) == {"checkpoint_id": 3}
+    claim_basis(store.base_uri, "p", 3, None, [])  # a retry of the holder passes
+    with pytest.raises(InputCheckpointPendingError, match="checkpoint 3 already reads on"):
+        claim_basis(store.base_uri, "p", 4, None,
+                    [_manifest(3, ManifestStatus.PREPARED, _kafka([(0, 0, 10)]))])

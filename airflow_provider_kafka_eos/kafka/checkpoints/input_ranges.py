@@ -38,7 +38,12 @@ from airflow_provider_kafka_eos.kafka.checkpoints.kafka_input import (
     StartChoice,
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus, _list_files
-from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import create_object, read_object
+from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
+    create_object,
+    read_object,
+    read_versioned,
+    replace_if,
+)
 from airflow_provider_kafka_eos.kafka.errors import (
     CheckpointConflictError,
     KafkaEosError,
@@ -60,6 +65,7 @@ __all__ = [
 RUNBOOK_OFFSETS = "input-offsets"
 RUNBOOK_LOST = "lost-input-ranges"
 _PLAN_PREFIX = "kafka-checkpoint-"
+_BASIS_PREFIX = "kafka-after-"
 
 
 class InputCheckpointPendingError(KafkaEosError):
@@ -216,7 +222,8 @@ def _refuse_pending(pipeline_id: str, checkpoint_id: int, manifests: Sequence[Ma
             f"planned "
             "its input range but wrote no manifest (its job may still be running). Rerun that checkpoint (it "
             "reads the same range), or, once its job is known to be dead, delete its plan "
-            f"({_PLAN_PREFIX}{older[-1]:012d}.json under the pipeline's _inputs/); nothing was read")
+            f"({_PLAN_PREFIX}{older[-1]:012d}.json under the pipeline's _inputs/) and the "
+            f"{_BASIS_PREFIX}*.json claim there that names it; nothing was read")
 
 
 def _kafka(manifest: Manifest) -> KafkaInput | None:
@@ -309,4 +316,56 @@ def plan_checkpoint_input(store: Any, *, pipeline_id: str, checkpoint_id: int, f
     start = StartChoice.parse(kwargs.pop("start"))
     plan = plan_input(pipeline_id=pipeline_id, checkpoint_id=checkpoint_id, manifests=manifests,
                       start=start, facts=facts_for(start), planned_without_manifest=pending, **kwargs)
+    claim_basis(store.base_uri, pipeline_id, checkpoint_id, previous_id(checkpoint_id, manifests), manifests)
     return record_plan(store.base_uri, pipeline_id, checkpoint_id, plan)
+
+
+def basis_uri(base_uri: str, pipeline_id: str, previous: int | None) -> str:
+    """Where the one checkpoint that reads on from ``previous`` (a COMMITTED checkpoint, or None: the
+    pipeline's start) is named."""
+    after = "start" if previous is None else f"{previous:012d}"
+    return f"{base_uri.rstrip('/')}/{pipeline_id}/_inputs/{_BASIS_PREFIX}{after}.json"
+
+
+def claim_basis(base_uri: str, pipeline_id: str, checkpoint_id: int, previous: int | None,
+                manifests: Sequence[Manifest]) -> None:
+    """Make ``checkpoint_id`` the one checkpoint reading on from ``previous``, or refuse by name.
+
+    Why: the pending checks above read the store, then the plan is written; two runs planning at
+    once (``max_active_runs`` above 1, two DAGs of one pipeline, a newer run planning before an older
+    one) would both pass them and read the same range twice. The claim is one create-if-absent (a
+    compare-and-set on S3), so exactly one wins. A holder that gave the range back (its manifest
+    ABORTED: given up) is replaced by a compare-and-set of the version read.
+    """
+    uri = basis_uri(base_uri, pipeline_id, previous)
+    mine = (json.dumps({"checkpoint_id": checkpoint_id}) + "\n").encode("utf-8")
+    try:
+        for _ in range(5):
+            if create_object(uri, mine):
+                return
+            current = read_versioned(uri)
+            if current is None:
+                continue  # removed in between: create it again
+            data, version = current
+            holder = int(json.loads(data.decode("utf-8"))["checkpoint_id"])
+            if holder == checkpoint_id:
+                return  # a retry of this checkpoint after a claim whose plan was not written
+            if not _gave_back(holder, manifests):
+                after = "the pipeline's start" if previous is None else f"checkpoint {previous}"
+                raise InputCheckpointPendingError(
+                    f"checkpoint {checkpoint_id} of {pipeline_id} cannot plan its input: checkpoint {holder} "
+                    f"already reads on from {after} ({uri}); two checkpoints reading one range would write "
+                    "it twice. Let that run commit (or give it up), then run again; nothing was read")
+            if replace_if(uri, mine, version):
+                return
+    except OSError as exc:
+        raise ManifestError(f"{uri}: the input claim cannot be written ({exc}); nothing was read") from None
+    raise InputCheckpointPendingError(
+        f"checkpoint {checkpoint_id} of {pipeline_id}: the input claim {uri} kept changing under five "
+        "attempts (other runs of this pipeline planning at the same time); run again; nothing was read")
+
+
+def _gave_back(holder: int, manifests: Sequence[Manifest]) -> bool:
+    """Only a given-up holder (manifest ABORTED) gives its range back: one without a manifest may be
+    between its claim and its plan, or still reading (a dead one is released by hand: runbook)."""
+    return any(m.checkpoint_id == holder and m.status is ManifestStatus.ABORTED for m in manifests)
