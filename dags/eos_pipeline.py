@@ -65,7 +65,19 @@ MANIFEST_BASE_URI = os.environ.get("KAFKA_EOS_MANIFEST_BASE_URI") or None
 KAFKA_EOS_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_CONN_ID", "kafka_eos_default")
 SPARK_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_SPARK_CONN_ID", "spark_local")
 # More spark-submit --conf settings as a JSON object (e.g. a standalone cluster's executor Python).
-SPARK_CONF: dict[str, str] = json.loads(os.environ.get("KAFKA_EOS_PIPELINE_SPARK_CONF") or "{}")
+def _spark_conf(text: str) -> dict[str, str]:
+    try:
+        conf = json.loads(text)
+    except ValueError as err:
+        raise ValueError(f"KAFKA_EOS_PIPELINE_SPARK_CONF is not JSON ({err}): give a JSON object of "
+                         "spark-submit --conf settings, e.g. {\"spark.executor.memory\": \"1g\"}") from None
+    if not isinstance(conf, dict) or not all(isinstance(v, str) for v in conf.values()):
+        raise ValueError("KAFKA_EOS_PIPELINE_SPARK_CONF must be a JSON object of string settings, "
+                         f"got {text!r}")
+    return conf
+
+
+SPARK_CONF = _spark_conf(os.environ.get("KAFKA_EOS_PIPELINE_SPARK_CONF") or "{}")
 TRANSACTION_TIMEOUT_MS = int(os.environ.get("KAFKA_EOS_PIPELINE_TXN_TIMEOUT_MS", "900000"))
 # A cron expression or preset; "none" for manual and API triggers only.
 SCHEDULE = os.environ.get("KAFKA_EOS_PIPELINE_SCHEDULE", "@hourly")

@@ -103,11 +103,14 @@ class Outcome:
     blocking: bool = True
 
 
-def _counts(junit: Path, outcome: Outcome) -> None:
+def _junit(junit: Path) -> ET.Element | None:
     try:
-        root = ET.parse(junit).getroot()  # noqa: S314 (the JUnit XML our own pytest run just wrote)
+        return ET.parse(junit).getroot()  # noqa: S314 (the JUnit XML our own pytest run just wrote)
     except (OSError, ET.ParseError):
-        return
+        return None
+
+
+def _counts(root: ET.Element, outcome: Outcome) -> None:
     for suite in root.iter("testsuite"):
         tests = int(suite.get("tests", 0))
         failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
@@ -117,12 +120,8 @@ def _counts(junit: Path, outcome: Outcome) -> None:
         outcome.passed += tests - failed - skipped
 
 
-def _slowest_files(junit: Path, count: int = 8) -> list[tuple[str, float]]:
+def _slowest_files(root: ET.Element, count: int = 8) -> list[tuple[str, float]]:
     """The test files that took longest in this pass (summed test times), for making CI room."""
-    try:
-        root = ET.parse(junit).getroot()  # noqa: S314 (the JUnit XML our own pytest run just wrote)
-    except (OSError, ET.ParseError):
-        return []
     per_file: dict[str, float] = {}
     for case in root.iter("testcase"):
         parts = (case.get("classname") or "?").split(".")
@@ -167,8 +166,10 @@ def run_pass(test_pass: Pass, extra: list[str], environment: Future[str] | None 
                 limit = test_pass.time_limit_s
                 print(f"===== pass {test_pass.name}: stopped after its limit of {limit:.0f} s")
                 code = -1
-        _counts(junit, outcome)
-        slowest = _slowest_files(junit)
+        root = _junit(junit)
+        slowest = _slowest_files(root) if root is not None else []
+        if root is not None:
+            _counts(root, outcome)
         if slowest:
             print(f"===== pass {test_pass.name}: slowest files: "
                   + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in slowest), flush=True)

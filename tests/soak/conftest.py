@@ -1,6 +1,7 @@
-"""The soak reuses two sibling folders' helpers: the real Airflow stack (``tests/airflow_scheduler``)
-and the 3-node cluster's health checks (``tests/cluster``). Test folders are not packages here, so
-their folders go on the import path, as pytest puts each test's own folder there."""
+"""The soak reuses its siblings' helpers: the real Airflow stack (``tests/airflow_scheduler``),
+the 3-node cluster's health checks (``tests/cluster``) and the example DAGs' sample-event writer
+(``dags/``). Test folders are not packages here, so their folders go on the import path, as
+pytest puts each test's own folder there."""
 
 from __future__ import annotations
 
@@ -8,6 +9,6 @@ import pathlib
 import sys
 
 TESTS = pathlib.Path(__file__).resolve().parents[1]
-for folder in ("airflow_scheduler", "cluster"):
-    if str(TESTS / folder) not in sys.path:
-        sys.path.insert(0, str(TESTS / folder))
+for folder in (TESTS / "airflow_scheduler", TESTS / "cluster", TESTS.parent / "dags"):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))

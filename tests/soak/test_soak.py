@@ -29,6 +29,7 @@ import psutil
 import pytest
 from airflow_stack import AirflowStack, free_port, stack_environment, wait_for
 from cluster_helpers import create_topic, healthy
+from eos_sample_events import write_batch
 from soak_checker import count_output, judge, read_manifests, stuck
 from soak_history import History, read_history
 from soak_nemesis import Nemesis, Target, descendants
@@ -37,7 +38,6 @@ from kafka_eos_testing.pytest_plugin import KAFKA_KIND_ENV, kafka_kind
 
 pytestmark = pytest.mark.soak
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 PIPELINE_ID = "soak"
 PARTITIONS = 4
 CHECK_EVERY_S = 30
@@ -134,11 +134,6 @@ def _targets(cluster: Any, stack: AirflowStack) -> list[Target]:
 
 
 def _write_batch(input_dir: pathlib.Path, batch: str, users: int) -> list[str]:
-    import sys
-
-    sys.path.insert(0, str(REPO / "dags"))
-    from eos_sample_events import write_batch
-
     return sorted(write_batch(input_dir, batch, users=users))
 
 
