@@ -66,6 +66,11 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
     :param lso_partitions: ``"topic"`` or ``"topic:N"`` entries to also watch for LSO stalls
         (catches producers outside the prefixes and clusters without ListTransactions).
     :param min_lso_stall: how long an LSO must be pinned to count (defaults to ``min_age``).
+    :param input_topics: a Kafka-input pipeline's input topic(s) (a list or a comma-separated
+        string, templated; the submit operator's ``input_topics``): every partition is watched
+        like ``lso_partitions``, and a stall there is reported as an *input stall*: the pipeline
+        cannot read past it, naming the transaction holding it (transactional id, producer id,
+        partition, since when) and the next step (runbook ``input-lag``).
     :param deferrable: poke once, then hand the waiting to the triggerer.
     :param findings_base_uri: where the full findings go as a JSON file when there are more
         than ``xcom_max_findings`` (templated; defaults to the manifest store the scan reads, this sensor's
@@ -87,6 +92,7 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
         "min_age",
         "manifest_base_uri",
         "lso_partitions",
+        "input_topics",
         "findings_base_uri",
     )
     ui_color = "#f6e7c8"
@@ -104,6 +110,7 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         findings_base_uri: str | None = None,
         xcom_max_findings: int = XCOM_MAX_FINDINGS,
+        input_topics: str | Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -119,6 +126,7 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
             _milliseconds(min_age, "min_age")
         self.manifest_base_uri = manifest_base_uri
         self.lso_partitions = lso_partitions
+        self.input_topics = input_topics  # validated once templates are rendered (scan_spec)
         self.min_lso_stall_ms = (
             None if min_lso_stall is None else _milliseconds(min_lso_stall, "min_lso_stall")
         )
@@ -126,10 +134,14 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
         self._tracker = LsoStallTracker()
 
     def scan_spec(self) -> ScanSpec:
-        from airflow_provider_kafka_eos.kafka.validation import validate_prefix
+        from airflow_provider_kafka_eos.kafka.validation import validate_prefix, validate_topic
 
         for prefix in (*(_as_tuple(self.prefixes) or ()), *(_as_tuple(self.owned_prefixes) or ())):
             validate_prefix(prefix, field="prefixes")  # as Kafka can carry it (kafka/validation.py)
+        input_topics = tuple(t.strip() for entry in _as_tuple(self.input_topics) or ()
+                             for t in entry.split(",") if t.strip())
+        for topic in input_topics:
+            validate_topic(topic, field="input_topics")
         return ScanSpec(
             min_age_ms=_milliseconds(self.min_age, "min_age"),
             prefixes=_as_tuple(self.prefixes),
@@ -137,6 +149,7 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
             manifest_base_uri=self.manifest_base_uri or None,
             lso_partitions=_as_tuple(self.lso_partitions) or (),
             min_lso_stall_ms=self.min_lso_stall_ms,
+            input_topics=input_topics,
         )
 
     def poke(self, context: Any) -> PokeReturnValue:

@@ -33,6 +33,7 @@ from airflow_provider_kafka_eos.runbook import reference as runbook_reference
 RUNBOOK_ORPHAN = "orphaned-transaction"
 RUNBOOK_COMMIT_PENDING = "commit-pending-transaction"
 RUNBOOK_LSO = "consumers-stuck-at-lso"
+RUNBOOK_INPUT_LAG = "input-lag"
 
 
 class FindingKind(str, Enum):
@@ -241,15 +242,32 @@ class LsoStall:
     kind: FindingKind
     reason: str
     source: str = "lso-stall"
+    # A partition of a pipeline's input topic (the sensor's ``input_topics``): the pipeline's
+    # checkpoints end at this LSO, so the stall holds the pipeline back (``input_stalls.py``).
+    pipeline_input: bool = False
+    txn_started_ms: int | None = None  # the blocking transaction's start, per its coordinator
 
     @property
     def runbook(self) -> str:
-        return runbook_reference(RUNBOOK_LSO)
+        return runbook_reference(RUNBOOK_INPUT_LAG if self.pipeline_input else RUNBOOK_LSO)
+
+    @property
+    def next_step(self) -> str:
+        if not self.transactional_id:
+            return "identify the producer"
+        if self.pipeline_input and self.kind is FindingKind.FOREIGN:
+            return (f"have {self.transactional_id} ended by its owner, or abort it "
+                    f"(runbook {RUNBOOK_INPUT_LAG})")
+        return self.kind.next_step
+
+    @property
+    def label(self) -> str:
+        return f"{'input-stall' if self.pipeline_input else 'lso-stall'}/{self.kind.value}"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["kind"] = self.kind.value
-        data["next_step"] = self.kind.next_step if self.transactional_id else "identify the producer"
+        data["next_step"] = self.next_step
         data["runbook"] = self.runbook
         return data
 
@@ -471,12 +489,12 @@ class Findings:
         for s in self.lso_stalls:
             rows.append(
                 (
-                    f"lso-stall/{s.kind.value}",
+                    s.label,
                     s.transactional_id or f"{s.topic}-{s.partition}",
                     str(s.blocking_producer_id),
                     str(s.blocking_producer_epoch),
                     f"{s.stalled_for_ms / 1000:.0f}",
-                    s.kind.next_step if s.transactional_id else "identify the producer",
+                    s.next_step,
                     s.reason,
                 )
             )
@@ -511,7 +529,9 @@ class ScanSpec:
 
     ``prefixes`` selects what to list (``None``: the whole cluster); ``owned_prefixes`` says
     which of those are ours to abort (defaults to ``prefixes``); ``lso_partitions`` are
-    ``"topic"`` (every partition) or ``"topic:N"`` entries to watch for LSO stalls.
+    ``"topic"`` (every partition) or ``"topic:N"`` entries to watch for LSO stalls;
+    ``input_topics`` are a Kafka-input pipeline's input topics, watched the same way and
+    reported as input stalls (the pipeline cannot read past them).
     """
 
     min_age_ms: int
@@ -520,6 +540,7 @@ class ScanSpec:
     manifest_base_uri: str | None = None
     lso_partitions: tuple[str, ...] = ()
     min_lso_stall_ms: int | None = None
+    input_topics: tuple[str, ...] = ()
 
     @property
     def owned(self) -> tuple[str, ...]:
@@ -529,7 +550,7 @@ class ScanSpec:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        for key in ("prefixes", "owned_prefixes", "lso_partitions"):
+        for key in ("prefixes", "owned_prefixes", "lso_partitions", "input_topics"):
             if data[key] is not None:
                 data[key] = list(data[key])
         return data
@@ -546,6 +567,7 @@ class ScanSpec:
             manifest_base_uri=data.get("manifest_base_uri"),
             lso_partitions=tuple(data.get("lso_partitions") or ()),
             min_lso_stall_ms=data.get("min_lso_stall_ms"),
+            input_topics=tuple(data.get("input_topics") or ()),  # absent in triggers serialized before it
         )
 
 
@@ -568,8 +590,9 @@ def scan(admin: Any, spec: ScanSpec, *, tracker: LsoStallTracker | None = None) 
         transactions=classify(lingering, owned_prefixes=spec.owned, prepared=prepared, at_ms=at_ms),
         manifest_base_uri=spec.manifest_base_uri,
     )
-    if spec.lso_partitions:
-        polls, names = poll_partitions(admin, spec.lso_partitions)
+    watched = (*spec.lso_partitions, *spec.input_topics)
+    if watched:
+        polls, names = poll_partitions(admin, watched)
         findings.lso_stalls = find_lso_stalls(
             polls,
             min_stall_ms=spec.min_lso_stall_ms if spec.min_lso_stall_ms is not None else spec.min_age_ms,
@@ -579,6 +602,10 @@ def scan(admin: Any, spec: ScanSpec, *, tracker: LsoStallTracker | None = None) 
             prepared=prepared,
             at_ms=now_ms(),
         )
+        if spec.input_topics:
+            from airflow_provider_kafka_eos.kafka.operations.input_stalls import mark_input_stalls
+
+            findings.lso_stalls = mark_input_stalls(admin, findings.lso_stalls, spec.input_topics)
     return findings
 
 
