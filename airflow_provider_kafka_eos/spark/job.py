@@ -30,6 +30,7 @@ On success the last line on stdout is ``KAFKA_EOS_MANIFEST_URI=<uri>``, which
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import logging
@@ -163,14 +164,9 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
     from pyspark.sql import SparkSession
 
     from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord
-    from airflow_provider_kafka_eos.kafka.errors import UsageError
     from airflow_provider_kafka_eos.kafka.log_levels import spark_log_level
     from airflow_provider_kafka_eos.spark.faults import FaultPlan
-    from airflow_provider_kafka_eos.spark.writer import (
-        DEFAULT_TRANSACTION_TIMEOUT_MS,
-        _choose_producer,
-        write_exactly_once,
-    )
+    from airflow_provider_kafka_eos.spark.writer import _choose_producer
 
     check_job_side(_choose_producer(args.producer, args.two_phase_commit))
     params = load_params(args.params)
@@ -184,20 +180,42 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
     spark = SparkSession.builder.appName(args.app_name or f"kafka-eos-{args.pipeline_id}").getOrCreate()
     spark.sparkContext.setLogLevel(spark_log_level())  # WARN unless KAFKA_EOS_SPARK_LOG_LEVEL says
     record = input_record(args)
+    translated: Any = contextlib.nullcontext()
     if args.input_topics:
         kafka_input = plan_kafka_input(args, config)
-        from airflow_provider_kafka_eos.spark.kafka_source import read_input_range
+        from airflow_provider_kafka_eos.spark.kafka_source import input_loss_translated
 
         record = InputRecord(record.id if record is not None else f"kafka:{args.checkpoint_id}",
                              record.reprocess_of if record is not None else None, kafka_input)
         log.info("checkpoint %d reads %s", args.checkpoint_id,
                  ", ".join(str(r) for r in kafka_input.ranges) or "nothing")
-        df = application(spark, params, read_input_range(spark, kafka_input, config))
+        # Spark's own data-loss error (the range left Kafka after the plan) -> InputRangeLostError.
+        translated = input_loss_translated(kafka_input, pipeline_id=args.pipeline_id,
+                                           checkpoint_id=args.checkpoint_id, base_uri=args.manifest_base_uri)
+    with translated:
+        manifest = _build_and_write(args, spark, application, params, record, config, plan)
+    plan.after_manifest()
+    uri = manifest.uri
+    log.info("checkpoint %d: manifest %s is %s with %d transaction(s)", manifest.checkpoint_id, uri,
+             manifest.status.value, len(manifest.committables))
+    return uri
+
+
+def _build_and_write(args: argparse.Namespace, spark: Any, application: Any, params: Any, record: Any,
+                     config: Any, plan: Any) -> Any:
+    """The user's DataFrame (from the input range when the input is Kafka), prepared by the writer."""
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+    from airflow_provider_kafka_eos.spark.writer import DEFAULT_TRANSACTION_TIMEOUT_MS, write_exactly_once
+
+    if record is not None and record.kafka is not None:
+        from airflow_provider_kafka_eos.spark.kafka_source import read_input_range
+
+        df = application(spark, params, read_input_range(spark, record.kafka, config))
     else:
         df = application(spark, params)
     if df is None or not hasattr(df, "mapInArrow"):
         raise UsageError(f"--application {args.application!r} returned {type(df).__name__}, not a DataFrame")
-    manifest = write_exactly_once(
+    return write_exactly_once(
         df,
         topic=args.topic,
         kafka_config=config,
@@ -218,11 +236,6 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
         two_phase_commit=args.two_phase_commit,
         producer=args.producer,
     )
-    plan.after_manifest()
-    uri = manifest.uri
-    log.info("checkpoint %d: manifest %s is %s with %d transaction(s)", manifest.checkpoint_id, uri,
-             manifest.status.value, len(manifest.committables))
-    return uri
 
 
 def plan_kafka_input(args: argparse.Namespace, config: Any) -> Any:

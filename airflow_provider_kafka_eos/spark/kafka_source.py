@@ -11,18 +11,37 @@ never silently shrinks it).
 
 The connection's settings that decide how to reach the cluster are translated to the Java
 client's keys or refused by name; producer settings (linger, compression, ...) are the writer's.
+
+Spark's own data-loss error (``KAFKA_DATA_LOSS``: the range fell out of retention, or its topic
+or partition was deleted, after the plan) is translated by :func:`input_loss_translated` into the
+provider's ``InputRangeLostError`` naming the planned range, as planning names a range it finds
+gone (runbook ``lost-input-ranges``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+from collections.abc import Iterator
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.checkpoints.kafka_input import KafkaInput
+from airflow_provider_kafka_eos.kafka.checkpoints.input_ranges import InputRangeLostError
+from airflow_provider_kafka_eos.kafka.checkpoints.kafka_input import KafkaInput, PartitionRange
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-from airflow_provider_kafka_eos.kafka.errors import ConfigError, UsageError
+from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, UsageError
 
-__all__ = ["read_input_range", "source_options"]
+__all__ = ["data_loss_error", "input_loss_translated", "read_input_range", "source_options"]
+
+# What Spark's Kafka source says when a range it must read is gone (failOnDataLoss=true): the error
+# class (Spark 3.4+), and the older texts (Spark 3.x: IllegalStateException "Cannot fetch offset").
+_DATA_LOSS_MARKERS = ("KAFKA_DATA_LOSS", "Some data may have been lost", "Cannot fetch offset")
+# Spark 3.4+/4.x: "Could not read records in offset [S, E) for topic partition T-P with consumer group G"
+_RANGE = re.compile(r"offset \[(\d+), (\d+)\) for topic partition (\S+)-(\d+)\b")
+# Spark 3.x: "Cannot fetch offset S (GroupId: G, TopicPartition: T-P)"
+_FETCH = re.compile(r"Cannot fetch offset (\d+) \(GroupId: [^,]*, TopicPartition: (\S+)-(\d+)\)")
+# "Starting offset for T-P was S but consumer reset to F"
+_RESET = re.compile(r"Starting offset for (\S+)-(\d+) was (\d+) but consumer reset to (\d+)")
 
 # librdkafka key -> the Java consumer key the Spark source takes (prefixed with "kafka.").
 _TRANSLATED = {
@@ -79,3 +98,72 @@ def read_input_range(spark: Any, kafka_input: KafkaInput, config: KafkaClientCon
     for key, value in source_options(config).items():
         reader = reader.option(key, value)
     return reader.load()
+
+
+def data_loss_error(error: BaseException | str, kafka_input: KafkaInput, *, pipeline_id: str,
+                    checkpoint_id: int, base_uri: str) -> InputRangeLostError | None:
+    """Spark's data-loss error as ``InputRangeLostError`` naming the planned range(s); None for any other.
+
+    The partition and offsets Spark names are matched to the plan; a text naming no partition of
+    the plan still is a data loss of this checkpoint's input, reported with every planned range.
+    Nothing is changed: a retry of the checkpoint reads its stored plan and fails the same way, so
+    the error names the plan and claim objects to remove before a new checkpoint (runbook).
+    """
+    from airflow_provider_kafka_eos.kafka.checkpoints.input_ranges import basis_uri, plan_uri
+
+    text = str(error)
+    if not any(marker in text for marker in _DATA_LOSS_MARKERS):
+        return None
+    found: list[str] = []
+    for match in _RANGE.finditer(text):
+        found.append(_lost(kafka_input, match.group(3), int(match.group(4)),
+                           f"offsets [{match.group(1)}, {match.group(2)}) could not be read"))
+    for match in _FETCH.finditer(text):
+        found.append(_lost(kafka_input, match.group(2), int(match.group(3)),
+                           f"offset {match.group(1)} could not be fetched"))
+    for match in _RESET.finditer(text):
+        found.append(_lost(kafka_input, match.group(1), int(match.group(2)),
+                           f"the log starts at {match.group(4)} now, after the planned {match.group(3)}"))
+    lost = sorted(set(filter(None, found)))
+    if not lost:
+        lost = [f"{r}" for r in kafka_input.ranges if not r.empty]
+        lost = [f"one of {', '.join(lost)} (Spark's error names no planned partition: "
+                f"{_first_line(text)})"]
+    return InputRangeLostError(
+        f"checkpoint {checkpoint_id} of {pipeline_id}: input Kafka no longer has part of the planned range "
+        f"{'; '.join(lost)}: retention (or DeleteRecords, or deleting the topic) removed it after the "
+        "checkpoint planned it, and Spark's Kafka source (failOnDataLoss=true) stopped instead of skipping "
+        "it. Nothing was committed: this attempt wrote no manifest, and its open transactions are aborted "
+        "by the next run's restore. A retry of this checkpoint reads the same stored plan and fails again. "
+        f"The records cannot be read any more; to go on without them, delete this checkpoint's plan "
+        f"{plan_uri(base_uri, pipeline_id, checkpoint_id)} and its claim "
+        f"{basis_uri(base_uri, pipeline_id, kafka_input.based_on)}, then run a new checkpoint with "
+        "skip_lost_input_ranges=True: its planning names the lost range and records it as skipped")
+
+
+@contextlib.contextmanager
+def input_loss_translated(kafka_input: KafkaInput, *, pipeline_id: str, checkpoint_id: int,
+                          base_uri: str) -> Iterator[None]:
+    """Around the user's callable and the write: Spark's data-loss error becomes ``InputRangeLostError``."""
+    try:
+        yield
+    except KafkaEosError:
+        raise
+    except Exception as exc:
+        lost = data_loss_error(exc, kafka_input, pipeline_id=pipeline_id, checkpoint_id=checkpoint_id,
+                               base_uri=base_uri)
+        if lost is None:
+            raise
+        raise lost from None
+
+
+def _lost(kafka_input: KafkaInput, topic: str, partition: int, what: str) -> str | None:
+    planned: PartitionRange | None = kafka_input.range_of(topic, partition)
+    if planned is None:
+        return None
+    return f"{planned}: {what}"
+
+
+def _first_line(text: str) -> str:
+    line = next((x.strip() for x in text.splitlines() if x.strip()), "")
+    return line[:300]

@@ -208,3 +208,38 @@ def test_two_checkpoints_planning_from_one_point_one_claims_it_and_a_given_up_cl
     with pytest.raises(InputCheckpointPendingError, match="checkpoint 3 already reads on"):
         claim_basis(store.base_uri, "p", 4, None,
                     [_manifest(3, ManifestStatus.PREPARED, _kafka([(0, 0, 10)]))])
+
+
+def test_sparks_data_loss_error_becomes_input_range_lost_naming_the_planned_range():
+    """The texts are Spark's own (kafka-error-conditions.json of spark-sql-kafka 4.x, and 3.x's
+    "Cannot fetch offset"); the real error, read from Kafka 4.4 after DeleteRecords, is proven by
+    tests/faults/test_kafka_input_data_loss.py."""
+    from airflow_provider_kafka_eos.kafka.checkpoints.input_ranges import InputRangeLostError
+    from airflow_provider_kafka_eos.spark.kafka_source import data_loss_error, input_loss_translated
+
+    plan = KafkaInput(("in-12",), "g", "earliest", (PartitionRange("in-12", 0, 5, 40),
+                                                    PartitionRange("in-12", 1, 0, 7)), based_on=3)
+    spark4 = ("Job aborted due to stage failure: Task 0 in stage 1.0 failed 3 times, most recent failure: "
+              "org.apache.spark.SparkIllegalStateException: "
+              "[KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE] Some data may have been lost because they are "
+              "not available in Kafka any more; ... Reason: Could "
+              "not read records in offset [5, 40) for topic partition in-12-0 with consumer group "
+              "spark-kafka-relation-1-executor. SQLSTATE: 22000")
+    spark3 = ("java.lang.IllegalStateException: Cannot fetch offset 5 (GroupId: spark-kafka-relation-1, "
+              "TopicPartition: in-12-0). Some data may have been lost because they are not available")
+    cases = ((spark4, "offsets [5, 40) could not be read"), (spark3, "offset 5 could not be fetched"))
+    for text, what in cases:
+        err = data_loss_error(RuntimeError(text), plan, pipeline_id="p", checkpoint_id=9, base_uri="/m")
+        assert isinstance(err, InputRangeLostError)
+        assert f"in-12-0 [5, 40): {what}" in str(err) and "in-12-1" not in str(err)
+        assert "/m/p/_inputs/kafka-checkpoint-000000000009.json" in str(err)
+        assert "/m/p/_inputs/kafka-after-000000000003.json" in str(err)
+        assert "lost-input-ranges" in str(err)
+    assert data_loss_error(RuntimeError("Task failed: OutOfMemoryError"), plan, pipeline_id="p",
+                           checkpoint_id=9, base_uri="/m") is None
+    translated = input_loss_translated(plan, pipeline_id="p", checkpoint_id=9, base_uri="/m")
+    with pytest.raises(InputRangeLostError, match=r"in-12-0 \[5, 40\)"), translated:
+        raise RuntimeError(spark4)
+    untouched = input_loss_translated(plan, pipeline_id="p", checkpoint_id=9, base_uri="/m")
+    with pytest.raises(ValueError, match="unrelated"), untouched:  # any other failure is not touched
+        raise ValueError("unrelated")
