@@ -120,7 +120,10 @@ def write_exactly_once(
     with TransactionAdmin(config) as admin:
         protocol = TransactionProtocol.from_admin(admin)
         aborter = _lingering_aborter(abort_strategy, naming, admin, checkpoint_id, partitions, newer)
-        report = _restore(admin, store, pipeline_id, transactional_id_prefix, checkpoint_id, aborter)
+        own_offsets = (input_record.kafka.offsets_transactional_id,) if input_record is not None \
+            and input_record.kafka is not None and input_record.kafka.offsets_transactional_id else ()
+        report = _restore(admin, store, pipeline_id, transactional_id_prefix, checkpoint_id, aborter,
+                          also_owned=own_offsets)
         if report.existing is not None:
             return report.existing
         id_for_partition = _id_factory(naming, admin, transactional_id_prefix, checkpoint_id, partitions,
@@ -194,14 +197,15 @@ def _lingering_aborter(abort_strategy: str | AbortStrategy | None, naming: Namin
 
 
 def _restore(admin: Any, store: ManifestStore, pipeline_id: str, prefix: str, checkpoint_id: int,
-             abort_lingering: Any) -> Any:
+             abort_lingering: Any, also_owned: tuple[str, ...] = ()) -> Any:
     """Restore the pipeline before a new checkpoint (``kafka/checkpoints/restore.py``); when this
-    checkpoint already has a manifest, say so (the caller returns it instead of producing)."""
+    checkpoint already has a manifest, say so (the caller returns it instead of producing).
+    ``also_owned``: a Kafka-input checkpoint's offsets transaction (a dead attempt's is fenced)."""
     from airflow_provider_kafka_eos.kafka.checkpoints.restore import restore_pipeline
 
     report = restore_pipeline(
         admin, manifest_base_uri=store, pipeline_id=pipeline_id, transactional_id_prefix=prefix,
-        checkpoint_id=checkpoint_id, abort_lingering=abort_lingering,
+        checkpoint_id=checkpoint_id, abort_lingering=abort_lingering, also_owned=also_owned,
     )
     if report.existing is not None:
         owner = report.existing.prepared_by

@@ -13,7 +13,11 @@ The manifest is the vote of the two-phase commit. Before a Spark job prepares ch
    job then produces the checkpoint again (nothing of it was visible);
 4. every other open transaction under the pipeline's transactional-id prefix (left by a
    crashed job, a killed task, a job with more partitions than today's) is aborted by
-   fencing, never one listed in a PREPARED manifest and never one outside the prefix.
+   fencing, never one listed in a PREPARED manifest and never one outside the prefix;
+5. the same for the checkpoint's own ids that the prefix does not generate (``also_owned``: a
+   Kafka-input checkpoint's offsets transaction ``<prefix>-offsets``): a dead attempt's open
+   transaction is fenced when no PREPARED manifest lists it and no COMMITTED manifest holds its
+   producer id and epoch. Same rule (``plan_abort``), same owner (the prefix's pipeline).
 
 No Airflow imports: the Spark driver runs this.
 """
@@ -22,15 +26,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
+    AbortCandidate,
+    AbortPolicy,
     ManifestStore,
     PreparedRef,
     commit_checkpoint,
     mark_aborted,
+    plan_abort,
     prepared_index,
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus
@@ -113,12 +120,16 @@ def restore_pipeline(
     checkpoint_id: int,
     abort_lingering: Callable[[Any, str, Mapping[str, PreparedRef]], list[str]],
     now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    also_owned: Sequence[str] = (),
 ) -> RestoreReport:
     """Settle the pipeline's earlier checkpoints; see the module docstring for the rules.
 
     ``abort_lingering(admin, prefix, prepared)`` is the abort strategy (LISTING or PROBING
     from ``kafka/checkpoints/abort_strategies.py``): it aborts the open transactions owned by the prefix,
     except the ones of the PREPARED index it is given, and returns the aborted ids.
+    ``also_owned``: this checkpoint's ids outside the prefix's generated ones (the offsets
+    transaction of a Kafka-input checkpoint, whose checkpoint holds the input claim, so no other
+    live attempt can be using it), settled by rule 5.
     The store is created if missing (the writer is its first user), then read strictly.
     """
     store = manifest_base_uri if isinstance(manifest_base_uri, ManifestStore) else \
@@ -139,7 +150,10 @@ def restore_pipeline(
     protected = prepared_index(store.manifests(pipeline_id, status=ManifestStatus.PREPARED))
     report.protected_transactions = sorted(protected)
 
-    report.aborted_transactions = sorted(abort_lingering(admin, transactional_id_prefix, protected))
+    aborted = abort_lingering(admin, transactional_id_prefix, protected)
+    if also_owned:
+        aborted += _abort_own_ids(admin, also_owned, protected, store.manifests(pipeline_id))
+    report.aborted_transactions = sorted(aborted)
     if report.aborted_transactions:
         log.warning("aborted %d open transaction(s) of prefix %r left by earlier attempts: %s",
                     len(report.aborted_transactions), transactional_id_prefix,
@@ -148,6 +162,37 @@ def restore_pipeline(
     if report.existing is None and store.uri(pipeline_id, checkpoint_id) in report.marked_aborted:
         log.warning("checkpoint %d will be produced again: its previous manifest was aborted", checkpoint_id)
     return report
+
+
+def _abort_own_ids(admin: Any, ids: Sequence[str], protected: Mapping[str, PreparedRef],
+                   manifests: Iterable[tuple[str, Manifest]]) -> list[str]:
+    """Fence the open transactions of ``ids`` that a dead attempt left (rule 5 of the module docstring).
+
+    The decision is ``plan_abort``'s (the one abort rule: only Ongoing, never an id a PREPARED
+    manifest lists), with ``ids`` as the owned ones. An open transaction whose producer id and
+    epoch a COMMITTED manifest lists is refused too: that manifest says it was committed, so it is
+    left for a human (``kafka-eos-txn --action checkpoints``), never aborted.
+    """
+    ids = list(dict.fromkeys(i for i in ids if i))
+    descriptions = admin.describe(ids, missing_ok=True)  # an id never used has nothing to abort
+    committed = {(c.transactional_id, c.producer_id, c.producer_epoch): uri for uri, m in manifests
+                 if m.status is ManifestStatus.COMMITTED for c in m.committables}
+    candidates = []
+    for tid, description in descriptions.items():
+        uri = committed.get((tid, description.producer_id, description.producer_epoch))
+        if uri is not None:
+            log.error("%s is open under producer id %d epoch %d, which COMMITTED manifest %s lists: not "
+                      "aborted (check that checkpoint with kafka-eos-txn --action checkpoints)", tid,
+                      description.producer_id, description.producer_epoch, uri)
+            continue
+        candidates.append(AbortCandidate.of(description))
+    plan = plan_abort(candidates, prepared=protected,
+                      policy=AbortPolicy(prefixes=(), owned_ids=frozenset(ids)))
+    for verdict in plan.refused:
+        log.info("restore leaves %s alone: %s", verdict.transactional_id, verdict.reason)
+    if not plan.to_abort:
+        return []
+    return [o.transactional_id for o in admin.abort(plan.to_abort) if o.outcome == "aborted"]
 
 
 def _settle_this_checkpoint(admin: Any, uri: str, manifest: Manifest, report: RestoreReport,
