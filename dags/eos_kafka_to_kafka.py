@@ -17,7 +17,9 @@ The first checkpoint starts where ``input_start`` says (``earliest``, ``latest``
 continue from the group's committed offsets when migrating from an existing consumer, or
 ``timestamp:<epoch ms>``); later ones continue on their own. ``kafka-consumer-groups.sh --describe
 --group <group>`` shows the pipeline's lag. Spark's Kafka connector must be on the job's classpath:
-``packages`` below names it for the Spark version the job runs (change it to match yours).
+``packages`` below names it for the Spark version the job runs (change it to match yours), or
+``KAFKA_EOS_K2K_SPARK_JARS`` lists its jars on disk instead (comma-separated; ``./run demo --pipeline
+kafka-to-kafka`` uses the Maven-fetched cache this way, so spark-submit resolves nothing at run time).
 
 Connections as in ``eos_pipeline``: ``kafka_eos_default`` (librdkafka config + ``manifest_base_uri``)
 and ``spark_local``. ``max_active_runs=1``: a newer checkpoint refuses to plan while an older one is
@@ -46,6 +48,7 @@ SPARK_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_SPARK_CONN_ID", "spark_local"
 # The connector of the Spark version the job runs: org.apache.spark:spark-sql-kafka-0-10_<scala>:<version>.
 SPARK_KAFKA_PACKAGE = os.environ.get("KAFKA_EOS_K2K_SPARK_KAFKA_PACKAGE",
                                      "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0")
+SPARK_KAFKA_JARS = os.environ.get("KAFKA_EOS_K2K_SPARK_JARS", "").strip()  # local jars instead of packages
 SCHEDULE = os.environ.get("KAFKA_EOS_K2K_SCHEDULE", "*/10 * * * *")
 TRANSACTION_TIMEOUT_MS = int(os.environ.get("KAFKA_EOS_PIPELINE_TXN_TIMEOUT_MS", "900000"))
 APPLICATION = f"{Path(__file__).resolve().with_name('eos_kafka_to_kafka_job.py')}:build_dataframe"
@@ -85,7 +88,8 @@ with DAG(
         transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
         kafka_eos_conn_id=KAFKA_EOS_CONN_ID,
         conn_id=SPARK_CONN_ID,
-        packages=SPARK_KAFKA_PACKAGE,
+        packages=None if SPARK_KAFKA_JARS else SPARK_KAFKA_PACKAGE,
+        jars=SPARK_KAFKA_JARS or None,
         conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
         execution_timeout=timedelta(minutes=10),
     )

@@ -21,6 +21,10 @@ What it does, all under ``demo-output/`` (recreated on every run):
    checkpoint already holds it, so submit and commit skip and nothing is written twice;
 5. reads the output topic with a ``read_committed`` consumer and prints the exactly-once
    report: records expected, seen, duplicates, missing. Exit status 1 if it is not exactly once.
+
+``--pipeline kafka-to-kafka`` runs ``dags/eos_kafka_to_kafka.py`` instead (Kafka input, two
+checkpoints, aborted input transactions, the consumer group's offsets checked):
+``scripts/demo_kafka_to_kafka.py``.
 """
 
 from __future__ import annotations
@@ -136,6 +140,13 @@ def main(argv: list[str] | None = None) -> int:
         default="plaintext",
         help="with --kafka apache: a SASL_SSL (SCRAM-SHA-512) or mutual-TLS node instead of plaintext",
     )
+    parser.add_argument(
+        "--pipeline",
+        choices=("files", "kafka-to-kafka"),
+        default="files",
+        help="files: dags/eos_pipeline.py (JSON files in); kafka-to-kafka: dags/eos_kafka_to_kafka.py "
+        "(a Kafka topic in, the consumer group's offsets committed with the output)",
+    )
     args = parser.parse_args(argv)
     if args.security != "plaintext" and args.kafka != "apache":
         parser.error(f"--security {args.security} needs --kafka apache (the embedded broker is plaintext)")
@@ -149,11 +160,18 @@ def main(argv: list[str] | None = None) -> int:
     secured = args.security != "plaintext"
     client = broker.admin_config() if secured else {"bootstrap.servers": broker.bootstrap}
     try:
+        if args.pipeline == "kafka-to-kafka":
+            import demo_kafka_to_kafka
+
+            say("Spark's Kafka connector: spark-sql-kafka of this PySpark (Maven, cached after one run)")
+            demo_kafka_to_kafka.configure(OUT)
         say("Airflow home, metadata database, connections")
         prepare_environment(broker.bootstrap, client)
         if secured:
             print(f"    kafka_eos_default: {client['security.protocol']} to {broker.bootstrap}")
         print(f"    AIRFLOW_HOME={os.environ['AIRFLOW_HOME']}")
+        if args.pipeline == "kafka-to-kafka":
+            return demo_kafka_to_kafka.run(ROOT, OUT, client, say)
 
         say(f"generating input: {len(BATCHES)} batches of JSON events under {OUT / 'input'}")
         expected: list[str] = []
