@@ -182,9 +182,10 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
     record = input_record(args)
     translated: Any = contextlib.nullcontext()
     if args.input_topics:
-        kafka_input = plan_kafka_input(args, config)
-        from airflow_provider_kafka_eos.spark.kafka_source import input_loss_translated
+        from airflow_provider_kafka_eos.spark.kafka_source import input_loss_translated, source_options
 
+        source_options(config)  # a connection the input reader cannot use is refused before the plan
+        kafka_input = plan_kafka_input(args, config)
         record = InputRecord(record.id if record is not None else f"kafka:{args.checkpoint_id}",
                              record.reprocess_of if record is not None else None, kafka_input)
         log.info("checkpoint %d reads %s", args.checkpoint_id,
