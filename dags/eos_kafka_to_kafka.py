@@ -44,6 +44,8 @@ OUTPUT_TOPIC = os.environ.get("KAFKA_EOS_K2K_OUTPUT_TOPIC", "events-upper")
 GROUP = os.environ.get("KAFKA_EOS_K2K_GROUP", "events-upper-pipeline")
 START = os.environ.get("KAFKA_EOS_K2K_START", "earliest")
 KAFKA_EOS_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_CONN_ID", "kafka_eos_default")
+# Where manifests and input plans live; unset: the kafka_eos connection's manifest_base_uri (as eos_pipeline).
+MANIFEST_BASE_URI = os.environ.get("KAFKA_EOS_MANIFEST_BASE_URI") or None
 SPARK_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_SPARK_CONN_ID", "spark_local")
 # The connector of the Spark version the job runs: org.apache.spark:spark-sql-kafka-0-10_<scala>:<version>.
 SPARK_KAFKA_PACKAGE = os.environ.get("KAFKA_EOS_K2K_SPARK_KAFKA_PACKAGE",
@@ -80,6 +82,7 @@ with DAG(
         task_id="submit",
         pipeline_id=PIPELINE_ID,
         topic="{{ params.output_topic }}",
+        manifest_base_uri=MANIFEST_BASE_URI,
         application_callable=APPLICATION,
         input_topics="{{ params.input_topic }}",
         input_group="{{ params.group }}",
