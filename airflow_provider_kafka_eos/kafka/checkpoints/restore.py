@@ -150,7 +150,7 @@ def restore_pipeline(
     protected = prepared_index(store.manifests(pipeline_id, status=ManifestStatus.PREPARED))
     report.protected_transactions = sorted(protected)
 
-    aborted = abort_lingering(admin, transactional_id_prefix, protected)
+    aborted = list(abort_lingering(admin, transactional_id_prefix, protected))
     if also_owned:
         aborted += _abort_own_ids(admin, also_owned, protected, store.manifests(pipeline_id))
     report.aborted_transactions = sorted(aborted)
