@@ -60,8 +60,9 @@ def test_a_range_deleted_after_the_plan_fails_the_read_by_name_and_commits_nothi
 
         result = job.run(1)
         assert result.returncode == EXIT_KAFKA, result.stderr[-3000:]
-        error = result.stderr[result.stderr.rfind("checkpoint 1 of"):]
-        assert f"{topic_in}-0 [{planned.start}, {planned.end})" in error, result.stderr[-3000:]
+        output = result.stdout + result.stderr  # spark-submit relays the Python driver's stderr on stdout
+        error = output[output.rfind("kafka-eos job: checkpoint 1 of"):].splitlines()[0]
+        assert f"{topic_in}-0 [{planned.start}, {planned.end})" in error, output[-3000:]
         assert "input Kafka no longer has part of the planned range" in error
         assert plan_uri(str(tmp_path / "manifests"), job.prefix, 1) in error
         assert "lost-input-ranges" in error
