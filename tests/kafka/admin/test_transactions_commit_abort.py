@@ -10,7 +10,7 @@ import dataclasses
 import time
 
 import pytest
-from test_ops_support import client_config, create_topic, keys_for, open_transaction, unique, wait_for_state
+from ops_support import client_config, create_topic, keys_for, open_transaction, unique, wait_for_state
 
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.errors import (

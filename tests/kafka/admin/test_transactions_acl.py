@@ -7,7 +7,7 @@ import json
 import logging
 
 import pytest
-from test_ops_support import keys_for, open_transaction, unique
+from ops_support import keys_for, open_transaction, unique
 
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig

@@ -10,7 +10,7 @@ are only the ones that hold whichever way the race goes.
 from __future__ import annotations
 
 import pytest
-from test_ops_support import client_config, create_topic, keys_for, open_transaction, unique
+from ops_support import client_config, create_topic, keys_for, open_transaction, unique
 
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from kafka_eos_testing.broker.txn_testkit import WireProbe

@@ -14,7 +14,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
-from test_ops_support import client_config, create_topic, keys_for, unique
+from ops_support import client_config, create_topic, keys_for, unique
 
 from airflow_provider_kafka_eos.kafka.admin.input_offsets import group_offsets, read_input_offsets
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from test_ops_support import client_config, create_topic, keys_for, open_transaction, unique, wait_for_state
+from ops_support import client_config, create_topic, keys_for, open_transaction, unique, wait_for_state
 
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.errors import (

@@ -17,7 +17,7 @@ from collections import Counter
 
 import kafka.errors as kerr
 import pytest
-from test_ops_support import client_config, create_topic, keys_for, open_transaction, unique
+from ops_support import client_config, create_topic, keys_for, open_transaction, unique
 
 import airflow_provider_kafka_eos.kafka.protocol.lanes as lanes_module
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin

@@ -11,7 +11,7 @@ the broker, each ending with a read_committed consumer counting keys.
 from __future__ import annotations
 
 import pytest
-from test_ops_support import client_config, create_topic, keys_for, open_transaction, unique
+from ops_support import client_config, create_topic, keys_for, open_transaction, unique
 
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import AbortStrategy, probing_ceiling

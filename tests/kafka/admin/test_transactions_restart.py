@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_ops_support import client_config, create_topic, keys_for, open_transaction, unique
+from ops_support import client_config, create_topic, keys_for, open_transaction, unique
 
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.errors import BrokerUnreachableError

@@ -4,7 +4,7 @@ probe names the transaction that holds read_committed consumers back."""
 from __future__ import annotations
 
 import pytest
-from test_ops_support import client_config, create_topic, keys_for, open_transaction, unique
+from ops_support import client_config, create_topic, keys_for, open_transaction, unique
 
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import abort_by_listing, abort_by_probing
