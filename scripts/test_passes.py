@@ -86,7 +86,9 @@ PASSES: list[Pass] = [
         "spark35",
         "the Spark tests and the cluster jobs on PySpark 3.5 (its own venv, scripts/spark_venv.py)",
         {"KAFKA_EOS_TEST_KAFKA": "embedded"},
-        ("tests/spark", "tests/spark_cluster/test_spark_cluster_jobs.py"),
+        # tests/spark less the two files the layout of issue 25 moved in, so the pass runs what it ran
+        ("tests/spark", "--ignore=tests/spark/test_job_s3.py",
+         "tests/spark_cluster/test_spark_cluster_jobs.py"),
         python=_spark35_python,
     ),
 ]

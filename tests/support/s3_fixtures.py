@@ -2,6 +2,9 @@
 
 The provider reaches it as it reaches any S3 endpoint: through the standard AWS environment
 variables, which the fixture sets for the test (s3fs and boto3 read them).
+
+A fixture plugin (``pytest_plugins`` in tests/conftest.py): the manifest store's, the S3 server's and
+the Spark job's tests use it from their own folders.
 """
 
 from __future__ import annotations
