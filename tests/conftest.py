@@ -20,7 +20,7 @@ import pytest
 # The provider's pytest plugin (kafka_broker fixtures) is opt-in, as for any user of the
 # ``[testing]`` extra: installing the provider no longer loads it into every pytest run.
 # The others are fixtures of tests/support/ that tests in several folders use (tests/README.md).
-pytest_plugins = ["kafka_eos_testing.pytest_plugin", "s3_fixtures"]
+pytest_plugins = ["kafka_eos_testing.pytest_plugin", "s3_fixtures", "txn_fixtures"]
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAGS_FOLDER = REPO_ROOT / "dags"

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import pathlib
-import sys
 
 import pytest
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "sensors"))  # shared txn helpers
 from txn_helpers import (
     connect_admin,
     produce_in_transaction,

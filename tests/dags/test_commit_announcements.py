@@ -9,13 +9,9 @@ exactly the boundary Airflow lets a deployment choose.
 
 from __future__ import annotations
 
-import pathlib
-import sys
 from types import SimpleNamespace
 
 import pytest
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "sensors"))  # shared txn helpers
 from txn_helpers import connect_admin, produce_in_transaction, set_kafka_eos_connection, states
 
 from airflow_provider_kafka_eos.assets.lineage import kafka_asset_uri, kafka_namespace

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 from airflow.sdk.module_loading import import_string
-from txn_helpers import produce_in_transaction, set_kafka_eos_connection
+from txn_helpers import first_event, produce_in_transaction, set_kafka_eos_connection
 
 from airflow_provider_kafka_eos.kafka.errors import BrokerUnreachableError, ConfigError
 from airflow_provider_kafka_eos.kafka.operations.classify import Findings, ScanSpec
@@ -17,13 +16,6 @@ from airflow_provider_kafka_eos.triggers.lingering import LingeringTransactionTr
 from kafka_eos_testing.embedded import unique_name
 
 SECRET = "s3cr3t-never-serialised"
-
-
-def first_event(trigger: LingeringTransactionTrigger, timeout_s: float = 30):
-    async def run():
-        return await asyncio.wait_for(trigger.run().asend(None), timeout_s)
-
-    return asyncio.run(run())
 
 
 def test_serialisation_round_trip_is_json_and_holds_no_secret():

@@ -1,4 +1,8 @@
-"""Fixtures for the sensor, trigger and abort-operator tests (helpers live in txn_helpers.py)."""
+"""Fixtures for the sensor, trigger and abort-operator tests (helpers live in txn_helpers.py).
+
+A fixture plugin (``pytest_plugins`` in tests/conftest.py): those tests live in tests/sensors,
+tests/triggers and tests/operators, beside their modules' mirror.
+"""
 
 from __future__ import annotations
 

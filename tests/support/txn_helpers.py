@@ -1,6 +1,7 @@
 """Real open transactions on the embedded broker, and the manifests that make them commit-pending.
 
-Shared by tests/sensors (fixtures in its conftest.py) and tests/dags/test_cleanup*, test_manual*.
+Shared by the sensor, trigger and abort-operator tests (their fixtures: txn_fixtures.py) and the
+example DAGs' tests in tests/system/dags.
 
 Transactions are opened with confluent-kafka transactional producers (init, begin, produce,
 flush) and released by dropping the reference: ``close()`` would abort them (confluent-kafka
@@ -9,6 +10,7 @@ flush) and released by dropping the reference: ``close()`` would abort them (con
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Sequence
@@ -71,3 +73,12 @@ def set_kafka_eos_connection(monkeypatch, bootstrap: str, conn_id: str = "kafka_
         json.dumps({"conn_type": "kafka_eos", "extra": {"bootstrap.servers": bootstrap, **extra}}),
     )
     return conn_id
+
+
+def first_event(trigger, timeout_s: float = 30):
+    """The first event a trigger's ``run()`` yields (a :class:`LingeringTransactionTrigger`'s)."""
+
+    async def run():
+        return await asyncio.wait_for(trigger.run().asend(None), timeout_s)
+
+    return asyncio.run(run())
