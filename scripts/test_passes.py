@@ -74,7 +74,7 @@ PASSES: list[Pass] = [
         "TLS, mTLS, SCRAM and OIDC on real Kafka 4.4 nodes (one per mode), and client.properties parsed "
         "as Kafka's own Java classes parse it",
         {"KAFKA_EOS_TEST_KAFKA": "apache"},
-        ("tests/secured", "tests/unit/test_java_properties_parity.py", "-m", "secured"),
+        ("tests/secured", "tests/kafka/test_java_properties_parity.py", "-m", "secured"),
     ),
     Pass(
         "cluster",
@@ -88,7 +88,7 @@ PASSES: list[Pass] = [
         {"KAFKA_EOS_TEST_KAFKA": "embedded"},
         # tests/spark less the two files the layout of issue 25 moved in, so the pass runs what it ran
         ("tests/spark", "--ignore=tests/spark/test_job_s3.py",
-         "tests/spark_cluster/test_spark_cluster_jobs.py"),
+         "--ignore=tests/spark/test_spark_client_files.py", "tests/spark_cluster/test_spark_cluster_jobs.py"),
         python=_spark35_python,
     ),
 ]

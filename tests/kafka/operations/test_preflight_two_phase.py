@@ -10,7 +10,7 @@ from airflow_provider_kafka_eos.kafka.operations.preflight import (
     build_report,
     two_phase_commit_producer_config,
 )
-from tests.unit.test_cap_preflight_logic import caps
+from tests.kafka.operations.test_preflight import caps
 
 
 def _report(two_phase_commit: bool):

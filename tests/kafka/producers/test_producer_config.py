@@ -24,7 +24,7 @@ from airflow_provider_kafka_eos.kafka.producers.producer_config import (
     check_producer_settings,
 )
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration" / "producer-settings.md"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "configuration" / "producer-settings.md"
 
 
 def test_every_producer_key_is_translated_for_the_arrow_producer() -> None:
