@@ -19,7 +19,7 @@ from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.dag, pytest.mark.spark, pytest.mark.broker]
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 DAG_FILE = REPO / "dags" / "eos_pipeline.py"
 sys.path.insert(0, str(REPO / "dags"))
 from eos_sample_events import write_batch  # noqa: E402

@@ -21,7 +21,7 @@ from kafka_eos_testing.verify import assert_exactly_once, count_keys
 # The DAG's form and wiring; the actions it runs are the CLI's, tested on real Kafka in tests/cli.
 pytestmark = [pytest.mark.dag, pytest.mark.broker, pytest.mark.provider_logic]
 
-DAG_FILE = pathlib.Path(__file__).resolve().parents[2] / "dags" / "eos_manual_resolution.py"
+DAG_FILE = pathlib.Path(__file__).resolve().parents[3] / "dags" / "eos_manual_resolution.py"
 BLANK_FORM = {
     "action": "list",
     "transactional_id": None,

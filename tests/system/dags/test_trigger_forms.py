@@ -17,7 +17,7 @@ from airflow_provider_kafka_eos.kafka.operations.classify import under_prefixes
 
 pytestmark = [pytest.mark.dag, pytest.mark.usefixtures("airflow_db")]
 
-DAGS = pathlib.Path(__file__).resolve().parents[2] / "dags"
+DAGS = pathlib.Path(__file__).resolve().parents[3] / "dags"
 FORMS = {"eos_pipeline": "eos_pipeline.py", "eos_cleanup": "eos_cleanup.py",
          "eos_manual_resolution": "eos_manual_resolution.py"}
 

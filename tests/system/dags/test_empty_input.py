@@ -20,7 +20,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import find_manifests
 
-DAGS = pathlib.Path(__file__).resolve().parents[2] / "dags"
+DAGS = pathlib.Path(__file__).resolve().parents[3] / "dags"
 sys.path.insert(0, str(DAGS))
 from eos_sample_events import write_batch  # noqa: E402
 

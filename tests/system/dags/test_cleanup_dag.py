@@ -25,7 +25,7 @@ from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.dag, pytest.mark.broker]
 
-DAG_FILE = pathlib.Path(__file__).resolve().parents[2] / "dags" / "eos_cleanup.py"
+DAG_FILE = pathlib.Path(__file__).resolve().parents[3] / "dags" / "eos_cleanup.py"
 
 
 @pytest.fixture

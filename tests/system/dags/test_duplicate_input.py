@@ -20,7 +20,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus
 from airflow_provider_kafka_eos.operators.submit import XCOM_CHECKPOINT_KEY
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "dags"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "dags"))
 from eos_sample_events import write_batch
 from test_pipeline import _states, asset_events, connections, pipeline_dag  # noqa: F401  (fixtures)
 
