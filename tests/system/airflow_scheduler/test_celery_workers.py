@@ -29,7 +29,7 @@ from kafka_eos_testing.embedded import unique_name
 from kafka_eos_testing.transactions import produce_transaction
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "dags"))
 from eos_sample_events import write_batch  # noqa: E402
 

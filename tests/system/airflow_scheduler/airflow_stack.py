@@ -26,7 +26,7 @@ from kafka_eos_testing.airflow_rest import AirflowRestClient, free_port
 from kafka_eos_testing.airflow_rest import wait_for as shared_wait_for
 from kafka_eos_testing.embedded import unique_name
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 SERVICES = ("api-server", "dag-processor", "scheduler", "triggerer")
 
 

@@ -26,7 +26,7 @@ from kafka_eos_testing.transactions import produce_transaction
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "dags"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "dags"))
 from airflow_stack import PIPELINE_TOPIC, wait_for
 from eos_sample_events import write_batch
 

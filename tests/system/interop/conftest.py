@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2] / "interop" / "java"
+ROOT = pathlib.Path(__file__).resolve().parents[3] / "interop" / "java"
 CACHE_ENV = "KAFKA_EOS_INTEROP_CACHE"
 BUILD_TIMEOUT_S = 600
 RUN_TIMEOUT_S = 120
