@@ -1,8 +1,8 @@
 """The manifest store's credentials from an Airflow connection (hooks/store_credentials.py).
 
 Real Airflow connections given as AIRFLOW_CONN_<ID> JSON, real s3fs filesystems (built, not
-contacted: nothing here needs a network; the S3 path end to end is tests/store and
-tests/airflow_scheduler/test_celery_workers.py).
+contacted: nothing here needs a network; the S3 path end to end is
+tests/kafka/checkpoints/test_store_objects_s3.py and tests/system/airflow_scheduler/test_celery_workers.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """SparkEosSubmitOperator / KafkaCommitTransactionsOperator: the Airflow-side rules, without Spark.
 
 The end-to-end behaviour (spark-submit, commit, exactly-once) is in test_pipeline.py and
-tests/faults; here are the rules that must hold before and around the job: where the secrets
+tests/system/faults; here are the rules that must hold before and around the job: where the secrets
 go, what a missing connection does, how checkpoint ids are derived, bad manifests.
 """
 
@@ -75,7 +75,7 @@ def test_missing_spark_connection_fails_instead_of_falling_back_to_yarn(kafka_co
 
 
 def test_checkpoint_id_is_stable_per_run_and_increases_across_runs():
-    """More cases (manual runs within one second, backfills) in tests/unit/test_checkpoint_identity.py."""
+    """More cases (manual runs within one second, backfills) in tests/kafka/checkpoints/test_identity.py."""
     def run(logical_date, run_after):
         return {"dag_run": SimpleNamespace(logical_date=logical_date, run_after=run_after)}
 

@@ -1,7 +1,7 @@
 """The submit operator's input-identity arguments, at the edge: parsed and refused before any write.
 
 Airflow's task API (``ti.get_dagrun_state``) is replaced by a stand-in here: the real call needs a
-running API server, and the real-scheduler test (tests/airflow_scheduler/test_real_scheduler.py)
+running API server, and the real-scheduler test (tests/system/airflow_scheduler/test_real_scheduler.py)
 exercises it, including a run Airflow no longer knows.
 """
 

@@ -4,7 +4,8 @@ The driver has no AWS variable in its environment: the store's key, secret and e
 only from the operator's private file (``store_options``, as the submit operator writes it from
 the worker's Airflow connection). The manifest is read back through the raw S3 API, committed
 with ``commit_checkpoint`` (COMMITTED on S3, a compare-and-set), and counted read_committed.
-The same path through spark-submit and two Celery workers: tests/airflow_scheduler/test_celery_workers.py.
+The same path through spark-submit and two Celery workers:
+tests/system/airflow_scheduler/test_celery_workers.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The view's pre-filled resolution requests, the tasks' extra link, and the commit task's declared topic
 Asset: the rules that decide what a link may offer and which Asset gets an event (no server needed;
-the browser pass in tests/airflow_scheduler exercises the same through Airflow)."""
+the browser pass in tests/system/airflow_scheduler exercises the same through Airflow)."""
 
 from __future__ import annotations
 

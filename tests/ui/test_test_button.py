@@ -1,7 +1,7 @@
 """``HostlessConnectionTestMiddleware`` as a plain ASGI app: what it rewrites and what it leaves alone.
 
 The end-to-end case (a real API server answering 400 without it) is
-tests/airflow_scheduler/test_connection_test_button.py; this pins the narrow scope.
+tests/system/airflow_scheduler/test_connection_test_button.py; this pins the narrow scope.
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ def test_principal_of_a_client_certificate_is_its_subject_dn(tmp_path):
 
 
 def test_principal_of_an_oauthbearer_client_is_its_token_subject():
-    """The token provider is stubbed: the loopback identity provider is in tests/secured."""
+    """The token provider is stubbed: the loopback identity provider is in tests/system/secured."""
     import base64
     import json
 

@@ -1,7 +1,7 @@
 """A commit and a give-up of one checkpoint never both act: the decision is in the manifest first.
 
-Regression test of an anomaly the S3 race test found (tests/store/test_s3_store.py): a commit
-racing ``abort --manifest`` committed one partition's transaction while the give-up aborted the
+Regression test of an anomaly the S3 race test found (tests/kafka/checkpoints/test_store_objects_s3.py):
+a commit racing ``abort --manifest`` committed one partition's transaction while the give-up aborted the
 other's, a torn checkpoint (half the batch visible). Here each interleaving is forced on the local
 store: the first decision stands and the other side refuses before touching Kafka. Each test ends
 with a read_committed key count.

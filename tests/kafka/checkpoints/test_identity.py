@@ -3,8 +3,8 @@
 Pure logic (no broker, no Spark): how a run's checkpoint id is derived, how the manifest records
 the run that prepared it (schema version 2, version 1 still read), and the one rule that decides
 what a run does with a manifest it finds for its checkpoint. The data path (records counted by a
-read_committed consumer) is in tests/dags/test_manual_runs.py and
-tests/broker/test_checkpoint_backfill.py.
+read_committed consumer) is in tests/system/dags/test_manual_runs.py and
+tests/kafka/checkpoints/test_checkpoint_backfill.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The input claim: one checkpoint per input identity, decided before anything is written.
 
 Pure store logic on a local manifest store (no Kafka: what is written to Kafka is decided here,
-and the end-to-end tests in tests/dags/test_duplicate_input.py and the real-scheduler test count
+and the end-to-end tests in tests/system/dags/test_duplicate_input.py and the real-scheduler test count
 the records). The clock and the sleep are handed in where a test must not wait for real time.
 """
 

@@ -1,7 +1,7 @@
 """The Kafka input range planner (kafka/checkpoints/input_ranges.py) and its manifest form (schema 4).
 
 Pure logic: the Kafka facts are a value (what kafka/admin/input_offsets.py reads; its broker test is
-tests/broker/test_kafka_input_offsets.py), the store a temp folder.
+tests/kafka/checkpoints/test_kafka_input.py), the store a temp folder.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 commit-and-mark's truthful report under concurrent committers, mark-ABORTED.
 
 The admin is a stand-in here (the boundary is the coordinator); every broker path is covered
-end to end in tests/cli, tests/sensors and tests/dags.
+end to end in tests/cli, tests/sensors, tests/operators and tests/system/dags.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The connection's producer keys: honoured by the Arrow producer, or refused by key and path.
 
 No broker: these are the rules of ``kafka/producers/producer_config.py`` (the broker tests in
-``tests/broker/test_arrow_producer_settings.py`` show the honoured keys on the wire). The
+``tests/kafka/producers/test_arrow_producer_settings.py`` show the honoured keys on the wire). The
 writer applies them on the driver before anything is written: ``test_writer_refuses_...``
 shows a refusal leaves no transaction and no manifest.
 """

@@ -1,5 +1,5 @@
 // Kafka's own reading of client.properties files, printed as JSON lines for the parity test.
-// Compiled by tests/unit/test_java_properties_parity.py into a temporary directory at test time
+// Compiled by tests/kafka/test_java_properties_parity.py into a temporary directory at test time
 // (never committed as build output); runs against the kafka-clients 4.4 jar of the launcher's cache.
 //
 //   java PropertiesParity load FILE...      one JSON line per file: its properties and JAAS parses

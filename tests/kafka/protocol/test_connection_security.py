@@ -1,4 +1,7 @@
-"""The naming rules of kafka/protocol/connection_security.py that need no server (probes: tests/secured)."""
+"""The naming rules of kafka/protocol/connection_security.py that need no server.
+
+The probes against real servers: tests/system/secured.
+"""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Transactions are driven with raw kafka-python protocol requests (InitProducerId,
 AddPartitionsToTxn v3, EndTxn v3 = TV1 path, v5 = TV2 path) through a real socket to the
 embedded broker. The PrepareCommit/PrepareAbort rows are not driven over the wire here (each Complete* row
 first waits for the markers, which Kafka writes after answering EndTxn); they are covered in
-test_txn_state_machine.py and the marker window in test_marker_window.py.
+test_txn_state_machine.py and the marker window in tests/kafka/admin/test_transactions_marker_window.py.
 """
 
 from __future__ import annotations

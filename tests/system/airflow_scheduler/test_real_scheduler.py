@@ -31,7 +31,8 @@ from airflow_stack import PIPELINE_TOPIC, wait_for
 from eos_sample_events import write_batch
 
 # Airflow's scheduling, deferral and Asset events: one broker proves them (the writer, commit and
-# cleanup they drive run on real Kafka in tests/spark, tests/faults, tests/sensors and tests/dags).
+# cleanup they drive run on real Kafka in tests/spark, tests/system/faults, tests/sensors, tests/operators
+# and tests/system/dags).
 pytestmark = [
     pytest.mark.airflow_services, pytest.mark.broker, pytest.mark.timeout(900), pytest.mark.provider_logic
 ]

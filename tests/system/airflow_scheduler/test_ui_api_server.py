@@ -22,7 +22,7 @@ from ui_server import run_ui_server, token
 
 from kafka_eos_testing.embedded import unique_name
 
-# The UI's side; the hook's connection test runs on real Kafka in tests/broker.
+# The UI's side; the hook's connection test runs on real Kafka in tests/operators/test_preflight_operator.py.
 pytestmark = [pytest.mark.broker, pytest.mark.provider_logic]
 
 
@@ -211,7 +211,7 @@ def test_the_runbook_is_rendered_in_airflow(api_server):
 
 def test_the_asset_page_lists_the_commit_task_as_the_topics_producer(api_server, kafka_broker):
     """Airflow 3.3 lists producers from declared outlets only (an alias creates no reference): the
-    example pipeline's commit task declares its topic's Asset (event rule: tests/unit/test_ui_links.py)."""
+    example pipeline's commit task declares its topic's Asset (event rule: tests/ui/test_links.py)."""
     from airflow_stack import PIPELINE_TOPIC, wait_for
 
     from airflow_provider_kafka_eos.assets.lineage import kafka_asset_uri

@@ -1,4 +1,4 @@
-"""A real 3-node Apache Kafka 4.4 cluster for the cluster fault tests (``tests/cluster``).
+"""A real 3-node Apache Kafka 4.4 cluster for the cluster fault tests (``tests/system/cluster``).
 
 One cluster per session (starting three JVMs costs ~45 s on 2 cores); each test leaves it as it
 found it: every node running and every partition fully replicated (:func:`healthy`), because

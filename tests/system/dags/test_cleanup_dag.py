@@ -171,7 +171,7 @@ def assert_committed_exactly_once(kafka_broker, stuck_topic) -> None:
 def test_the_shipped_sensor_defers_and_a_manual_run_is_not_queued_behind_a_waiting_one(cleanup_dag):
     """Before: reschedule mode (a worker slot per poke) and max_active_runs=1, so a "Trigger w/ config"
     run waited up to 10 minutes behind the scheduled run's sensor. The behaviour itself runs through a
-    real scheduler and triggerer in tests/airflow_scheduler/."""
+    real scheduler and triggerer in tests/system/airflow_scheduler/."""
     sensor = cleanup_dag.get_task("find_lingering")
     assert sensor.deferrable is True
     assert sensor.mode == "poke"  # deferrable: one poke in the worker, the triggerer does the waiting

@@ -1,6 +1,6 @@
 """One checkpoint per run, through the example pipeline DAG (dag.test() on SQLite, spark-submit in
 local mode, the embedded broker): manual runs triggered within one second, a retried and a
-cleared run. (A backfill of an older interval after a newer checkpoint: tests/dags/test_pipeline.py
+cleared run. (A backfill of an older interval after a newer checkpoint: tests/system/dags/test_pipeline.py
 runs its two dated runs newest first.)
 
 Before checkpoint ids had microsecond precision, two manual runs triggered within one second

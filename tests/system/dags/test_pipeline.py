@@ -117,7 +117,7 @@ def test_pipeline_runs_checkpoints_exactly_once_and_a_cleared_rerun_changes_noth
     written = sum(count_keys(kafka_broker.bootstrap, topic, isolation="read_uncommitted").values())
 
     # dag.test() re-creates the run for the same logical date (a new run id): the same checkpoint,
-    # a duplicate of the first run's, skipped and named (a real clear: tests/dags/test_manual_runs.py).
+    # a duplicate of the first run's, skipped and named (a real clear: tests/system/dags/test_manual_runs.py).
     rerun = pipeline_dag.test(logical_date=second, run_conf=conf)
     assert _states(rerun) == {"preflight": "success", "submit": "skipped", "commit": "skipped"}
     assert sum(count_keys(kafka_broker.bootstrap, topic, isolation="read_uncommitted").values()) == written
@@ -166,7 +166,7 @@ def test_a_date_without_events_skips_the_run_and_the_batch_param_picks_one(
     pipeline_dag, connections, kafka_broker, tmp_path, unique_name
 ):
     """The UI's default date names a batch folder that does not exist: the submit and commit tasks
-    are skipped with the reason, nothing is prepared (tests/dags/test_empty_input.py has the words).
+    are skipped with the reason, nothing is prepared (tests/system/dags/test_empty_input.py has the words).
 
     Before: Spark failed on the missing path, three tries each; later, a green run that committed
     an empty checkpoint, with "nothing to write" only inside Spark's output. The ``batch`` param

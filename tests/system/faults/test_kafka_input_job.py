@@ -30,7 +30,7 @@ from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 # provider_logic: the apache pass leaves it out (CI time: three spark-submits). What Kafka 4.4 itself does
 # here (the offsets transaction, last stable offsets, retention) is proven on it by
-# tests/broker/test_kafka_input.py; this test passed on Kafka 4.4 too when run by hand with
+# tests/kafka/checkpoints/test_kafka_input.py; this test passed on Kafka 4.4 too when run by hand with
 # KAFKA_EOS_TEST_KAFKA=apache.
 pytestmark = [pytest.mark.faults, pytest.mark.spark, pytest.mark.broker, pytest.mark.provider_logic]
 

@@ -1,4 +1,4 @@
-"""Helpers of the cluster tests: submit the keys job (tests/faults/keys_app.py) to the cluster."""
+"""Helpers of the cluster tests: submit the keys job (tests/system/faults/keys_app.py) to the cluster."""
 
 from __future__ import annotations
 

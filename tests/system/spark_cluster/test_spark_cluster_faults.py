@@ -7,7 +7,7 @@ read_committed consumer seeing every key exactly once.
 * ``worker_lost``: ``kill -9`` of the *worker* JVM that launched that executor (its executor
   follows it); the task moves to the other worker.
 * ``driver_killed_after_manifest``: the driver dies right after writing the manifest (the
-  fault point of tests/faults); the submit task's retry finds the vote and produces nothing.
+  fault point of tests/system/faults); the submit task's retry finds the vote and produces nothing.
 """
 
 from __future__ import annotations
