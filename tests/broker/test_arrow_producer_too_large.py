@@ -23,6 +23,7 @@ from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import BrokerUnreachableError, UsageError
 from airflow_provider_kafka_eos.kafka.producers.arrow import ArrowPartitionTransaction, split_runs
 from airflow_provider_kafka_eos.kafka.producers.librdkafka import TransactionProtocol
+from airflow_provider_kafka_eos.kafka.producers.producer_config import arrow_producer_settings
 from airflow_provider_kafka_eos.kafka.protocol.error_codes import TOPIC_AUTHORIZATION_FAILED
 from kafka_eos_testing.broker.txn_testkit import create_topic
 from kafka_eos_testing.stored_batches import stored_batches
@@ -32,6 +33,7 @@ from kafka_eos_testing.verify import assert_exactly_once, count_keys
 pytestmark = pytest.mark.broker
 
 LIMIT = 20_000  # the topic's max.message.bytes
+BATCH_SIZE = 200_000
 MESSAGE_TOO_LARGE = 10
 _SEQUENCE = struct.Struct(">ii")  # baseSequence, recordCount: bytes 53..61 of a RecordBatch v2
 
@@ -66,10 +68,14 @@ class _WithoutDescribeConfigs:
         return getattr(self._wire, name)
 
 
-def _transaction(admin: TransactionAdmin, tid: str, topic: str) -> ArrowPartitionTransaction:
-    txn = ArrowPartitionTransaction(admin=admin, transactional_id=tid, topic=topic,
-                                    transaction_timeout_ms=60_000,
-                                    protocol=TransactionProtocol.from_admin(admin))
+def _transaction(
+    admin: TransactionAdmin, tid: str, topic: str, keys: dict | None = None
+) -> ArrowPartitionTransaction:
+    """A transaction whose DescribeConfigs is denied, opened with the connection keys ``keys``."""
+    txn = ArrowPartitionTransaction(
+        admin=admin, transactional_id=tid, topic=topic, transaction_timeout_ms=60_000,
+        protocol=TransactionProtocol.from_admin(admin), settings=arrow_producer_settings(keys or {}),
+    )
     txn.wire = _WithoutDescribeConfigs(txn.wire)
     txn.begin()
     return txn
@@ -80,18 +86,19 @@ def _admin(bootstrap: str) -> TransactionAdmin:
 
 
 def test_batches_refused_as_too_large_are_split_and_later_ones_fit(kafka_broker, unique_name, caplog):
-    """5,000 records of ~1 kB (1 MB batches by default) to a 20 kB topic whose limit the producer
-    cannot read: the broker refuses the first batches, the producer halves them until they fit and
-    cuts every later batch to what it learned; every key committed exactly once."""
+    """2,000 records of ~1 kB in 200 kB batches (batch.size) to a 20 kB topic whose limit the
+    producer cannot read: the broker refuses the first batches, the producer halves them until they
+    fit and cuts every later batch to what it learned (four batches per partition: the second wave
+    was encoded before the first was refused); every key committed exactly once."""
     _needs_enforcing_broker(kafka_broker)
     topic, partitions = unique_name("arrow-split"), 3
     _small_topic(kafka_broker.bootstrap, topic, partitions)
-    keys = [f"key-{i:05d}" for i in range(5000)]
+    keys = [f"key-{i:05d}" for i in range(2000)]
     values = pa.array([(f"{i:05d}" * 200).encode() for i in range(len(keys))])  # 1,000 bytes each
     caplog.set_level(logging.INFO, logger="airflow_provider_kafka_eos.kafka.producers.arrow")
     with _admin(kafka_broker.bootstrap) as admin:
-        txn = _transaction(admin, unique_name("tid"), topic)
-        assert txn.batch_bytes == 1_000_000  # the limit was not read: batch.size's default stands
+        txn = _transaction(admin, unique_name("tid"), topic, {"batch.size": BATCH_SIZE})
+        assert txn.batch_bytes == BATCH_SIZE  # the limit was not read: batch.size stands
         txn.write_columns(pa.array(keys), values)
         committable = txn.prepare()
         assert committable is not None
@@ -101,13 +108,13 @@ def test_batches_refused_as_too_large_are_split_and_later_ones_fit(kafka_broker,
     stats = txn.stats
     assert stats.refused_too_large >= 1
     # Later batches fit from the start: only the first wave's batch of each partition was refused,
-    # once per halving from 1 MB down to the limit (without the lowered batch size every part of
-    # every 1 MB batch above the limit would be refused on its own: over 60 per batch).
-    assert stats.refused_too_large <= partitions * math.ceil(math.log2(1_000_000 / LIMIT))
+    # once per halving from batch.size down to the limit (without the lowered batch size every part
+    # above the limit of every batch would be refused on its own: 15 per batch, 180 in all).
+    assert stats.refused_too_large <= partitions * math.ceil(math.log2(BATCH_SIZE / LIMIT))
     assert txn.batch_bytes < LIMIT
     assert (stats.records, stats.batches) == (len(keys), len(batches))
     assert stats.bytes == sum(b.size for b in batches) and max(b.size for b in batches) <= LIMIT
-    assert stats.batches >= 5_000_000 // LIMIT
+    assert stats.batches >= len(keys) * 1000 // LIMIT
     learned = [r for r in caplog.records if "refused a record batch" in r.getMessage()]
     assert [r.levelno for r in learned] == [logging.INFO]  # what was learned, said once
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), keys)
