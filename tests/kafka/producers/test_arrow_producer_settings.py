@@ -141,12 +141,11 @@ def test_null_keys_fill_a_batch_then_move_to_the_next_partition(kafka_broker, un
     assert counts == {b"": n}  # count_keys files null keys under b""
 
 
-def test_batches_fit_the_topics_max_message_bytes(kafka_broker, unique_name, monkeypatch):
+def test_batches_fit_the_topics_max_message_bytes(kafka_broker, unique_name):
     """The producer reads the topic's max.message.bytes (DescribeConfigs) and cuts its batches to
-    fit; a record that cannot fit is refused by its key. Where the principal may not read the
-    topic's configs, the broker's MESSAGE_TOO_LARGE is named with the next step: that case is
-    forced by skipping the read (monkeypatch), since granting and denying DESCRIBE_CONFIGS would
-    need an ACL-enabled cluster this test does not start."""
+    fit; a record that cannot fit is refused by its key before it is buffered. Where the principal
+    may not read the topic's configs, batches the broker refuses are split:
+    test_arrow_too_large.py."""
     if kafka_broker.embedded:
         pytest.skip("needs a broker that enforces a topic's max.message.bytes; the embedded broker does not "
                     "(docs/embedded-broker-fidelity.md row 15)")
@@ -167,11 +166,5 @@ def test_batches_fit_the_topics_max_message_bytes(kafka_broker, unique_name, mon
         _commit(admin, fitting)
         sizes = [b.size for b in stored_batches(admin, topic, 1)]
         assert len(sizes) > 1 and max(sizes) <= 5000
-
-        monkeypatch.setattr(ArrowPartitionTransaction, "_fit_topic_limit", lambda self: None)
-        unread = _transaction(admin, unique_name("tid"), topic, {})
-        unread.write_columns(column, values)
-        with pytest.raises(UsageError, match=r"SIZE_TOO_LARGE.*batch of \d+ bytes.*batch\.size"):
-            unread.flush()
-        admin.fence(unread.transactional_id, 60_000)  # abort what the failed task left open
+        assert fitting.stats.refused_too_large == 0  # cut to fit from the start: none refused
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), keys)
