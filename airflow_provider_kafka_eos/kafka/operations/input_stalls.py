@@ -24,13 +24,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
-from airflow_provider_kafka_eos.kafka.operations.classify import LsoStall
 
 __all__ = ["mark_input_stalls"]
 
 
-def mark_input_stalls(admin: Any, stalls: Iterable[LsoStall], input_topics: Sequence[str]) -> list[LsoStall]:
-    """``stalls`` with those on ``input_topics`` marked as input stalls and explained as such.
+def mark_input_stalls(admin: Any, stalls: Iterable[Any], input_topics: Sequence[str]) -> list[Any]:
+    """``stalls`` (``classify.LsoStall``, which calls this: no import back) with those on
+    ``input_topics`` marked as input stalls and explained as such.
 
     The blocking transactions' start times come from one DescribeTransactions (bounded by the
     admin's request timeout); when it is refused the stall is still reported, saying so.
@@ -58,7 +58,7 @@ def mark_input_stalls(admin: Any, stalls: Iterable[LsoStall], input_topics: Sequ
     return marked
 
 
-def _reason(stall: LsoStall, started_ms: int | None, unknown_why: str) -> str:
+def _reason(stall: Any, started_ms: int | None, unknown_why: str) -> str:
     where = f"{stall.topic}-{stall.partition}"
     head = (f"input partition {where}: the pipeline's checkpoints read up to its last stable offset "
             f"{stall.last_stable_offset} and cannot read past it")
