@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -47,7 +47,7 @@ __all__ = [
 
 KAFKA_KIND_ENV = "KAFKA_EOS_TEST_KAFKA"
 KAFKA_KINDS = ("embedded", "apache", "apache3")
-KAFKA_FIXTURES = frozenset({"kafka_broker", "kafka_broker_factory"})
+KAFKA_FIXTURES = frozenset({"kafka_broker", "kafka_broker_factory", "kafka_broker_pool"})
 _FACTORY_STARTED = "_kafka_eos_brokers"
 
 
@@ -76,7 +76,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--kafka-facing",
         action="store_true",
         default=False,
-        help="run only tests that use a Kafka fixture (kafka_broker, kafka_broker_factory)",
+        help="run only tests that use a Kafka fixture (kafka_broker, kafka_broker_factory, "
+        "kafka_broker_pool)",
     )
 
 
@@ -167,6 +168,47 @@ def kafka_broker_factory(tmp_path_factory: pytest.TempPathFactory, request: pyte
     yield factory
     _collect_clients()
     for broker in started:
+        broker.stop()
+
+
+@pytest.fixture(scope="module")
+def kafka_broker_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., BrokerHandle]]:
+    """``pool(**options)``: the module's broker with these options, started on first use (CI time).
+
+    For tests that need settings the session broker lacks but not a broker of their own: every
+    test of the module asking the same options gets the same broker (each on its own topics and
+    transactional ids), so a module pays one start-up (a JVM and a KRaft format on Apache Kafka)
+    instead of one per test. It keeps its data across ``restart()`` (it always has a data dir),
+    and one found stopped is started again. A test that reads the broker's log, counts what it
+    holds, or needs a state no earlier test touched keeps ``kafka_broker_factory``.
+    """
+    kind = kafka_kind()
+    brokers: dict[tuple[tuple[str, str], ...], BrokerHandle] = {}
+
+    def pool(**options: Any) -> BrokerHandle:
+        if kind == "external":
+            wanted = ", ".join(f"{k}={v}" for k, v in options.items()) or "a dedicated broker"
+            pytest.skip(f"needs {wanted}: the real cluster at ${BOOTSTRAP_ENV} cannot be reconfigured")
+        if "data_dir" in options:
+            raise pytest.UsageError("kafka_broker_pool gives each broker its own data dir; "
+                                    "a test that needs its own uses kafka_broker_factory")
+        key = tuple(sorted((name, repr(value)) for name, value in options.items()))
+        broker = brokers.get(key)
+        if broker is not None and not broker.running():
+            broker.start()  # an earlier test stopped it (or a restart failed half way)
+        if broker is None:
+            base = tmp_path_factory.mktemp("kafka-broker-pool")
+            options = {"data_dir": str(base / "data"), **options}
+            if kind == "embedded":
+                broker = EmbeddedBroker(options, str(base / "broker.log"))
+            else:
+                broker = _start_apache(options, kind)
+            brokers[key] = broker
+        return broker
+
+    yield pool
+    _collect_clients()
+    for broker in brokers.values():
         broker.stop()
 
 
