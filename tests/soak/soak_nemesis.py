@@ -98,6 +98,17 @@ class Nemesis:
         self._thread.join(timeout=120)
         self.heal()
 
+    def halt(self) -> None:
+        """Stop drawing and continue every paused process, restarting nothing: for a teardown
+        (a soak stopped half way, e.g. by its timeout), before its servers are stopped."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=120)
+        with self._lock:
+            for pid, (process, _, target) in list(self._paused.items()):
+                self._continue(pid, process, target)
+            self._down.clear()
+
     # -- the loop ------------------------------------------------------------------------------
 
     def _run(self) -> None:

@@ -159,7 +159,7 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
     # Airflow's database is made while the Kafka nodes start (it needs no Kafka): start-up is
     # what a CI pass pays for, and these two are its longest parts.
     migrate = _migrate(home, stack_environment(home, port, {}))
-    cluster = stack = spark = None
+    cluster = stack = spark = nemesis = None
     history = History(out / "history.jsonl")
     try:
         cluster = ApacheKafkaCluster({"nodes": 3, "data_dir": str(out / "kafka")})
@@ -235,6 +235,8 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         assert verdict.ok and summary["failed_checks_during_run"] == 0, summary
         assert nemesis.faults > 0 and verdict.committed_checkpoints > 0, summary
     finally:
+        if nemesis is not None:
+            nemesis.halt()
         history.close()
         if migrate.poll() is None:
             migrate.kill()
