@@ -49,6 +49,7 @@ KAFKA_KIND_ENV = "KAFKA_EOS_TEST_KAFKA"
 KAFKA_KINDS = ("embedded", "apache", "apache3")
 KAFKA_FIXTURES = frozenset({"kafka_broker", "kafka_broker_factory", "kafka_broker_pool"})
 _FACTORY_STARTED = "_kafka_eos_brokers"
+_POOL_USED = "_kafka_eos_pooled_brokers"
 
 
 def kafka_kind() -> str:
@@ -106,7 +107,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if report.passed or report.skipped:
         return
     funcargs = getattr(item, "funcargs", {})
-    brokers = [funcargs.get("kafka_broker"), *getattr(item, _FACTORY_STARTED, [])]
+    brokers = [funcargs.get("kafka_broker"), *getattr(item, _FACTORY_STARTED, []),
+               *getattr(item, _POOL_USED, [])]
     for broker in brokers:
         if isinstance(broker, EmbeddedBroker):
             report.sections.append((f"kafka-eos-devbroker log ({broker.log_path})", broker.log_tail()))
@@ -172,7 +174,18 @@ def kafka_broker_factory(tmp_path_factory: pytest.TempPathFactory, request: pyte
 
 
 @pytest.fixture(scope="module")
-def kafka_broker_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., BrokerHandle]]:
+def _kafka_broker_pool_brokers() -> Iterator[dict[tuple[tuple[str, str], ...], BrokerHandle]]:
+    """The brokers ``kafka_broker_pool`` started in this module, by option set; stopped after it."""
+    brokers: dict[tuple[tuple[str, str], ...], BrokerHandle] = {}
+    yield brokers
+    _collect_clients()
+    for broker in brokers.values():
+        broker.stop()
+
+
+@pytest.fixture
+def kafka_broker_pool(_kafka_broker_pool_brokers: dict, tmp_path_factory: pytest.TempPathFactory,
+                      request: pytest.FixtureRequest) -> Callable[..., BrokerHandle]:
     """``pool(**options)``: the module's broker with these options, started on first use (CI time).
 
     For tests that need settings the session broker lacks but not a broker of their own: every
@@ -180,10 +193,13 @@ def kafka_broker_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Call
     transactional ids), so a module pays one start-up (a JVM and a KRaft format on Apache Kafka)
     instead of one per test. It keeps its data across ``restart()`` (it always has a data dir),
     and one found stopped is started again. A test that reads the broker's log, counts what it
-    holds, or needs a state no earlier test touched keeps ``kafka_broker_factory``.
+    holds, or needs a state no earlier test touched keeps ``kafka_broker_factory``. A failing
+    test's report shows the pooled broker's log tail, as for the factory's.
     """
     kind = kafka_kind()
-    brokers: dict[tuple[tuple[str, str], ...], BrokerHandle] = {}
+    brokers = _kafka_broker_pool_brokers
+    used: list[BrokerHandle] = []
+    setattr(request.node, _POOL_USED, used)
 
     def pool(**options: Any) -> BrokerHandle:
         if kind == "external":
@@ -204,12 +220,10 @@ def kafka_broker_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Call
             else:
                 broker = _start_apache(options, kind)
             brokers[key] = broker
+        used.append(broker)
         return broker
 
-    yield pool
-    _collect_clients()
-    for broker in brokers.values():
-        broker.stop()
+    return pool
 
 
 def _collect_clients() -> None:
