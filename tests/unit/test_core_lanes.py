@@ -9,7 +9,14 @@ import pytest
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import BrokerUnreachableError, UsageError
-from airflow_provider_kafka_eos.kafka.protocol.lanes import MIN_PER_LANE, Lanes, lane_counts, split
+from airflow_provider_kafka_eos.kafka.protocol.lanes import (
+    AUTO_MAX_LANES,
+    AUTO_PER_LANE,
+    MIN_PER_LANE,
+    Lanes,
+    lane_counts,
+    split,
+)
 
 
 def test_small_groups_stay_on_one_connection():
@@ -21,6 +28,14 @@ def test_large_groups_get_one_lane_per_min_share_up_to_the_setting():
     assert lane_counts([MIN_PER_LANE * 100], lanes=1) == [1]
 
 
+def test_with_no_setting_the_work_chooses_the_lanes():
+    """The default (``lanes=None``): one lane per AUTO_PER_LANE transactions of a coordinator, so a
+    big batch gets many (the sweep in docs/benchmarks.md), a small one stays on one connection."""
+    assert lane_counts([0, AUTO_PER_LANE - 1], lanes=None) == [1, 1]
+    assert lane_counts([AUTO_PER_LANE * 3, AUTO_PER_LANE * 10_000], lanes=None) == [3, AUTO_MAX_LANES]
+    assert AUTO_MAX_LANES > 8  # more than the old fixed default: 10,000 commits gained from 32 lanes
+
+
 def test_split_deals_every_item_once_into_non_empty_shares():
     items = list(range(10))
     shares = split(items, 3)
@@ -29,7 +44,7 @@ def test_split_deals_every_item_once_into_non_empty_shares():
     assert split([], 4) == [[]]
 
 
-@pytest.mark.parametrize("bad", [0, -1, 65, 2.5, "4", True, None])
+@pytest.mark.parametrize("bad", [0, -1, 65, 2.5, "4", True])
 def test_bad_lane_count_is_refused_before_any_connection(bad):
     # Nothing listens there: had the admin tried to connect first, it would raise
     # BrokerUnreachableError, not the UsageError (so no clock is needed to tell).
