@@ -17,6 +17,7 @@ from __future__ import annotations
 import tempfile
 import time
 import uuid
+from collections import Counter
 from typing import Any
 
 from benchmarks.bench_spark_vs_sink import start_kafka
@@ -81,12 +82,17 @@ def main(argv: list[str]) -> dict[str, Any]:
                     batches = stored_batches(admin, topic, partitions)
                 assert sum(b.record_count for b in batches) == records
                 want = 0 if codec == "none" else CODEC_TABLE[codec].attribute
-                assert {b.attributes & 0x07 for b in batches} == {want}, (codec, producer)
+                seen = Counter(b.attributes & 0x07 for b in batches)
+                if (
+                    producer == "arrow"
+                ):  # librdkafka sends a batch uncompressed when the codec did not shrink it
+                    assert set(seen) == {want}, (codec, producer, seen)
                 assert_exactly_once(count_keys(bootstrap, topic, timeout_s=300), keys)
                 stored = sum(b.size for b in batches)
                 cells[f"{codec}/{producer}"] = {
                     "stored_bytes": stored,
                     "batches": len(batches),
+                    "batches_per_codec_attribute": dict(seen),
                     "stored_over_raw": round(stored / raw_bytes, 4),
                     "seconds": round(seconds, 2),
                 }

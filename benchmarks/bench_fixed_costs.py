@@ -8,10 +8,12 @@ slower than one raw librdkafka process because of them. This benchmark wraps eac
 function (the same functions the job calls; nothing is skipped) with a timer and runs, on a warm
 local Spark session (``local[P]``) and a real Kafka 4.4 node, a tiny checkpoint (10 records: all
 fixed cost) and a full one (``--records``), ``--rounds`` times each, reporting the median per
-phase. Every checkpoint is committed and counted exactly once by a read_committed consumer.
+phase; the session's first checkpoint (2,000 records, cold Python workers) is reported on its own.
+Every checkpoint is committed and counted exactly once by a read_committed consumer.
 Memory per task: one more full checkpoint after the timed ones, with the peak RSS of every PySpark
 Python worker sampled (``bench_arrow_producer``'s sampler; kept out of the timed rounds, since
-sampling every 50 ms costs CPU).
+sampling every 50 ms costs CPU). Last, on a fresh session: what any PySpark Arrow UDF pays on cold
+Python workers (an identity ``mapInArrow``), beside what importing the Arrow producer adds.
 """
 
 from __future__ import annotations
@@ -85,14 +87,14 @@ def main(argv: list[str]) -> dict[str, Any]:
     try:
         run = uuid.uuid4().hex[:8]
         checkpoint = 0
-        for label, records in (("warm-up", 2_000), ("tiny", 10), ("full", opts["records"])):
+        for label, records in (("first (cold)", 2_000), ("tiny", 10), ("full", opts["records"])):
             df = (
                 spark.range(records, numPartitions=partitions)
                 .selectExpr("cast(id as string) as key", VALUE_SQL)
                 .cache()
             )  # fmt: skip
             df.count()
-            rounds = 1 if label == "warm-up" else opts["rounds"]
+            rounds = 1 if label.startswith("first") else opts["rounds"]
             per_round: list[dict[str, float]] = []
             for _ in range(rounds):
                 checkpoint += 1
@@ -130,20 +132,59 @@ def main(argv: list[str]) -> dict[str, Any]:
                                     [str(i) for i in range(records)])  # fmt: skip
                 result["memory_per_task"] = {**memory.summary(), "tasks": partitions}
             df.unpersist()
-            if label == "warm-up":
-                continue
             phases = sorted({p for r in per_round for p in r})
             result[label] = {
                 "records": records,
                 "median_s": {
                     p: round(statistics.median(r.get(p, 0.0) for r in per_round), 3) for p in phases
                 },
+                # in order: the first full-size round of a session is the slow one (docs/benchmarks.md)
+                "rounds_s": [round(r["checkpoint, whole"], 3) for r in per_round],
+                "rounds_spark_job_s": [
+                    round(r["Spark job (tasks prepare their transactions)"], 3) for r in per_round
+                ],
             }
             print(f"== {label} ({records} records)", flush=True)
             for phase, seconds in result[label]["median_s"].items():
                 print(f"  {seconds:8.3f} s  {phase}", flush=True)
+        spark.stop()
+        result["cold_start"] = _cold_start(partitions)
         return result
     finally:
         spark.stop()
         if kafka is not None:
             kafka.stop()
+
+
+def _identity(batches: Any) -> Any:
+    yield from batches
+
+
+def _with_provider_imports(batches: Any) -> Any:
+    import airflow_provider_kafka_eos.kafka.producers.arrow  # noqa: F401 (what a preparing task imports)
+
+    yield from batches
+
+
+def _cold_start(partitions: int) -> dict[str, float]:
+    """What any PySpark Arrow UDF pays on a fresh session, beside what the provider adds: an
+    identity ``mapInArrow`` on cold Python workers, the same again warm, then one that imports the
+    Arrow producer (warm workers, so the difference is the provider's imports)."""
+    from kafka_eos_testing.spark import local_spark_session
+
+    spark = local_spark_session(master=f"local[{partitions}]", app_name="bench-cold-start")
+    try:
+        df = spark.range(2000, numPartitions=partitions).selectExpr("cast(id as string) as key").cache()
+        df.count()
+        timed: dict[str, float] = {}
+        for label, function in (
+            ("identity mapInArrow, cold workers", _identity),
+            ("identity mapInArrow, warm workers", _identity),
+            ("mapInArrow importing the Arrow producer, warm workers", _with_provider_imports),
+        ):
+            started = time.perf_counter()
+            df.mapInArrow(function, df.schema).collect()
+            timed[label] = round(time.perf_counter() - started, 3)
+        return timed
+    finally:
+        spark.stop()

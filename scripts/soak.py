@@ -1,4 +1,4 @@
-"""``./run soak --minutes N --seed S [--dir D]``: the randomized fault soak (tests/soak/test_soak.py).
+"""``./run soak --minutes N --seed S [--dir D]``: the randomized fault soak (tests/system/soak/test_soak.py).
 
 A real Airflow (scheduler, triggerer, dag-processor, api-server, LocalExecutor), a 3-node Apache
 Kafka 4.4 and Spark, the example pipeline and cleanup DAGs, a seeded nemesis, an independent
@@ -20,13 +20,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TEST = "tests/soak/test_soak.py"
+TEST = "tests/system/soak/test_soak.py"
 SEED_ENV = "KAFKA_EOS_SOAK_SEED"
 
 
 def environment(*, minutes: float, seed: int | None, out: Path | None = None, fault_every: str = "4,12",
                 spark: str = "local") -> dict[str, str]:
-    """The soak test's settings (``tests/soak/test_soak.py`` reads them), over the Kafka it needs."""
+    """The soak test's settings (``tests/system/soak/test_soak.py`` reads them), over the Kafka it needs."""
     env = {"KAFKA_EOS_TEST_KAFKA": "apache3", "KAFKA_EOS_SOAK_MINUTES": str(minutes),
            "KAFKA_EOS_SOAK_FAULT_EVERY_S": fault_every, "KAFKA_EOS_SOAK_SPARK": spark}
     if out is not None:
