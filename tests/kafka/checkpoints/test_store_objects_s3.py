@@ -1,6 +1,6 @@
 """The manifest store on a real S3-API server: conditional writes, racing committers, a racing give-up.
 
-The S3 side is moto's server (tests/kafka_eos_testing/test_s3_server.py proves its conditional writes first);
+The S3 side is moto's server (tests/testing/test_s3_server.py proves its conditional writes first);
 the Kafka side is the test run's broker. Every test that commits or aborts ends with a
 read_committed consumer counting keys.
 """
