@@ -107,8 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         python = build(uv)
     except subprocess.CalledProcessError as exc:
-        print(f"canary: the newest releases do not install together (uv exit {exc.returncode}; its "
-              "error is above): a new release conflicts with a bound in pyproject.toml", file=sys.stderr)
+        print(f"canary: the newest releases could not be installed (uv exit {exc.returncode}; its error "
+              "is above: a resolution conflict means a new release conflicts with a bound in "
+              "pyproject.toml)", file=sys.stderr)
         return 3
     built = time.monotonic() - started
     for name, version in versions(python).items():

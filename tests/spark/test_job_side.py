@@ -203,12 +203,14 @@ def test_the_airflow_side_imports_without_the_spark_extra():
     extra, before the manifest store is touched."""
     blocker = (
         "import importlib, json, pathlib, pkgutil, sys, tempfile\n"
-        "SPARK_PROVIDER = 'airflow.providers.apache.spark'\n"
+        # The Spark provider's hooks and operators; its provider-info module still answers
+        # Airflow's provider discovery, which loads every installed provider's entry point.
+        "SPARK_PROVIDER = tuple('airflow.providers.apache.spark.' + m for m in ('hooks', 'operators'))\n"
         "class Block:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
         "        if name.split('.')[0] in ('pyspark', 'pyarrow', 'py4j', 'numpy', 'pandas'):\n"
         "            raise ImportError(f'blocked: {name}')\n"
-        "        if name == SPARK_PROVIDER or name.startswith(SPARK_PROVIDER + '.'):\n"
+        "        if name.startswith(SPARK_PROVIDER):\n"
         "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
         "sys.meta_path.insert(0, Block())\n"
         "import airflow_provider_kafka_eos as package\n"
