@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 
 CONNECTION_TYPE = "kafka_eos"
 # The project's home: documentation links, runbook URLs and the package metadata all start here
-# (pyproject.toml repeats it for the package index; tests/unit/test_provider_registration.py checks).
+# (pyproject.toml repeats it for the package index; tests/project/test_provider_registration.py checks).
 PROJECT_URL = "https://github.com/airflow-provider-kafka-eos/airflow-provider-kafka-eos"
 
 # What `airflow providers` and the UI's provider pages list, as the Kafka and Spark providers do:

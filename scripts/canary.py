@@ -9,9 +9,9 @@ the ``test`` group, as ``./run`` does) resolved to the newest releases: ``--upgr
 index metadata of Airflow and confluent-kafka refreshed, and overrides that lift the
 confluent-kafka cap (a 3.x would be tested, not skipped). Everything else keeps
 ``scripts/constraints.txt`` (the pyspark pair, celery). Then it prints the versions it got and
-runs the unit tests plus a small subset (``TESTS``): the released-producer regression test (a
-librdkafka that aborts on destroy would break prepared transactions), the CLI's transactions on
-the embedded broker and the operators' Airflow-side rules.
+runs a small subset (``TESTS``): the Airflow-facing tests (hooks, operators, sensor, trigger,
+provider info), the released-producer regression test (a librdkafka that aborts on destroy would
+break prepared transactions) and the CLI's transactions on the embedded broker.
 
 Not part of ``./run test``: it resolves against the live index, so its result changes when
 PyPI does rather than when the code does (a blocking CI job would fail a change for a release
@@ -43,14 +43,19 @@ REFRESHED = (
     "kafka-python",
 )
 REPORTED = (*REFRESHED, "pyspark", "pyspark-client")
-# The unit tests (with the embedded-broker regression test that a released librdkafka producer
-# leaves its transaction open) and the tests most likely to notice a new Airflow or librdkafka:
-# the CLI's list / describe / commit / abort on the embedded broker, and the submit and commit
-# operators' Airflow-side rules (connections, secrets, XCom, checkpoint ids).
+# The Airflow-facing tests (hooks, operators, sensor, trigger, provider info: what a new Airflow
+# breaks first), the regression test that a released librdkafka producer leaves its transaction
+# open (what a new confluent-kafka could break), and the CLI's list / describe / commit / abort on
+# the embedded broker. Paths follow tests/README.md (tests mirror the package).
 TESTS = (
-    "tests/unit",
+    "tests/hooks",
+    "tests/operators",
+    "tests/sensors",
+    "tests/triggers",
+    "tests/project/test_provider_info_listing.py",
+    "tests/project/test_provider_registration.py",
+    "tests/kafka/producers/test_librdkafka.py",
     "tests/cli/test_cli_transactions.py",
-    "tests/dags/test_pipeline_operators.py",
 )
 INSTALL_TIMEOUT_S = 1200
 TEST_TIMEOUT_S = 1800

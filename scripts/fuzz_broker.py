@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/fuzz_broker.py --seconds 300 [--seed 1] [--out fuzz-findings/]
 
-Not part of CI (the seeded test in tests/broker/test_core_robustness.py is its small, fixed
+Not part of CI (the seeded test in tests/testing/broker/test_core_robustness.py is its small, fixed
 cousin). It starts ``kafka-eos-devbroker`` as a subprocess (plain listener; ``--sasl`` for a
 SASL listener with an ACL file), builds a corpus of valid requests (every advertised API and
 version, default-constructed, plus richer hand-made ones: produce with a record batch,

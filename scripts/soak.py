@@ -1,4 +1,4 @@
-"""``./run soak --minutes N --seed S [--dir D]``: the randomized fault soak (tests/soak/test_soak.py).
+"""``./run soak --minutes N --seed S [--dir D]``: the randomized fault soak (tests/system/soak/test_soak.py).
 
 A real Airflow (scheduler, triggerer, dag-processor, api-server, LocalExecutor), a 3-node Apache
 Kafka 4.4 and Spark, the example pipeline and cleanup DAGs, a seeded nemesis, an independent
@@ -37,7 +37,7 @@ def main(argv: list[str]) -> int:
     if args.seed is not None:
         env["KAFKA_EOS_SOAK_SEED"] = str(args.seed)
     timeout = int(args.minutes * 60 + 45 * 60)  # the soak plus start-up, the quiet period and the checks
-    command = [sys.executable, "-m", "pytest", "-s", "-m", "soak", "tests/soak/test_soak.py",
+    command = [sys.executable, "-m", "pytest", "-s", "-m", "soak", "tests/system/soak/test_soak.py",
                "-o", f"timeout={timeout}", *pytest_args]
     print(f"soak: {args.minutes} min; history and logs in {out}", flush=True)
     return subprocess.run(command, cwd=ROOT, env=env).returncode

@@ -19,10 +19,16 @@ import pytest
 
 # The provider's pytest plugin (kafka_broker fixtures) is opt-in, as for any user of the
 # ``[testing]`` extra: installing the provider no longer loads it into every pytest run.
-pytest_plugins = ["kafka_eos_testing.pytest_plugin"]
+# The others are fixtures of tests/support/ that tests in several folders use (tests/README.md).
+pytest_plugins = ["kafka_eos_testing.pytest_plugin", "s3_fixtures", "txn_fixtures"]
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAGS_FOLDER = REPO_ROOT / "dags"
+# Helpers shared by tests in several folders (tests/README.md): imported by module name, as
+# pytest's default import mode imports each test's own folder, so their folder is on the path.
+SUPPORT = pathlib.Path(__file__).resolve().parent / "support"
+if str(SUPPORT) not in sys.path:
+    sys.path.insert(0, str(SUPPORT))
 
 if "AIRFLOW_HOME" not in os.environ or os.environ.get("KAFKA_EOS_TEST_KEEP_AIRFLOW_HOME") != "1":
     os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="kafka-eos-airflow-")

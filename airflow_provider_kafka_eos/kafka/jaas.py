@@ -6,7 +6,7 @@ comments, ``-``, ``_`` and ``$`` added to the word characters, numbers parsed) a
 string whose backslash escapes are StreamTokenizer's (``\\n``, octal ``\\101``, ``\\"``, any
 other ``\\x`` is ``x``); an unquoted number is *not* a value (Kafka refuses ``password=123``).
 No Python library implements StreamTokenizer, so this is the one hand-written tokenizer of the
-project; ``tests/unit/test_java_properties_parity.py`` runs Kafka's own ``JaasConfig`` over a
+project; ``tests/kafka/test_java_properties_parity.py`` runs Kafka's own ``JaasConfig`` over a
 corpus and asserts both parses agree, value for value and refusal for refusal.
 """
 

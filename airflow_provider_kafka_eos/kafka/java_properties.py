@@ -4,7 +4,7 @@ Kafka's tools load ``--command-config`` with ``java.util.Properties.load(InputSt
 bytes are ISO-8859-1, and ``\\uXXXX`` escapes, ``\\`` line continuations, ``=`` / ``:`` /
 whitespace separators and ``#`` / ``!`` comments follow that method's rules. The parsing is
 the ``javaproperties`` library's (a maintained, tested reimplementation of exactly that method;
-see docs/dependencies.md), not ours. ``tests/unit/test_java_properties_parity.py`` runs Java's
+see docs/dependencies.md), not ours. ``tests/kafka/test_java_properties_parity.py`` runs Java's
 own ``Properties.load`` over a corpus and asserts both parses agree.
 
 One refusal Java does not make: a file holding raw non-ASCII bytes that form UTF-8. Java would

@@ -124,7 +124,7 @@ def checkpoint_id_for_run(context: Mapping[str, Any]) -> int:
       run's records were silently not written);
     * increasing from run to run of a schedule and across the upgrade from whole-second ids.
       A backfill of an older interval gets a *smaller* id than checkpoints already committed;
-      restore and both abort strategies handle that (tests/unit/test_checkpoint_identity.py).
+      restore and both abort strategies handle that (tests/kafka/checkpoints/test_identity.py).
     """
     dag_run = context.get("dag_run")
     for value in (_logical_date(context), getattr(dag_run, "run_after", None)):

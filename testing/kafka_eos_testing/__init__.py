@@ -7,5 +7,5 @@ worker installs a Kafka broker and its console script; docs/dependencies.md says
 """
 
 # Released in lockstep with the provider: the double answers the provider's own protocol paths
-# (tests/unit/test_testing_distribution.py keeps the two versions equal).
+# (tests/project/test_testing_distribution.py keeps the two versions equal).
 __version__ = "0.1.0"

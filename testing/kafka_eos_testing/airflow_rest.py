@@ -3,7 +3,7 @@ client of Airflow 3's REST API (token from the simple auth manager, DAGs, runs, 
 task logs).
 
 One owner for the two deployments that talk to a real api-server: the LocalExecutor stack of the
-scheduler, UI and soak tests (``tests/airflow_scheduler/airflow_stack.py``) and the Celery
+scheduler, UI and soak tests (``tests/system/airflow_scheduler/airflow_stack.py``) and the Celery
 deployment (:mod:`kafka_eos_testing.celery_deployment`). Test-only: nothing in the provider
 imports it.
 """

@@ -1,7 +1,7 @@
 """Test-only spark-submit entry point: the exactly-once job with a fault plan from the environment.
 
 The production job (``spark/job.py``) never reads a fault plan; this wrapper is the explicit
-test hook for runs that go through spark-submit (tests/faults, the demo): it parses
+test hook for runs that go through spark-submit (tests/system/faults, the demo): it parses
 ``KAFKA_EOS_FAULT`` (see ``spark/faults.py`` for the fault names) and hands the plan to
 ``job.main``. Point spark-submit (or a ``SparkEosSubmitOperator``'s ``application``) at this file.
 """

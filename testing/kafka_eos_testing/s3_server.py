@@ -5,7 +5,7 @@
 
 Why this server: the manifest store relies on S3's conditional writes (``If-None-Match: *`` to
 create only if absent, ``If-Match: <etag>`` to replace only if unchanged, 412 otherwise), and
-moto's server implements both (``tests/store/test_s3_server.py`` proves it against the raw API
+moto's server implements both (``tests/testing/test_s3_server.py`` proves it against the raw API
 before any provider test relies on it). It installs from PyPI with the test dependencies, so CI
 builds nothing; MinIO and versitygw implement the same and would need a Go build per machine
 (docs/dependencies.md). Data lives in the server's memory: a restart starts empty.

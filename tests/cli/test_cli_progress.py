@@ -3,7 +3,7 @@
 The seed's bulk abort went in chunks of 50, below the ``MIN_PER_LANE`` (64) a lane needs, so a large
 abort never spread over lanes and its progress moved per chunk. Now the whole plan goes to
 ``TransactionAdmin.abort`` at once and the admin reports every answer. ``MIN_PER_LANE`` is lowered
-here (as in ``tests/broker/test_ops_commit_lanes.py``) so six transactions make two lanes; the
+here (as in ``tests/kafka/admin/test_transactions_commit_lanes.py``) so six transactions make two lanes; the
 shipped threshold pays off only at thousands. Each test ends with a ``read_committed`` key count.
 """
 
@@ -54,7 +54,7 @@ def _keys(tid: str) -> list[bytes]:
 def test_bulk_abort_is_one_batch_over_lanes_with_progress_per_answer(
     bootstrap, unique_name, store, monkeypatch
 ):
-    monkeypatch.setattr(lanes_module, "MIN_PER_LANE", 3)  # 6 ids -> 2 lanes
+    monkeypatch.setattr(lanes_module, "AUTO_PER_LANE", 3)  # no lanes setting: 6 ids -> 2 lanes
     topic, prefix = unique_name("prog-abort"), unique_name("pab") + "-"
     ids = [f"{prefix}{i}-1" for i in range(COUNT)]
     for tid in ids:

@@ -8,8 +8,7 @@ import json
 import pathlib
 
 import pytest
-from test_lingering_trigger import first_event
-from txn_helpers import produce_in_transaction, set_kafka_eos_connection
+from txn_helpers import first_event, produce_in_transaction, set_kafka_eos_connection
 
 from airflow_provider_kafka_eos.kafka.errors import ManifestError
 from airflow_provider_kafka_eos.kafka.operations.classify import Findings, ScanSpec

@@ -1,6 +1,6 @@
 """The spark-submit entry point: argument and configuration handling, loading user code.
 
-Full spark-submit runs are in tests/faults and tests/dags; here the job's rules run in-process.
+Full spark-submit runs are in tests/system/faults and tests/system/dags; here the job's rules run in-process.
 """
 
 from __future__ import annotations

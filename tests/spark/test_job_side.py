@@ -1,5 +1,5 @@
 """The job side's own rules: supported Spark range, requirement checks, the runtime zip, and an
-Airflow side that imports without PySpark. (The same rules on a real cluster: tests/spark_cluster.)"""
+Airflow side that imports without PySpark. (The same rules on a real cluster: tests/system/spark_cluster.)"""
 
 from __future__ import annotations
 

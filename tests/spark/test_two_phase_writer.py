@@ -2,7 +2,7 @@
 
 A checkpoint prepared with ``two_phase_commit=True`` is still open on the coordinator after
 three times its transaction timeout, then commits: every key exactly once. (The same sequence
-without 2PC ends in DataLossError: ``tests/broker/test_arrow_producer.py``, which needs no Spark.)
+without 2PC ends in DataLossError: ``tests/kafka/producers/test_arrow_producer.py``, which needs no Spark.)
 """
 
 from __future__ import annotations

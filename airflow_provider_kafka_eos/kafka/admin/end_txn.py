@@ -128,6 +128,7 @@ def end_txn_group(
             node = coordinators.get(c.transactional_id)
             batch.append((request, node if isinstance(node, int) else None))
         again: list[Committable] = []
+        progressed = False
         for c, response in zip(pending, wire.send_all(batch, raise_errors=False), strict=True):
             if isinstance(response, BrokerUnreachableError):
                 wire.forget_coordinator(c.transactional_id)  # it may have moved: ask again
@@ -146,6 +147,7 @@ def end_txn_group(
                     )
                 )
                 answered(c.transactional_id)
+                progressed = True
             elif code in RETRIABLE:
                 if code == NOT_COORDINATOR:
                     wire.forget_coordinator(c.transactional_id)
@@ -154,6 +156,8 @@ def end_txn_group(
                 failed.append(end_txn_error(admin, c, code, verb))
                 answered(c.transactional_id)
         pending = again
+        if progressed:  # the budget bounds retriable answers, not how long a big wave takes to send
+            retry = new_retry()
         if pending and not retry.wait():
             for c in pending:
                 failed.append(

@@ -110,6 +110,7 @@ def fence_many(
             )
             batch.append((request, node))
             sent.append(tid)
+        progressed = False
         for tid, response in zip(sent, wire.send_all(batch, raise_errors=False), strict=True):
             if isinstance(response, BrokerUnreachableError):
                 wire.forget_coordinator(tid)  # it may have moved: ask again
@@ -119,7 +120,9 @@ def fence_many(
             if code == NONE:
                 done[tid] = (response.producer_id, response.producer_epoch, tid in fenced)
                 answered(tid)
+                progressed = True
             elif code == CONCURRENT_TRANSACTIONS:
+                progressed |= tid not in fenced  # first answer: the abort has started
                 fenced.add(tid)  # the coordinator is aborting the open transaction for us
                 again.append(tid)
             elif code in RETRIABLE:
@@ -130,6 +133,12 @@ def fence_many(
                 failed[tid] = _refusal(tid, code, timeouts[tid], enable_2pc=enable_2pc)
                 answered(tid)
         pending = again
+        if progressed:
+            # The retry budget bounds retriable answers, not the time a big wave takes to send:
+            # 1,666 ids on one lane take longer than the budget to answer once, and every id
+            # needs two answers (the fence starts the abort, the next one sees it done).
+            # The admin's call deadline still bounds the whole call (new_retry includes it).
+            retry = new_retry()
         if pending and not retry.wait():
             for tid in pending:
                 failed[tid] = _out_of_time(tid, last_code.get(tid), admin.retry_timeout_ms)

@@ -61,7 +61,6 @@ from airflow_provider_kafka_eos.kafka.protocol.error_codes import (
     TRANSACTIONAL_ID_NOT_FOUND,
 )
 from airflow_provider_kafka_eos.kafka.protocol.lanes import (
-    DEFAULT_LANES,
     Lanes,
     check_lanes,
     lane_counts,
@@ -107,7 +106,8 @@ class TransactionAdmin:
     ``--timeout``. ``lanes`` is how many connections per transaction coordinator a large
     commit or abort may spread over (:mod:`~airflow_provider_kafka_eos.kafka.protocol.lanes`: Kafka
     handles one request per connection at a time); the extra ones are opened on demand, share
-    the deadline, and are closed with the admin.
+    the deadline, and are closed with the admin. ``None`` (the default) lets the work choose
+    (:func:`~airflow_provider_kafka_eos.kafka.protocol.lanes.lane_counts`); a number caps them.
     """
 
     def __init__(
@@ -120,13 +120,13 @@ class TransactionAdmin:
         safety_margin_ms: int = 5000,
         clock_ms: Callable[[], int] | None = None,
         deadline: float | None = None,
-        lanes: int = DEFAULT_LANES,
+        lanes: int | None = None,
     ):
         self.config = config
         self.deadline = deadline
         self.retry_timeout_ms = retry_timeout_ms
         self.safety_margin_ms = safety_margin_ms
-        self.lanes = check_lanes(lanes)
+        self.lanes = None if lanes is None else check_lanes(lanes)
         self._clock_ms = clock_ms or _now_ms
 
         def open_wire() -> Wire:

@@ -16,7 +16,10 @@ Protocol, as Kafka's Java producer does it:
 4. Produce (acks=all) to each leader, one batch per partition in flight, idempotent sequences
    from 0 per partition. Retriable answers (leader moved, NOT_ENOUGH_REPLICAS, timeouts, a
    broker restarting) are re-sent with the *same* batch and sequence until
-   ``delivery_timeout_ms``; DUPLICATE_SEQUENCE_NUMBER means an earlier send landed.
+   ``delivery_timeout_ms``; DUPLICATE_SEQUENCE_NUMBER means an earlier send landed. A batch
+   refused as too large (MESSAGE_TOO_LARGE / RECORD_LIST_TOO_LARGE) is split and its parts sent
+   in order with the same sequence numbers (as Java's producer splits it); later batches are cut
+   to what was learned. One record the broker refuses alone is a UsageError naming its key.
 5. :meth:`prepare` verifies on the coordinator (``producer.verified_committable``) and returns
    the same :class:`Committable` as the librdkafka path, ``two_phase=True`` under 2PC.
 
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import struct
 import time
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -127,6 +131,7 @@ _AUTH = frozenset({TOPIC_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FA
 _ADD_PARTITIONS_RESENT = OPERATION_NOT_ATTEMPTED
 _PRODUCE_MAX_VERSION = 12  # v13 addresses topics by id; v12 is what TV2's implicit add needs
 _TOO_LARGE = frozenset({10, 18})  # MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE
+_BASE_TIMESTAMP = struct.Struct(">q")  # a RecordBatch v2's baseTimestamp, at byte 27
 # A Produce request's bytes besides its batches: header, client id, transactional id, topic name,
 # per-partition framing. Generous, so that a request of batches below the limit stays below it.
 _REQUEST_OVERHEAD = 1024
@@ -143,6 +148,34 @@ class ProducerStats:
     retries: int = 0
     peak_buffered_bytes: int = 0
     largest_request_bytes: int = 0  # record batches of the largest Produce request (plus its framing)
+    refused_too_large: int = 0  # batches the broker refused as too large (each then split and re-sent)
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """One buffer's rows, sorted by partition, that its record batches are cut from: kept until
+    the buffer's last wave is acknowledged, so that a batch the broker refuses as too large can be
+    encoded again in smaller parts (no copy: the batches are slices of these columns)."""
+
+    keys: Any
+    values: Any
+    headers: Any
+    stamps: np.ndarray | None
+    sizes: np.ndarray  # record_sizes of each row (the unit of batch_bytes)
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """One encoded record batch and the rows it holds (``rows[start:end]``)."""
+
+    encoded: EncodedBatch
+    rows: _Rows
+    start: int
+    end: int
+
+    @property
+    def estimated_bytes(self) -> int:
+        return int(self.rows.sizes[self.start:self.end].sum())
 
 
 class ArrowPartitionTransaction:
@@ -216,6 +249,8 @@ class ArrowPartitionTransaction:
         self._pending_since = 0.0
         self._produced = 0
         self._released = False
+        self._learned_logged = False  # the INFO line on a batch size learned from the broker
+        self._topic_limit: int | None = None  # the topic's max.message.bytes, when DescribeConfigs read it
 
     # -- the transaction ---------------------------------------------------------------------
 
@@ -242,20 +277,24 @@ class ArrowPartitionTransaction:
     def _fit_topic_limit(self) -> None:
         """Batches cut to fit the topic's ``max.message.bytes``, as far as DescribeConfigs may read
         it (a principal without DESCRIBE_CONFIGS on the topic keeps ``batch.size``; a batch the
-        broker still refuses as too large is then named by :meth:`_produce_error`)."""
+        broker still refuses as too large is then split by :meth:`_split_refused`)."""
         resource = DescribeConfigsRequest.DescribeConfigsResource(
             resource_type=2, resource_name=self.topic, configuration_keys=["max.message.bytes"]  # 2: TOPIC
         )
         try:
             response = self.wire.send(DescribeConfigsRequest(resources=[resource], include_synonyms=False))
-        except Exception as exc:  # best effort: without it, the broker's MESSAGE_TOO_LARGE is named
+        except Exception as exc:  # best effort: without it, a batch refused as too large is split
             log.info("%s: the topic's max.message.bytes could not be read (%s); batches follow batch.size",
                      self.transactional_id, getattr(exc, "cause", type(exc).__name__))
             return
         for result in response.results:
+            if result.error_code:
+                log.info("%s: the topic's max.message.bytes could not be read (%s); batches follow "
+                         "batch.size", self.transactional_id, error_name(result.error_code))
             for entry in result.configs if not result.error_code else []:
                 if entry.name == "max.message.bytes" and str(entry.value or "").isdigit():
                     limit = int(entry.value)
+                    self._topic_limit = limit
                     # the broker counts a batch with its 12-byte log overhead (offset + length)
                     self._fit(limit - 12 - BATCH_OVERHEAD,
                               f"topic {self.topic}'s max.message.bytes = {limit} bytes")
@@ -412,50 +451,116 @@ class ArrowPartitionTransaction:
         for start, end in zip(starts.tolist(), ends.tolist(), strict=True):  # one step per partition
             queues[int(sorted_targets[start])] = _chunks(sizes[start:end], start, self.batch_bytes,
                                                          self.settings.batch_records)
+        rows = _Rows(keys, values, headers, stamps, sizes)
         # One wave in flight while the next is encoded (the IO runs on the wire's network thread
         # and in the sender thread; numpy/Arrow/crc32c release the GIL for the large steps).
         in_flight: Future[None] | None = None
         try:
-            in_flight = self._encode_and_send(queues, keys, values, headers, stamps)
+            in_flight = self._encode_and_send(queues, rows)
         finally:
             if in_flight is not None:
                 in_flight.result()
 
-    def _encode_and_send(self, queues: dict[int, list[tuple[int, int]]], keys: Any, values: Any,
-                         headers: Any, stamps: np.ndarray | None = None) -> Future[None] | None:
+    def _encode_and_send(self, queues: dict[int, list[tuple[int, int]]], rows: _Rows) -> Future[None] | None:
         in_flight: Future[None] | None = None
         while queues:
-            wave: dict[int, EncodedBatch] = {}
+            wave: dict[int, _Batch] = {}
             for partition in list(queues):
                 start, end = queues[partition].pop(0)
+                if end - start > 1 and int(rows.sizes[start:end].sum()) > self.batch_bytes:
+                    # batch_bytes was lowered (a batch refused as too large): cut to it from the start
+                    runs = _chunks(rows.sizes[start:end], start, self.batch_bytes)
+                    start, end = runs[0]
+                    queues[partition][:0] = runs[1:]
                 if not queues[partition]:
                     del queues[partition]
-                wave[partition] = encode_batch(
-                    keys.slice(start, end - start) if keys is not None else None,
-                    values.slice(start, end - start),
-                    headers=headers.slice(start, end - start) if headers is not None else None,
-                    timestamps_ms=stamps[start:end] if stamps is not None else None,
-                    producer_id=self.producer_id,
-                    producer_epoch=self.producer_epoch,
-                    base_sequence=self._encoded_sequence[partition],
-                    codec=self.settings.codec,
-                )
-                self._encoded_sequence[partition] += wave[partition].record_count
+                wave[partition] = self._encode(rows, start, end, self._encoded_sequence[partition])
+                self._encoded_sequence[partition] += wave[partition].encoded.record_count
             if in_flight is not None:
                 in_flight.result()  # waves go out in order: at most one in flight per partition
             in_flight = self._sender().submit(self._send_wave, wave)
         return in_flight
+
+    def _encode(
+        self, rows: _Rows, start: int, end: int, base_sequence: int, now_ms: int | None = None
+    ) -> _Batch:
+        """``rows[start:end]`` as one record batch whose first record has ``base_sequence``; rows
+        without timestamps are stamped ``now_ms`` (default: now)."""
+        n = end - start
+        encoded = encode_batch(
+            rows.keys.slice(start, n) if rows.keys is not None else None,
+            rows.values.slice(start, n),
+            headers=rows.headers.slice(start, n) if rows.headers is not None else None,
+            timestamps_ms=rows.stamps[start:end] if rows.stamps is not None else None,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=base_sequence,
+            codec=self.settings.codec,
+            now_ms=now_ms,
+        )
+        return _Batch(encoded, rows, start, end)
+
+    def _split(self, batch: _Batch, budget: int) -> list[_Batch]:
+        """``batch``'s rows encoded again as runs of at most ``budget`` bytes, in order, with the
+        same sequence numbers: the first run starts at the batch's base sequence, the next continue
+        (the records are unchanged, so batches encoded after it stay in sequence), and the same
+        CreateTime where the rows had none (the batch's base timestamp)."""
+        stamped = _BASE_TIMESTAMP.unpack_from(batch.encoded.data, 27)[0]  # after baseOffset..lastOffsetDelta
+        sizes = batch.rows.sizes[batch.start:batch.end]
+        runs = split_runs(sizes, batch.start, batch.encoded.base_sequence, budget)
+        return [self._encode(batch.rows, start, end, sequence, stamped) for start, end, sequence in runs]
+
+    def _split_refused(self, partition: int, batch: _Batch, code: int, message: str | None) -> list[_Batch]:
+        """The broker refused ``batch`` as too large (the topic's ``max.message.bytes``, unread or
+        lower at the broker): lower ``batch_bytes`` below it for every later batch, and return its
+        parts (halves or smaller) to send in its place. One record refused alone is a UsageError."""
+        self.stats.refused_too_large += 1
+        if batch.encoded.record_count == 1:
+            raise self._record_too_large(partition, batch, code, message)
+        refused = batch.estimated_bytes
+        learned = max(1, min(self.batch_bytes, refused // 2))
+        if learned < self.batch_bytes:
+            self.batch_bytes = learned  # read by the encoding thread for the batches it cuts next
+            level = logging.DEBUG if self._learned_logged else logging.INFO
+            self._learned_logged = True
+            log.log(level, "%s: %s-%d refused a record batch of %d bytes (%d records) as too large (%s): "
+                    "split and re-sent; batches cut to %d bytes of records from now on",
+                    self.transactional_id, self.topic, partition, len(batch.encoded.data),
+                    batch.encoded.record_count, error_name(code), self.batch_bytes)
+        return self._split(batch, self.batch_bytes)
+
+    def _record_too_large(self, partition: int, batch: _Batch, code: int, message: str | None) -> UsageError:
+        keys = batch.rows.keys
+        key = keys[batch.start].as_py() if keys is not None else None
+        shown = repr(key) if len(repr(key)) <= 100 else f"{repr(key)[:97]}..."
+        detail = f" ({message})" if message else ""
+        limit = (f"the topic's max.message.bytes reads {self._topic_limit} bytes, the broker applies less"
+                 if self._topic_limit is not None else
+                 "the topic's max.message.bytes, which this producer could not read (DescribeConfigs)")
+        return UsageError(
+            f"record with key {shown} was refused by {self.topic}-{partition} with "
+            f"{error_name(code)}{detail}: alone in a record batch it is {len(batch.encoded.data)} bytes, "
+            f"larger than the broker accepts ({limit}); nothing more was sent for it. Raise the topic's "
+            "max.message.bytes (and the broker's message.max.bytes) or make the record smaller",
+            transactional_id=self.transactional_id, runbook="configuration",
+        )
 
     def _sender(self) -> ThreadPoolExecutor:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-eos-arrow-send")
         return self._executor
 
-    def _send_wave(self, wave: dict[int, EncodedBatch]) -> None:
-        """One batch per partition, one Produce request per leader, retried until acknowledged."""
+    def _send_wave(self, wave: dict[int, _Batch]) -> None:
+        """One batch per partition, one Produce request per leader, retried until acknowledged.
+
+        A batch refused as too large is replaced by its parts (:meth:`_split_refused`), sent one
+        after the other in later rounds: still one batch per partition in flight."""
         deadline = time.monotonic() + self.delivery_timeout_ms / 1000
         backoff = 0.02
-        todo = dict(wave)
+        todo: dict[int, _Batch] = {}
+        after: dict[int, list[_Batch]] = {}  # a partition's parts waiting for the one in todo
+        for partition, batch in wave.items():
+            self._next_part(partition, [batch], todo, after)
         last: dict[int, str] = {}
         resends = 0
         while todo:
@@ -467,16 +572,16 @@ class ArrowPartitionTransaction:
             requests, groups = [], []
             for leader, parts in by_leader.items():
                 for share in self._request_shares(parts, todo):
-                    request = self._produce_request({p: todo[p] for p in share})
-                    size = _REQUEST_OVERHEAD + sum(len(todo[p].data) + 16 for p in share)
+                    request = self._produce_request({p: todo[p].encoded for p in share})
+                    size = _REQUEST_OVERHEAD + sum(len(todo[p].encoded.data) + 16 for p in share)
                     self.stats.largest_request_bytes = max(self.stats.largest_request_bytes, size)
                     requests.append((request, leader if leader >= 0 else None))
                     groups.append(share)
             self.stats.produce_requests += len(requests)
-            refresh = False
+            refresh = retry = False
             for parts, response in zip(groups, self.wire.send_all(requests, raise_errors=False), strict=True):
                 if isinstance(response, BrokerUnreachableError):
-                    refresh = True
+                    refresh = retry = True
                     last.update({p: str(response.cause) for p in parts})
                     continue
                 for topic in response.responses:
@@ -484,17 +589,31 @@ class ArrowPartitionTransaction:
                         partition, code = row.index, row.error_code
                         if partition not in todo:
                             continue
+                        message = getattr(row, "error_message", None)
                         if code in (NONE, DUPLICATE_SEQUENCE_NUMBER):
-                            batch = todo.pop(partition)
-                            self._acknowledged(partition, batch)
+                            self._acknowledged(partition, todo.pop(partition).encoded)
+                            self._next_part(partition, after.pop(partition, []), todo, after)
+                        elif code in _TOO_LARGE:  # never appended: its parts take its sequences
+                            parts_of = self._split_refused(partition, todo.pop(partition), code, message)
+                            self._next_part(partition, parts_of + after.pop(partition, []), todo, after)
                         elif code in RETRIABLE:
                             refresh |= code in _REFRESH_METADATA
+                            retry = True
                             last[partition] = error_name(code)
                         else:
-                            raise self._produce_error(partition, code, getattr(row, "error_message", None),
-                                                      batch=todo[partition])
+                            raise self._produce_error(partition, code, message)
             if not todo:
                 return
+            if time.monotonic() + (backoff if retry else 0) > deadline:
+                partition = min(todo)
+                raise BrokerUnreachableError(
+                    f"{len(todo)} batch(es) were not acknowledged within delivery timeout "
+                    f"{self.delivery_timeout_ms} ms (partition {self.topic}-{partition}: last answer "
+                    f"{last.get(partition, 'none')})",
+                    transactional_id=self.transactional_id,
+                )
+            if not retry:
+                continue  # only the next parts of split batches: send them at once
             self.stats.retries += 1
             resends += 1
             if self.settings.retries is not None and resends > self.settings.retries:
@@ -505,20 +624,25 @@ class ArrowPartitionTransaction:
                     f"{last.get(partition, 'none')})",
                     transactional_id=self.transactional_id,
                 )
-            if time.monotonic() + backoff > deadline:
-                partition = min(todo)
-                raise BrokerUnreachableError(
-                    f"{len(todo)} batch(es) were not acknowledged within delivery timeout "
-                    f"{self.delivery_timeout_ms} ms (partition {self.topic}-{partition}: last answer "
-                    f"{last.get(partition, 'none')})",
-                    transactional_id=self.transactional_id,
-                )
             time.sleep(backoff)  # a backoff between protocol retries, bounded by the delivery deadline
             backoff = min(backoff * 2, 0.5)
             if refresh:
                 self._refresh_metadata(required=False)
 
-    def _request_shares(self, parts: list[int], todo: dict[int, EncodedBatch]) -> list[list[int]]:
+    def _next_part(self, partition: int, queue: list[_Batch], todo: dict[int, _Batch],
+                   after: dict[int, list[_Batch]]) -> None:
+        """Put a partition's next batch in ``todo`` (the rest in ``after``); a batch cut before
+        ``batch_bytes`` was lowered is split to it before it is sent."""
+        if not queue:
+            return
+        first = queue[0]
+        if first.encoded.record_count > 1 and first.estimated_bytes > self.batch_bytes:
+            queue = self._split(first, self.batch_bytes) + queue[1:]
+        todo[partition] = queue[0]
+        if len(queue) > 1:
+            after[partition] = queue[1:]
+
+    def _request_shares(self, parts: list[int], todo: dict[int, _Batch]) -> list[list[int]]:
         """One leader's partitions split so that no request exceeds ``message.max.bytes``
         (every batch alone fits: ``batch_bytes`` was cut to the limit)."""
         limit = self.settings.max_request_bytes
@@ -527,7 +651,7 @@ class ArrowPartitionTransaction:
         shares: list[list[int]] = [[]]
         used = _REQUEST_OVERHEAD
         for partition in sorted(parts):
-            size = len(todo[partition].data) + 16  # + partition index and records length framing
+            size = len(todo[partition].encoded.data) + 16  # + partition index and records length framing
             if shares[-1] and used + size > limit:
                 shares.append([])
                 used = _REQUEST_OVERHEAD
@@ -659,20 +783,11 @@ class ArrowPartitionTransaction:
             backoff = min(backoff * 2, 0.5)
 
     def _produce_error(
-        self, partition: int, code: int, message: str | None, api: str = "Produce",
-        batch: EncodedBatch | None = None,
+        self, partition: int, code: int, message: str | None, api: str = "Produce"
     ) -> KafkaEosError:
         where = f"{api} to {self.topic}-{partition} was refused with {error_name(code)}"
         detail = f" ({message})" if message else ""
         tid = self.transactional_id
-        if code in _TOO_LARGE and batch is not None:
-            return UsageError(
-                f"{where}{detail}: a record batch of {len(batch.data)} bytes ({batch.record_count} "
-                "record(s)) is larger than the broker accepts (the topic's max.message.bytes or the "
-                "broker's message.max.bytes); set a smaller batch.size in the connection, or raise the "
-                "topic's max.message.bytes",
-                transactional_id=tid, runbook="configuration",
-            )
         if code in _FENCED:
             return ProducerFencedError(
                 f"{where}{detail}: a newer attempt owns this transactional id",
@@ -751,3 +866,11 @@ def _chunks(
         base = int(total[end - 1])
         start = end
     return cuts
+
+
+def split_runs(sizes: np.ndarray, offset: int, base_sequence: int, budget: int) -> list[tuple[int, int, int]]:
+    """A refused batch's rows (their byte sizes) as ``[start, end)`` runs of at most ``budget`` bytes
+    (at least one row each), positions shifted by ``offset``, each with its base sequence: the first
+    run keeps ``base_sequence``, each next one continues where the previous ended. With ``budget``
+    below the batch's bytes, a batch of two or more rows gives two runs or more."""
+    return [(start, end, base_sequence + start - offset) for start, end in _chunks(sizes, offset, budget)]

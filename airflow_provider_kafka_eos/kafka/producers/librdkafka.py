@@ -13,7 +13,7 @@ Two facts shape the code:
   (``eos.producer_id`` / ``eos.producer_epoch``).
 * confluent-kafka 2.16's ``Producer.close()`` aborts an open transaction. A prepared producer
   is therefore released by dropping the last reference (``rd_kafka_destroy``), never closed.
-  ``tests/unit/test_producer.py`` (``test_released_producer_leaves_the_transaction_open...``)
+  ``tests/kafka/producers/test_librdkafka.py`` (``test_released_producer_leaves_the_transaction_open...``)
   proves the transaction survives that, so a client release that aborts on destroy is caught.
 
 No Airflow imports: this runs inside Spark executors.

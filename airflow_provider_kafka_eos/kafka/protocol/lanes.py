@@ -28,18 +28,29 @@ from typing import TypeVar
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
 from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
 
-__all__ = ["DEFAULT_LANES", "MAX_LANES", "MIN_PER_LANE", "Lanes", "check_lanes", "lane_counts", "split"]
+__all__ = [
+    "AUTO_MAX_LANES",
+    "AUTO_PER_LANE",
+    "MAX_LANES",
+    "MIN_PER_LANE",
+    "Lanes",
+    "check_lanes",
+    "lane_counts",
+    "split",
+]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# Connections per coordinator for a large commit/abort (chosen by measurement on a 3-node
-# Kafka 4.4 cluster: docs/benchmarks.md, "Real Kafka, 3 nodes").
-DEFAULT_LANES = 8
 MAX_LANES = 64
 # A lane costs a bootstrap (ApiVersions + Metadata) and a connection per node it talks to: only
-# worth it when it carries at least this many requests.
+# worth it when it carries at least this many requests (the floor of an explicit ``lanes=N``).
 MIN_PER_LANE = 64
+# With no setting the work chooses: one lane per AUTO_PER_LANE transactions of a coordinator, up
+# to AUTO_MAX_LANES. Both chosen by the commit sweep on a 3-node Kafka 4.4 cluster at 100, 1,000
+# and 10,000 transactions (docs/benchmarks.md, "Lanes chosen from the work").
+AUTO_PER_LANE = 16
+AUTO_MAX_LANES = 32
 
 
 def check_lanes(lanes: object) -> int:
@@ -52,9 +63,17 @@ def check_lanes(lanes: object) -> int:
     return lanes
 
 
-def lane_counts(sizes: Sequence[int], *, lanes: int) -> list[int]:
-    """How many lanes each group (of ``sizes[i]`` requests, one group per coordinator) gets:
-    one per :data:`MIN_PER_LANE` requests, at least one, at most ``lanes``."""
+def lane_counts(sizes: Sequence[int], *, lanes: int | None) -> list[int]:
+    """How many lanes each group (of ``sizes[i]`` requests, one group per coordinator) gets.
+
+    ``lanes=None`` (the default everywhere): chosen from the work, one per :data:`AUTO_PER_LANE`
+    requests up to :data:`AUTO_MAX_LANES`; a cluster commits more EndTxn per replicated append of
+    its transaction log the more are in flight, so a big batch wants many lanes, while a small
+    one would spend more on opening connections than it gains. ``lanes=N`` (a user's setting):
+    one per :data:`MIN_PER_LANE` requests, at most N. Always at least one.
+    """
+    if lanes is None:
+        return [max(1, min(AUTO_MAX_LANES, size // AUTO_PER_LANE)) for size in sizes]
     return [max(1, min(lanes, size // MIN_PER_LANE)) for size in sizes]
 
 

@@ -6,7 +6,7 @@ request classes (``kafka.protocol.*``) ourselves through the connection manager 
 ``KafkaAdminClient`` owns (``admin._manager``: ``send(request, node_id)`` returns a future the
 manager's IO thread resolves; ``run(coro)`` blocks the calling thread on it). Every use of
 kafka-python internals lives in this module, so a kafka-python upgrade that moves them breaks
-exactly one file (``tests/unit/test_core_wire.py`` pins the calls we rely on).
+exactly one file (``tests/kafka/protocol/test_wire.py`` pins the calls we rely on).
 
 Every blocking wait is bounded (:meth:`Wire._run`): kafka-python's own ``run`` waits on its IO
 thread with no timeout, so a request its IO thread cannot finish (a broker that accepts and

@@ -152,7 +152,8 @@ class PartitionLog:
         for header, data in batches:  # before anything is appended, as Kafka validates a request
             problem = compression_problem(header, data)
             if problem is not None:
-                # Kafka 4.4 answers UNKNOWN_SERVER_ERROR, no message (tests/broker/test_compressed_batches.py)
+                # Kafka 4.4 answers UNKNOWN_SERVER_ERROR, no message
+                # (tests/kafka/producers/test_record_batch_compressed.py)
                 log.warning("refused a compressed batch: %s", problem)
                 return AppendResult(codes.UNKNOWN_SERVER_ERROR)
         first_offset = -1

@@ -1,0 +1,216 @@
+"""The example DAGs through a real scheduler, triggerer, dag-processor and API server (not dag.test()).
+
+What a user does in the UI, through the same REST API the UI calls: trigger with a config and no
+logical date, watch the cleanup sensor wait in the triggerer, see the pipeline commit its batch
+exactly once and the downstream DAG run once for it. Before this issue: the manual pipeline run
+failed rendering ``ts_nodash``; the manual cleanup run queued behind the scheduled one for up to
+10 minutes; nothing told downstream DAGs about a new batch.
+
+About three to five minutes on two cores (one spark-submit).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+from datetime import datetime, timezone
+
+import pytest
+
+from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity
+from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import InputClaim, claim_uri, read_claim
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import create_object
+from kafka_eos_testing.embedded import unique_name
+from kafka_eos_testing.transactions import produce_transaction
+from kafka_eos_testing.verify import assert_exactly_once, count_keys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "dags"))
+from airflow_stack import PIPELINE_TOPIC, wait_for
+from eos_sample_events import write_batch
+
+# Airflow's scheduling, deferral and Asset events: one broker proves them (the writer, commit and
+# cleanup they drive run on real Kafka in tests/spark, tests/system/faults, tests/sensors, tests/operators
+# and tests/system/dags).
+pytestmark = [
+    pytest.mark.airflow_services, pytest.mark.broker, pytest.mark.timeout(900), pytest.mark.provider_logic
+]
+
+
+def test_a_manual_cleanup_run_starts_beside_a_waiting_scheduled_one_and_its_sensor_fires_in_the_triggerer(
+    airflow_stack, kafka_broker, tmp_path
+):
+    stack = airflow_stack
+    stack.unpause("eos_cleanup")  # the scheduler creates the latest scheduled run at once
+
+    def scheduled_sensor_deferred():
+        runs = [r for r in stack.runs("eos_cleanup") if r["run_type"] == "scheduled"]
+        if not runs:
+            return False
+        return stack.task_states("eos_cleanup", runs[0]["dag_run_id"]).get("find_lingering") == "deferred"
+
+    wait_for("the scheduled run's sensor to defer", scheduled_sensor_deferred, 240, stack)
+
+    prefix = unique_name("manual-cleanup") + "-"
+    run_id = stack.trigger(
+        "eos_cleanup",
+        {
+            "prefixes": [prefix],
+            "manifest_base_uri": tmp_path.as_uri(),
+            "min_age_seconds": 0,
+            "commit_pending_action": "commit",
+            "dry_run": False,
+        },
+    )
+    # Starts at once: its sensor pokes, finds nothing yet, and hands the waiting to the triggerer,
+    # while the scheduled run's sensor is still waiting too.
+    wait_for(
+        "the manual run's sensor to defer",
+        lambda: stack.task_states("eos_cleanup", run_id).get("find_lingering") == "deferred",
+        180,
+        stack,
+    )
+    assert scheduled_sensor_deferred()
+
+    orphan = f"{prefix}0-1"
+    topic = unique_name("cleanup-topic")
+    produce_transaction(kafka_broker.bootstrap, orphan, topic, [b"o1"], commit=False,
+                        transaction_timeout_ms=600_000)
+
+    run = stack.wait_for_run("eos_cleanup", run_id, 240)
+    states = stack.task_states("eos_cleanup", run_id)
+    sensor_log = stack.task_log("eos_cleanup", run_id, "find_lingering")
+    assert run["state"] == "success", (states, sensor_log[-4000:])
+    assert states["find_lingering"] == "success" and states["abort_orphans"] == "success"
+    # Deferred by the worker, fired by the triggerer, resumed by a worker with the findings.
+    deferred, fired = sensor_log.find("Pausing task as DEFERRED"), sensor_log.find("Trigger fired event")
+    resumed = sensor_log.find("lingering transactions found: 1 orphan")
+    assert 0 <= deferred < fired < resumed, sensor_log[-3000:]
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [])  # the orphan's record never shows
+
+
+def test_the_pipeline_triggered_without_a_logical_date_commits_once_and_the_downstream_dag_runs_once(
+    airflow_stack, kafka_broker
+):
+    stack = airflow_stack
+    input_dir = stack.home / "input"
+    expected = write_batch(input_dir, "rest-batch", users=50)
+    conf = {
+        "pipeline_id": unique_name("rest").replace("-", "_"),
+        "topic": PIPELINE_TOPIC,
+        "input_dir": str(input_dir),
+        "manifest_base_uri": (stack.home / "manifests").as_uri(),
+        "batch": "rest-batch",
+        "spark_partitions": 2,
+    }
+    stack.unpause("eos_downstream")
+    stack.unpause("eos_pipeline")
+
+    run_id = stack.trigger("eos_pipeline", conf)
+    run = stack.wait_for_run("eos_pipeline", run_id, 600)
+    states = stack.task_states("eos_pipeline", run_id)
+    assert run["state"] == "success", (states, stack.log_tails())
+    assert run["logical_date"] is None
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, PIPELINE_TOPIC), expected)
+
+    downstream = wait_for(
+        "the downstream DAG's run", lambda: [r for r in stack.runs("eos_downstream")], 180, stack
+    )
+    assert [r["run_type"] for r in downstream] == ["asset_triggered"]
+    finished = stack.wait_for_run("eos_downstream", downstream[0]["dag_run_id"], 180)
+    assert finished["state"] == "success", stack.log_tails()
+    xcom = stack.request(
+        "GET",
+        f"/dags/eos_downstream/dagRuns/{downstream[0]['dag_run_id']}/taskInstances/new_checkpoints"
+        "/xcomEntries/return_value",
+        params={"deserialize": True},
+    )
+    [checkpoint] = xcom["value"]
+    assert checkpoint["records"] == 50 and checkpoint["pipeline_id"] == conf["pipeline_id"]
+    assert checkpoint["uri"] == f"kafka://{kafka_broker.bootstrap.split(',')[0]}/{PIPELINE_TOPIC}"
+
+    # The same run cleared and run again: nothing new is committed, nothing new is announced.
+    stack.request(
+        "POST",
+        "/dags/eos_pipeline/clearTaskInstances",
+        json={"dag_run_id": run_id, "dry_run": False, "only_failed": False, "reset_dag_runs": True},
+    )
+    rerun = stack.wait_for_run("eos_pipeline", run_id, 600)
+    assert rerun["state"] == "success", stack.log_tails()
+    events = stack.request("GET", "/assets/events", params={"source_dag_id": "eos_pipeline"})
+    assert events["total_entries"] == 1
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, PIPELINE_TOPIC), expected)
+    assert len(stack.runs("eos_downstream")) == 1
+
+
+def test_a_batch_triggered_again_by_hand_is_skipped_however_it_is_triggered_and_two_at_once_write_once(
+    airflow_stack, kafka_broker
+):
+    """Issue: the same batch triggered twice by hand was written twice (the form fills the logical
+    date with "now", the CLI and the API give a new run_after: a new checkpoint each time).
+
+    Batch B by REST without a logical date writes it; the same batch again through the call the
+    UI's trigger form makes (REST, logical date "now"), through the REST API without a logical
+    date and through ``airflow dags trigger`` is skipped each time, its log naming the run that
+    wrote it. Then batch C triggered twice at the same moment (the stack runs the example DAG with
+    max_active_runs=2): exactly one run writes it. Then a claim left by a run that no longer exists
+    is taken over. A read_committed consumer counts every key.
+    """
+    stack = airflow_stack
+    input_dir = stack.home / "input"
+    topic = unique_name("dupe-per-user")
+    base = {
+        "pipeline_id": unique_name("dupe").replace("-", "_"),
+        "topic": topic,
+        "input_dir": str(input_dir),
+        "manifest_base_uri": (stack.home / "manifests").as_uri(),
+        "spark_partitions": 2,
+    }
+    expected_b = write_batch(input_dir, "batch-b", users=40)
+    stack.unpause("eos_pipeline")
+
+    first = stack.trigger("eos_pipeline", {**base, "batch": "batch-b"})
+    run = stack.wait_for_run("eos_pipeline", first, 600)
+    assert run["state"] == "success", (stack.task_states("eos_pipeline", first), stack.log_tails())
+    assert stack.task_states("eos_pipeline", first)["submit"] == "success"
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected_b)
+
+    now = datetime.now(timezone.utc).isoformat()  # what the form pre-fills
+    form = stack.request("POST", "/dags/eos_pipeline/dagRuns",
+                         json={"logical_date": now, "conf": {**base, "batch": "batch-b"}})["dag_run_id"]
+    rest = stack.trigger("eos_pipeline", {**base, "batch": "batch-b"})
+    cli = stack.trigger_with_cli("eos_pipeline", {**base, "batch": "batch-b"})
+    for again in (form, rest, cli):
+        run = stack.wait_for_run("eos_pipeline", again, 300)
+        states = stack.task_states("eos_pipeline", again)
+        assert (run["state"], states["submit"], states["commit"]) == ("success", "skipped", "skipped"), states
+        log = stack.task_log("eos_pipeline", again, "submit")
+        assert f"input 'batch-b' was already written by run '{first}'" in log, log[-3000:]
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected_b)
+
+    expected_c = write_batch(input_dir, "batch-c", users=30)
+    together = [stack.trigger("eos_pipeline", {**base, "batch": "batch-c"}) for _ in range(2)]
+    outcomes = {}
+    for run_id in together:
+        run = stack.wait_for_run("eos_pipeline", run_id, 600)
+        assert run["state"] == "success", (stack.task_states("eos_pipeline", run_id), stack.log_tails())
+        outcomes[run_id] = stack.task_states("eos_pipeline", run_id)["submit"]
+    assert sorted(outcomes.values()) == ["skipped", "success"], outcomes
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected_b + expected_c)
+
+    # A claim left by a run that died before preparing anything (here: one Airflow no longer knows,
+    # as after a deleted run): the next run of that input asks Airflow, takes the claim over with
+    # its checkpoint id and writes the batch.
+    expected_d = write_batch(input_dir, "batch-d", users=20)
+    store = ManifestStore.configured(base["manifest_base_uri"])
+    gone = RunIdentity("eos_pipeline", "manual__deleted-run", 1, None)
+    assert create_object(claim_uri(store, base["pipeline_id"], "batch-d"),
+                         InputClaim("batch-d", base["pipeline_id"], 42, gone, 1).to_json())
+    taker = stack.trigger("eos_pipeline", {**base, "batch": "batch-d"})
+    run = stack.wait_for_run("eos_pipeline", taker, 600)
+    assert run["state"] == "success", (stack.task_states("eos_pipeline", taker), stack.log_tails())
+    assert "took checkpoint 42 over from run 'manual__deleted-run'" in stack.task_log("eos_pipeline", taker,
+                                                                                      "submit")
+    assert read_claim(store, base["pipeline_id"], "batch-d").claimed_by.run_id == taker
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected_b + expected_c + expected_d)
