@@ -212,7 +212,9 @@ with DAG(
         job_duration_budget=timedelta(minutes=5),
         commit_task_id="commit",
         kafka_eos_conn_id=KAFKA_EOS_CONN_ID,
-        retries=0,
+        # The DAG's retries: a refusal (a setting, an ACL, a timeout budget) fails at once anyway
+        # (the operator raises AirflowFailException), so retries only cover a broker or API server
+        # that was briefly away. The soak found runs lost to that with retries=0.
     )
 
     submit = SparkEosSubmitOperator(

@@ -3,7 +3,8 @@
     .venv/bin/python scripts/cli_transcript.py > /tmp/transcript.md
 
 Starts ``kafka-eos-devbroker`` (the test double, as a user would), leaves a committed batch and a
-few open transactions behind, writes a PREPARED checkpoint manifest for one of them, then runs the
+few open transactions behind (and, at the end, a hanging one: the broker runs without partition
+verification), writes a PREPARED checkpoint manifest for one of them, then runs the
 installed ``kafka-eos-txn`` the way an operator would and prints each command with its output and
 exit code. Nothing is invented: re-run it and paste the output between the transcript markers of
 docs/cli.md (ages, producer ids and the port change from run to run).
@@ -20,7 +21,11 @@ from pathlib import Path
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from kafka_eos_testing.embedded import EmbeddedBroker
-from kafka_eos_testing.transactions import produce_transaction, write_prepared_manifest
+from kafka_eos_testing.transactions import (
+    produce_transaction,
+    write_hanging_transaction,
+    write_prepared_manifest,
+)
 
 CLI = str(Path(sys.executable).with_name("kafka-eos-txn"))
 WORK = Path("/tmp/kafka-eos-transcript")  # noqa: S108 (a fixed, readable path: it is printed in the docs)
@@ -45,7 +50,10 @@ def shell(line: str, env: dict[str, str], out: list[str]) -> str:
 def main() -> None:
     shutil.rmtree(WORK, ignore_errors=True)
     STORE.mkdir(parents=True)
-    broker = EmbeddedBroker({"partitions": 2}, str(WORK / "broker.log"))
+    # Partition verification off: the last part writes a truly hanging transaction (KIP-664).
+    broker = EmbeddedBroker(
+        {"partitions": 2, "transaction_partition_verification": False}, str(WORK / "broker.log")
+    )
     broker.start()
     try:
         bootstrap = broker.bootstrap
@@ -105,6 +113,14 @@ def main() -> None:
             f"kafka-eos-txn abort-partition {target} --force",
             "kafka-eos-txn find-hanging --topic orders",
             "kafka-eos-txn abort --transactional-id etl-orders-2-3",
+        ):
+            shell(line, env, out)
+        # A hanging transaction: a batch on orders-0 that no coordinator knows of.
+        write_hanging_transaction(bootstrap, "orders", 0, [b"h1", b"h2"])
+        for line in (
+            "kafka-eos-txn find-hanging --topic orders",
+            "kafka-eos-txn abort-partition --topic orders --partition 0",
+            "kafka-eos-txn find-hanging --topic orders",
             "kafka-eos-txn runbook | head -4",
         ):
             shell(line, env, out)

@@ -4,6 +4,9 @@ A real Airflow (scheduler, triggerer, dag-processor, api-server, LocalExecutor),
 Kafka 4.4 and Spark, the example pipeline and cleanup DAGs, a seeded nemesis, an independent
 checker. The history, the summary and every log stay in ``--dir`` (default: a new temp folder,
 printed). The same seed draws the same faults in the same order (their timing follows the run).
+
+``./run test``'s ``soak`` pass (scripts/test_passes.py) runs the same test with the same
+environment and pytest arguments (:func:`environment`, :func:`pytest_arguments`), 5 minutes.
 """
 
 from __future__ import annotations
@@ -13,9 +16,38 @@ import os
 import subprocess
 import sys
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+TEST = "tests/system/soak/test_soak.py"
+SEED_ENV = "KAFKA_EOS_SOAK_SEED"
+
+
+def environment(*, minutes: float, seed: int | None, out: Path | None = None, fault_every: str = "4,12",
+                spark: str = "local") -> dict[str, str]:
+    """The soak test's settings (``tests/system/soak/test_soak.py`` reads them), over the Kafka it needs."""
+    env = {"KAFKA_EOS_TEST_KAFKA": "apache3", "KAFKA_EOS_SOAK_MINUTES": str(minutes),
+           "KAFKA_EOS_SOAK_FAULT_EVERY_S": fault_every, "KAFKA_EOS_SOAK_SPARK": spark}
+    if out is not None:
+        env["KAFKA_EOS_SOAK_DIR"] = str(out)
+    if seed is not None:
+        env[SEED_ENV] = str(seed)
+    return env
+
+
+def pytest_arguments(timeout_s: int) -> list[str]:
+    """``-s``: the seed, the output folder and the checker's summary reach the terminal (or CI's log)
+    as they are printed; ``timeout``: pytest-timeout stops the test (its ``finally`` stops every
+    server) instead of the project's 10-minute default per test."""
+    return ["-s", "-m", "soak", TEST, "-o", f"timeout={timeout_s}"]
+
+
+def daily_seed(today: datetime | None = None) -> int:
+    """CI's seed: the UTC date as YYYYMMDD. A new fault schedule every day (a fixed seed would draw
+    the same one forever), the same one for every CI run of a day (a rerun of a red run replays
+    it, rather than drawing a fresh, maybe easier one), and printed, so ``--seed`` replays it."""
+    return int((today or datetime.now(timezone.utc)).strftime("%Y%m%d"))
 
 
 def main(argv: list[str]) -> int:
@@ -31,14 +63,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--dir", default=None, help="where the history, summary and logs go")
     args, pytest_args = parser.parse_known_args(argv)
     out = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="kafka-eos-soak-"))
-    env = {**os.environ, "KAFKA_EOS_TEST_KAFKA": "apache3", "KAFKA_EOS_SOAK_MINUTES": str(args.minutes),
-           "KAFKA_EOS_SOAK_DIR": str(out), "KAFKA_EOS_SOAK_FAULT_EVERY_S": args.fault_every,
-           "KAFKA_EOS_SOAK_SPARK": args.spark}
-    if args.seed is not None:
-        env["KAFKA_EOS_SOAK_SEED"] = str(args.seed)
+    env = {**os.environ, **environment(minutes=args.minutes, seed=args.seed, out=out,
+                                       fault_every=args.fault_every, spark=args.spark)}
     timeout = int(args.minutes * 60 + 45 * 60)  # the soak plus start-up, the quiet period and the checks
-    command = [sys.executable, "-m", "pytest", "-s", "-m", "soak", "tests/system/soak/test_soak.py",
-               "-o", f"timeout={timeout}", *pytest_args]
+    command = [sys.executable, "-m", "pytest", *pytest_arguments(timeout), *pytest_args]
     print(f"soak: {args.minutes} min; history and logs in {out}", flush=True)
     return subprocess.run(command, cwd=ROOT, env=env).returncode
 

@@ -7,11 +7,13 @@ cluster pass), append a :class:`Pass` to ``PASSES``.
 
 Environment:
   KAFKA_EOS_TEST_PASSES  comma-separated pass names to run (default: all), e.g. ``embedded``
+  KAFKA_EOS_SOAK_SEED    the soak pass's seed (default: the UTC date, YYYYMMDD; printed)
   extra arguments        ``./run test -k foo`` hands ``-k foo`` to every pass's pytest
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -45,6 +47,43 @@ class Pass:
     blocking: bool = True
     time_limit_s: float | None = None  # the pass is stopped (and fails) after this long
     python: Callable[[], str] | None = None
+
+
+def _script(name: str):
+    """A sibling script as a module (scripts/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"kafka_eos_script_{name}", ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SOAK_PASS_MINUTES = 5
+
+
+def _soak_pass() -> Pass:
+    """The randomized fault soak (docs/soak.md), 5 minutes of faults, blocking.
+
+    Its seed is ``$KAFKA_EOS_SOAK_SEED`` when set (to replay a red run), else the UTC date
+    (``soak.daily_seed``): printed at the start, with the replay command. The test's own timeout
+    (pytest-timeout, whose ``finally`` stops Kafka, Airflow and Spark) comes before the pass's
+    limit; start-up, the quiet period and the final checks take about 4 of its 20 minutes.
+    """
+    soak = _script("soak")
+    text = os.environ.get(soak.SEED_ENV, "").strip()
+    if text and not text.isdigit():
+        raise SystemExit(f"run test: ${soak.SEED_ENV}={text!r} is not a seed; give a whole number "
+                         "(the one a soak printed, to replay it) or unset it (the UTC date is used)")
+    seed = int(text) if text else soak.daily_seed()
+    minutes = SOAK_PASS_MINUTES
+    timeout_s = int(minutes * 60 + 15 * 60)
+    return Pass(
+        "soak",
+        f"the randomized fault soak: {minutes:g} min of faults on Airflow + 3-node Kafka 4.4 + Spark local, "
+        f"seed {seed} (replay: ./run soak --minutes {minutes:g} --seed {seed})",
+        soak.environment(minutes=minutes, seed=seed),
+        tuple(soak.pytest_arguments(timeout_s)),
+        time_limit_s=timeout_s + 120,
+    )
 
 
 def _spark35_python() -> str:
@@ -95,6 +134,7 @@ PASSES: list[Pass] = [
         ),
         python=_spark35_python,
     ),
+    _soak_pass(),
 ]
 
 

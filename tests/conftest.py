@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,16 +45,32 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture(scope="session")
-def airflow_db() -> pathlib.Path:
-    """A migrated SQLite metadata database in this run's AIRFLOW_HOME (migrated once per run)."""
+def airflow_db_template(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """An empty migrated SQLite metadata database (``airflow.db``), made once per run.
+
+    Every Airflow the run starts (this process's, the real scheduler's, the UI's, the Celery
+    deployment's) copies it instead of running ``airflow db migrate`` again (CI time): they all
+    need the same schema and nothing in it depends on their AIRFLOW_HOME.
+    """
+    home = tmp_path_factory.mktemp("airflow-db-template")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_"))}
+    env["AIRFLOW_HOME"] = str(home)
+    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True,
+                   env=env, cwd=home, timeout=300)
+    return home / "airflow.db"
+
+
+@pytest.fixture(scope="session")
+def airflow_db(request: pytest.FixtureRequest) -> pathlib.Path:
+    """A migrated SQLite metadata database in this run's AIRFLOW_HOME (made once per run)."""
     home = pathlib.Path(os.environ["AIRFLOW_HOME"])
     marker = home / ".migrated"
     if not marker.exists():
-        subprocess.run(
-            [sys.executable, "-m", "airflow", "db", "migrate"],
-            check=True,
-            capture_output=True,
-            env=os.environ.copy(),
-        )
+        if (home / "airflow.db").exists() or "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" in os.environ:
+            # a kept home (KAFKA_EOS_TEST_KEEP_AIRFLOW_HOME=1) or another database: migrate it in place
+            subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True,
+                           capture_output=True, env=os.environ.copy())
+        else:
+            shutil.copyfile(request.getfixturevalue("airflow_db_template"), home / "airflow.db")
         marker.touch()
     return home

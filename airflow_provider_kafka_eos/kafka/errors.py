@@ -26,6 +26,7 @@ __all__ = [
     "DataLossError",
     "KafkaEosError",
     "ManifestError",
+    "MissingExtraError",
     "PreflightError",
     "ProducerFencedError",
     "SecureConnectionError",
@@ -89,6 +90,16 @@ class ConfigError(KafkaEosError):
     """A client configuration key is unknown, malformed or cannot be translated for a client library."""
 
     default_runbook = "configuration"
+
+
+class MissingExtraError(KafkaEosError, ImportError):
+    """A part of the provider needs a package of one of its extras, which this Python lacks.
+
+    An ``ImportError`` too, so that code (and Airflow's DAG processor) treating a missing optional
+    dependency as an import failure keeps doing so; the message names the extra to install.
+    """
+
+    default_runbook = "spark-job-requirements"
 
 
 class BrokerUnreachableError(KafkaEosError):

@@ -36,7 +36,9 @@ must get right done for you:
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
+import logging
 import os
 import shutil
 import signal
@@ -46,9 +48,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_provider_kafka_eos.assets.lineage import KafkaLineageMixin, kafka_namespace
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import (
@@ -60,7 +59,13 @@ from airflow_provider_kafka_eos.kafka.checkpoints.identity import (
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import ClaimOutcome, InputVerdict, claim_input
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, manifest_uri, read_manifest
-from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, ManifestError, UsageError
+from airflow_provider_kafka_eos.kafka.errors import (
+    ConfigError,
+    KafkaEosError,
+    ManifestError,
+    MissingExtraError,
+    UsageError,
+)
 from airflow_provider_kafka_eos.spark import handoff, shipping
 from airflow_provider_kafka_eos.spark import job as eos_job
 from airflow_provider_kafka_eos.spark.handoff import private_dir, sweep_private_files, write_private_file
@@ -69,9 +74,34 @@ from airflow_provider_kafka_eos.tasks.fail_now import fail_now_exception, raises
 from airflow_provider_kafka_eos.tasks.job_summary import job_summary
 from airflow_provider_kafka_eos.ui.links import CheckpointViewLink, remember_checkpoint
 
-__all__ = ["XCOM_CHECKPOINT_KEY", "SparkEosSubmitOperator", "checkpoint_id_for_run", "run_identity"]
+# The Spark provider (and the pyspark-client, pyarrow, pandas and numpy it requires) is in the
+# [spark] extra, not the base install (docs/install.md). Without it this module still imports and
+# the operator is still built, because every Airflow worker parses the whole DAG file to run any
+# one of its tasks: a worker that runs only the commit task of a pipeline DAG must be able to
+# define the submit task beside it. Running the submit task there fails with MissingExtraError
+# naming the extra, before anything is read or written.
+SPARK_PROVIDER = "apache-airflow-providers-apache-spark"
+try:
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+except ModuleNotFoundError as _missing:
+    if not (_missing.name or "").startswith("airflow.providers"):
+        raise  # something else is broken: its own error says what
+    SPARK_PROVIDER_INSTALLED = False
+else:
+    SPARK_PROVIDER_INSTALLED = True
+
+__all__ = [
+    "SPARK_PROVIDER_INSTALLED",
+    "XCOM_CHECKPOINT_KEY",
+    "SparkEosSubmitOperator",
+    "checkpoint_id_for_run",
+    "missing_spark_provider_error",
+    "run_identity",
+]
 
 JOB_FILE = str(Path(eos_job.__file__).resolve())
+_log = logging.getLogger(__name__)
 _MISSING_CONNECTION_ERRORS = ("AirflowNotFoundException", "AirflowException", "ConnectionNotFound")
 # XCom key of the submit task's checkpoint result (checkpoint id, manifest, outcome, runs).
 XCOM_CHECKPOINT_KEY = "checkpoint"
@@ -147,6 +177,54 @@ def _path_with_spark_submit(python: str, path: str | None) -> dict[str, str]:
     if not Path(venv_bin, "spark-submit").exists():
         return {}
     return {"PATH": os.pathsep.join(p for p in (venv_bin, current) if p)}
+
+
+def _spark_provider_missing() -> str:
+    return (
+        f"SparkEosSubmitOperator needs the Apache Spark provider ({SPARK_PROVIDER}), which this Python "
+        f"({sys.executable}) lacks: it is part of this provider's [spark] extra"
+    )
+
+
+def missing_spark_provider_error() -> MissingExtraError:
+    """What running the submit task says on a worker without the [spark] extra."""
+    return MissingExtraError(
+        f"{_spark_provider_missing()}. On the workers that run the submit task, install "
+        "airflow-provider-kafka-eos[spark] (pip install 'airflow-provider-kafka-eos[spark]'); nothing was "
+        "read or written. The DAG's other tasks (commit, abort, sensor) run without it"
+    )
+
+
+if not SPARK_PROVIDER_INSTALLED:
+    from airflow.sdk import BaseOperator
+
+    _BASE_OPERATOR_ARGUMENTS = frozenset(inspect.signature(BaseOperator.__init__).parameters) - {
+        "self",
+        "kwargs",
+    }
+
+    class SparkSubmitOperator(BaseOperator):  # type: ignore[no-redef]
+        """Stands in for the Spark provider's operator where it is not installed: the task is
+        defined (its DAG file parses, so the DAG's other tasks run on this worker) and its
+        ``execute`` refuses by name. The Spark arguments are kept, unused."""
+
+        template_fields: Sequence[str] = ()
+
+        def __init__(self, **kwargs: Any) -> None:
+            own = {name: kwargs.pop(name) for name in list(kwargs) if name in _BASE_OPERATOR_ARGUMENTS}
+            self.spark_submit_arguments = kwargs
+            super().__init__(**own)
+            _log.warning(
+                "task %s: %s; it runs only on a worker with airflow-provider-kafka-eos[spark]",
+                self.task_id,
+                _spark_provider_missing(),
+            )
+
+        def execute(self, context: Any) -> Any:
+            raise missing_spark_provider_error()
+
+    class SparkSubmitHook:  # type: ignore[no-redef]
+        """Stands in for the Spark provider's hook (never built: the operator refuses first)."""
 
 
 class _ManifestCapturingHook(SparkSubmitHook):
@@ -237,6 +315,11 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         e.g. ``[("file", "/data/events")]``; reported with the output topic when the OpenLineage
         provider is installed.
     Any other keyword goes to ``SparkSubmitOperator`` (``conf``, ``py_files``, ``driver_memory``...).
+
+    The worker that runs this task needs the ``[spark]`` extra (the Spark provider, PySpark's
+    ``spark-submit``). Elsewhere the task is still defined, so that its DAG file parses on workers
+    that run only the DAG's other tasks, and running it fails at once with ``MissingExtraError``
+    naming the extra (docs/install.md).
     """
 
     operator_extra_links = (CheckpointViewLink(),)  # its checkpoint in the operators' view
@@ -345,6 +428,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
 
     @raises_fail_now
     def execute(self, context: Any) -> str:
+        if not SPARK_PROVIDER_INSTALLED:
+            raise missing_spark_provider_error()  # before anything is read, claimed or written
         self._validate_arguments()  # rendered templates included; nothing is started on bad input
         self._require_spark_connection()
         store = self._manifest_store()

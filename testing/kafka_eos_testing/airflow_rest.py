@@ -10,12 +10,34 @@ imports it.
 
 from __future__ import annotations
 
+import shutil
 import socket
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
-__all__ = ["AirflowRestClient", "free_port", "wait_for"]
+__all__ = ["DB_FILE", "AirflowRestClient", "free_port", "make_metadata_db", "wait_for"]
+
+DB_FILE = "airflow.db"  # Airflow's default SQLite metadata database, in AIRFLOW_HOME
+
+
+def make_metadata_db(home: Path, env: Mapping[str, str], template: Path | None = None, *,
+                     timeout_s: float = 300) -> None:
+    """The SQLite metadata database of a deployment whose AIRFLOW_HOME is ``home``.
+
+    ``template``: an ``airflow.db`` that ``airflow db migrate`` already made in this test run
+    (the ``airflow_db_template`` fixture), copied instead of migrating again: a migration is an
+    Airflow start-up and the whole schema, tens of seconds on two loaded cores, and every
+    deployment of a run needs the same empty, migrated database. Without one: ``airflow db migrate``.
+    """
+    if template is not None:
+        shutil.copyfile(template, home / DB_FILE)
+        return
+    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=dict(env), cwd=home, check=True,
+                   capture_output=True, timeout=timeout_s)
 
 
 def free_port() -> int:

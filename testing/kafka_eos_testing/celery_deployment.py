@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kafka_eos_testing.airflow_rest import AirflowRestClient, free_port, wait_for
+from kafka_eos_testing.airflow_rest import AirflowRestClient, free_port, make_metadata_db, wait_for
 
 __all__ = ["CeleryDeployment", "RedisServer", "free_port", "wait_for"]
 
@@ -101,8 +101,10 @@ class CeleryDeployment(AirflowRestClient):
     """The control plane, Redis and the Celery workers; a small REST client for the API server."""
 
     def __init__(self, root: Path, *, dags_folder: Path, workers: Mapping[str, str],
-                 settings: Mapping[str, str] | None = None, worker_concurrency: int = 1) -> None:
+                 settings: Mapping[str, str] | None = None, worker_concurrency: int = 1,
+                 db_template: Path | None = None) -> None:
         self.root = root
+        self.db_template = db_template  # a migrated airflow.db to copy (airflow_rest.make_metadata_db)
         self.dags_folder = dags_folder
         self.workers = dict(workers)
         self.settings = dict(settings or {})
@@ -163,8 +165,7 @@ class CeleryDeployment(AirflowRestClient):
         self.control_home.mkdir(exist_ok=True)
         self.redis = RedisServer(self.root / "redis")
         control_env = self._common_env(self.control_home)
-        subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=control_env,
-                       cwd=self.control_home, check=True, capture_output=True, timeout=300)
+        make_metadata_db(self.control_home, control_env, self.db_template)
         for name in CONTROL_SERVICES:
             self.processes[name] = _start([sys.executable, "-m", "airflow", name], env=control_env,
                                           cwd=self.control_home, log=self.root / f"{name}.log")

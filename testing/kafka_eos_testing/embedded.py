@@ -37,7 +37,10 @@ _FLAGS = {
     "max_connections": "--max-connections",
 }
 _SWITCHES = {"two_phase_commit": "--two-phase-commit"}
-_NEGATED_SWITCHES = {"auto_create_topics": "--no-auto-create-topics"}
+_NEGATED_SWITCHES = {
+    "auto_create_topics": "--no-auto-create-topics",
+    "transaction_partition_verification": "--no-transaction-partition-verification",
+}
 
 
 def unique_name(prefix: str = "t") -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -47,8 +47,9 @@ __all__ = [
 
 KAFKA_KIND_ENV = "KAFKA_EOS_TEST_KAFKA"
 KAFKA_KINDS = ("embedded", "apache", "apache3")
-KAFKA_FIXTURES = frozenset({"kafka_broker", "kafka_broker_factory"})
+KAFKA_FIXTURES = frozenset({"kafka_broker", "kafka_broker_factory", "kafka_broker_pool"})
 _FACTORY_STARTED = "_kafka_eos_brokers"
+_POOL_USED = "_kafka_eos_pooled_brokers"
 
 
 def kafka_kind() -> str:
@@ -76,7 +77,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--kafka-facing",
         action="store_true",
         default=False,
-        help="run only tests that use a Kafka fixture (kafka_broker, kafka_broker_factory)",
+        help="run only tests that use a Kafka fixture (kafka_broker, kafka_broker_factory, "
+        "kafka_broker_pool)",
     )
 
 
@@ -105,7 +107,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if report.passed or report.skipped:
         return
     funcargs = getattr(item, "funcargs", {})
-    brokers = [funcargs.get("kafka_broker"), *getattr(item, _FACTORY_STARTED, [])]
+    brokers = [funcargs.get("kafka_broker"), *getattr(item, _FACTORY_STARTED, []),
+               *getattr(item, _POOL_USED, [])]
     for broker in brokers:
         if isinstance(broker, EmbeddedBroker):
             report.sections.append((f"kafka-eos-devbroker log ({broker.log_path})", broker.log_tail()))
@@ -168,6 +171,59 @@ def kafka_broker_factory(tmp_path_factory: pytest.TempPathFactory, request: pyte
     _collect_clients()
     for broker in started:
         broker.stop()
+
+
+@pytest.fixture(scope="module")
+def _kafka_broker_pool_brokers() -> Iterator[dict[tuple[tuple[str, str], ...], BrokerHandle]]:
+    """The brokers ``kafka_broker_pool`` started in this module, by option set; stopped after it."""
+    brokers: dict[tuple[tuple[str, str], ...], BrokerHandle] = {}
+    yield brokers
+    _collect_clients()
+    for broker in brokers.values():
+        broker.stop()
+
+
+@pytest.fixture
+def kafka_broker_pool(_kafka_broker_pool_brokers: dict, tmp_path_factory: pytest.TempPathFactory,
+                      request: pytest.FixtureRequest) -> Callable[..., BrokerHandle]:
+    """``pool(**options)``: the module's broker with these options, started on first use (CI time).
+
+    For tests that need settings the session broker lacks but not a broker of their own: every
+    test of the module asking the same options gets the same broker (each on its own topics and
+    transactional ids), so a module pays one start-up (a JVM and a KRaft format on Apache Kafka)
+    instead of one per test. It keeps its data across ``restart()`` (it always has a data dir),
+    and one found stopped is started again. A test that reads the broker's log, counts what it
+    holds, or needs a state no earlier test touched keeps ``kafka_broker_factory``. A failing
+    test's report shows the pooled broker's log tail, as for the factory's.
+    """
+    kind = kafka_kind()
+    brokers = _kafka_broker_pool_brokers
+    used: list[BrokerHandle] = []
+    setattr(request.node, _POOL_USED, used)
+
+    def pool(**options: Any) -> BrokerHandle:
+        if kind == "external":
+            wanted = ", ".join(f"{k}={v}" for k, v in options.items()) or "a dedicated broker"
+            pytest.skip(f"needs {wanted}: the real cluster at ${BOOTSTRAP_ENV} cannot be reconfigured")
+        if "data_dir" in options:
+            raise pytest.UsageError("kafka_broker_pool gives each broker its own data dir; "
+                                    "a test that needs its own uses kafka_broker_factory")
+        key = tuple(sorted((name, repr(value)) for name, value in options.items()))
+        broker = brokers.get(key)
+        if broker is not None and not broker.running():
+            broker.start()  # an earlier test stopped it (or a restart failed half way)
+        if broker is None:
+            base = tmp_path_factory.mktemp("kafka-broker-pool")
+            options = {"data_dir": str(base / "data"), **options}
+            if kind == "embedded":
+                broker = EmbeddedBroker(options, str(base / "broker.log"))
+            else:
+                broker = _start_apache(options, kind)
+            brokers[key] = broker
+        used.append(broker)
+        return broker
+
+    return pool
 
 
 def _collect_clients() -> None:

@@ -134,3 +134,72 @@ def wait_until_committed(admin: Any, transactional_ids: Iterable[str], timeout_s
         if time.monotonic() > deadline:
             raise AssertionError(f"not CompleteCommit after {timeout_s} s: {states}")
         time.sleep(0.05)  # polling the coordinator until the markers are written, bounded above
+
+
+def write_hanging_transaction(
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    keys: Sequence[bytes],
+    *,
+    value: Callable[[bytes], bytes] = _default_value,
+    timeout_s: float = 30.0,
+) -> tuple[int, int]:
+    """Leave a *hanging* transaction on one partition (KIP-664): a transactional batch its
+    coordinator never heard of. Returns its (producer id, epoch).
+
+    The batch is the provider's own RecordBatch v2 (``encode_batch``) of a producer id no
+    coordinator allocated, sent straight to the partition leader as Produce v11 with no
+    AddPartitionsToTxn. Only a broker started with ``transaction_partition_verification=False``
+    (``transaction.partition.verification.enable=false``) appends it, as Kafka does for clients
+    below Produce v12 (TV2 Produce is always verified); a verifying broker refuses it, and this
+    raises naming the refusal. Nothing will ever end the transaction but a marker written on the
+    partition (``kafka-eos-txn abort-partition``): the partition's last stable offset stays at it.
+    """
+    import random
+
+    import pyarrow as pa
+    from kafka.protocol.producer import ProduceRequest
+    from kafka.structs import TopicPartition as KafkaTopicPartition
+
+    from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+    from airflow_provider_kafka_eos.kafka.producers.record_batch import encode_batch
+    from airflow_provider_kafka_eos.kafka.protocol.error_codes import NONE, error_name
+    from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
+
+    # Far above the ids Kafka hands out (blocks of 1000 from 0) and the embedded broker's counter.
+    producer_id, producer_epoch = random.randrange(1 << 40, 1 << 41), 0  # noqa: S311 - not a secret
+    batch = encode_batch(
+        pa.array(list(keys), pa.binary()),
+        pa.array([value(k) for k in keys], pa.binary()),
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=0,
+        transactional=True,
+    )
+    config = KafkaClientConfig.from_mapping({"bootstrap.servers": bootstrap})
+    wire = Wire(config, deadline=time.monotonic() + timeout_s)
+    try:
+        target = KafkaTopicPartition(topic, partition)
+        leader = wire.leaders([target])[target]
+        version = min(wire.api_version(ProduceRequest) or 3, 11)  # below v12: no TV2 implicit add
+        data = ProduceRequest.TopicProduceData
+        records = data.PartitionProduceData(index=partition, records=batch.data)
+        request = ProduceRequest(
+            transactional_id=f"hanging-{producer_id}",  # never initialised: no coordinator entry
+            acks=-1,
+            timeout_ms=int(timeout_s * 1000),
+            topic_data=[data(name=topic, partition_data=[records])],
+            version=version,
+        )
+        response = wire.send(request, leader)
+    finally:
+        wire.close()
+    (answer,) = [p for t in response.responses for p in t.partition_responses]
+    if answer.error_code != NONE:
+        raise AssertionError(
+            f"{topic}-{partition} refused the unverified transactional batch with "
+            f"{error_name(answer.error_code)} ({answer.error_message}): was the broker started with "
+            "transaction_partition_verification=False?"
+        )
+    return producer_id, producer_epoch

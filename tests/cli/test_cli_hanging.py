@@ -1,11 +1,15 @@
 """``find-hanging --topic`` and ``abort-partition``: a partition's open transaction ended by an admin
 ABORT marker (KIP-664 WriteTxnMarkers through kafka-python), with no JVM tool.
 
-A truly hanging transaction needs a coordinator that lost its entry, which neither broker lets a
-test cause; as Kafka's own tests of the admin abort do, these abort a transaction the coordinator
-still owns, naming its producer id and epoch and passing ``--force`` (the refusal without it is
-checked first). Kafka-facing: the real-Kafka pass runs it on Apache Kafka 4.4
-(``KAFKA_EOS_TEST_KAFKA=apache``). Ends with a ``read_committed`` count of every key.
+The first test makes a truly hanging transaction: on a broker started with
+``transaction.partition.verification.enable=false`` a transactional batch of a producer no
+coordinator knows is sent as Produce v11 without AddPartitionsToTxn
+(``kafka_eos_testing.transactions.write_hanging_transaction``, the provider's own record-batch
+encoder), so nothing but a marker on the partition will ever end it. The second aborts a
+transaction the coordinator still owns, as Kafka's own tests of the admin abort do, naming its
+producer id and epoch and passing ``--force`` (the refusal without it is checked first).
+Kafka-facing: the real-Kafka pass runs both on Apache Kafka 4.4 (``KAFKA_EOS_TEST_KAFKA=apache``).
+Each ends with a ``read_committed`` count of every key.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     manifest_uri,
     write_manifest,
 )
-from kafka_eos_testing.transactions import produce_transaction
+from kafka_eos_testing.broker.txn_testkit import end_offsets
+from kafka_eos_testing.transactions import produce_transaction, write_hanging_transaction
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker
@@ -54,6 +59,50 @@ def _prepared_manifest(store: str, prefix: str, topic: str, committable) -> str:
         ),
     )
     return uri
+
+
+def test_a_hanging_transaction_is_found_and_aborted_on_its_partition_and_consumers_read_past_it(
+    kafka_broker_factory, unique_name, store
+):
+    """Committed records before and after a hanging transaction on one partition: read_committed
+    consumers stop at its first offset (LSO < HW) until ``abort-partition`` writes the marker; then
+    the LSO reaches the high watermark and every committed key is read exactly once, none of the
+    hanging ones. A dedicated broker: partition verification is off only there."""
+    bootstrap = kafka_broker_factory(transaction_partition_verification=False).bootstrap
+    topic = _topic(bootstrap, unique_name("hanging"))
+    before = [f"b{i}".encode() for i in range(5)]
+    stuck = [f"h{i}".encode() for i in range(4)]
+    after = [f"a{i}".encode() for i in range(6)]
+    produce_transaction(bootstrap, unique_name("before"), topic, before, partitions=[0], commit=True)
+    pid, epoch = write_hanging_transaction(bootstrap, topic, 0, stuck)
+    produce_transaction(bootstrap, unique_name("after"), topic, after, partitions=[0], commit=True)
+
+    scan = run_cli_json("find-hanging", "--bootstrap-server", bootstrap, "--topic", topic)
+    (row,) = scan["rows"]
+    assert (row["partition"], row["producer_id"], row["producer_epoch"]) == (0, pid, epoch)
+    assert (row["hanging"], row["holds_lso"], row["coordinator_state"], row["transactional_id"]) == (
+        True,
+        True,
+        "(no entry)",
+        "",
+    )
+    assert row["next_step"] == (
+        f"abort-partition --topic {topic} --partition 0 --producer-id {pid} --epoch {epoch}"
+    )
+    lso, high_watermark = end_offsets(bootstrap, topic, 0)
+    assert lso == row["txn_start_offset"] < high_watermark  # consumers are pinned at its first record
+    assert count_keys(bootstrap, topic) == {k: 1 for k in before}  # "after" is committed but past the LSO
+
+    # The only hanging transaction of the partition: no --producer-id, no --force needed.
+    target = ("--bootstrap-server", bootstrap, "--topic", topic, "--partition", "0")
+    done = run_cli_json("abort-partition", *target, "--manifest-base", store)
+    assert (done["rows"][0]["producer_id"], done["rows"][0]["outcome"]) == (pid, "aborted")
+    assert run_cli_json("find-hanging", "--bootstrap-server", bootstrap, "--topic", topic)["rows"] == []
+    lso, high_watermark = end_offsets(bootstrap, topic, 0)
+    assert lso == high_watermark
+    counts = count_keys(bootstrap, topic)
+    assert_exactly_once(counts, before + after)
+    assert not set(counts) & set(stuck)
 
 
 def test_abort_partition_refuses_owned_and_prepared_then_aborts_with_markers(

@@ -207,6 +207,7 @@ def test_prepared_survives_the_defaults_with_the_connection_store(
     commit_checkpoint_and_count(kafka_broker, admin, three_kinds)
 
 
+@pytest.mark.provider_logic  # the operator's refusal before it asks any broker
 @pytest.mark.parametrize("how", ["missing", "not-configured"])
 def test_unusable_store_refuses_and_aborts_nothing(
     admin, kafka_broker, monkeypatch, three_kinds, tmp_path, how

@@ -85,3 +85,41 @@ def test_a_pass_environment_is_made_before_the_pass_and_used_by_it(passes, tmp_p
     outcome = passes.run_pass(pass_with_env, [str(sample)], environments["own-env"])
     assert (outcome.passed, outcome.ok) == (1, True)
     assert made == ["made"], "the pass used the environment made in advance, not a second one"
+
+
+def test_the_soak_is_a_blocking_bounded_five_minute_pass_with_a_printed_replayable_seed(passes, monkeypatch):
+    monkeypatch.delenv("KAFKA_EOS_SOAK_SEED", raising=False)
+    [soak] = [p for p in passes.PASSES if p.name == "soak"]
+    assert soak.blocking and soak.time_limit_s is not None
+    assert soak.env["KAFKA_EOS_TEST_KAFKA"] == "apache3" and soak.env["KAFKA_EOS_SOAK_MINUTES"] == "5"
+    assert soak.env["KAFKA_EOS_SOAK_SPARK"] == "local"
+    # -s: the seed, the output folder and the checker's result reach CI's log as they are printed
+    assert {"-s", "tests/system/soak/test_soak.py"} <= set(soak.args) and soak.args[1:3] == ("-m", "soak")
+    # the test's own timeout (its finally stops every server) comes before the pass's limit
+    [timeout] = [a for a in soak.args if a.startswith("timeout=")]
+    assert 5 * 60 < int(timeout.removeprefix("timeout=")) < soak.time_limit_s
+
+    today = passes._script("soak").daily_seed()
+    assert 20000101 <= today <= 99991231
+    fresh = passes._soak_pass()
+    assert fresh.env["KAFKA_EOS_SOAK_SEED"] == str(today)
+    assert f"--seed {today}" in fresh.description  # the replay command, printed with the pass's name
+    monkeypatch.setenv("KAFKA_EOS_SOAK_SEED", "4242")
+    assert passes._soak_pass().env["KAFKA_EOS_SOAK_SEED"] == "4242"  # a red run's seed, replayed
+    monkeypatch.setenv("KAFKA_EOS_SOAK_SEED", "yesterday")
+    with pytest.raises(SystemExit, match="KAFKA_EOS_SOAK_SEED='yesterday' is not a seed"):
+        passes._soak_pass()
+
+
+def test_the_soak_script_and_the_soak_pass_run_the_same_test_the_same_way(passes):
+    soak = passes._script("soak")
+    env = soak.environment(minutes=5, seed=7)
+    assert env == {"KAFKA_EOS_TEST_KAFKA": "apache3", "KAFKA_EOS_SOAK_MINUTES": "5",
+                   "KAFKA_EOS_SOAK_FAULT_EVERY_S": "4,12", "KAFKA_EOS_SOAK_SPARK": "local",
+                   "KAFKA_EOS_SOAK_SEED": "7"}
+    assert "KAFKA_EOS_SOAK_SEED" not in soak.environment(minutes=5, seed=None)  # the test draws one
+    assert soak.pytest_arguments(900) == ["-s", "-m", "soak", "tests/system/soak/test_soak.py",
+                                          "-o", "timeout=900"]
+    from datetime import datetime, timezone
+
+    assert soak.daily_seed(datetime(2026, 11, 26, 23, 59, tzinfo=timezone.utc)) == 20261126

@@ -19,7 +19,9 @@ from airflow_provider_kafka_eos.triggers.lingering import LingeringTransactionTr
 from kafka_eos_testing.embedded import unique_name
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
-pytestmark = pytest.mark.broker
+# How findings are bounded in XCom and written to the store: Airflow's side (the findings
+# themselves, from real open transactions, are the sensor's and trigger's tests on real Kafka).
+pytestmark = [pytest.mark.broker, pytest.mark.provider_logic]
 
 
 def _orphans(broker, prefix, topic, n):

@@ -4,6 +4,7 @@ Airflow side that imports without PySpark. (The same rules on a real cluster: te
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import pathlib
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from packaging.version import Version
 
 import airflow_provider_kafka_eos
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, UnsupportedCapabilityError
+from airflow_provider_kafka_eos.runbook import reference as runbook_reference
 from airflow_provider_kafka_eos.spark import requirements, shipping
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
 
@@ -192,25 +194,58 @@ JOB_SIDE_ONLY = {
 
 
 def test_the_airflow_side_imports_without_the_spark_extra():
-    """The base install has no PySpark, pyarrow, numpy or pandas (they are the [spark] extra): every
-    module but the Arrow producer's must import without them, the writer and the job included."""
+    """The base install has no Spark provider, PySpark, pyarrow, numpy or pandas (they are the [spark]
+    extra): every module but the Arrow producer's imports without them, the writer, the job and the
+    submit operator included (the provider absent: a ModuleNotFoundError as Python's import system
+    raises it), and nothing imports the Spark provider. A DAG with a submit and a commit task is
+    defined and serialized as the DAG processor does (a worker that runs only the commit task must
+    parse the whole file); running the submit task fails with ``MissingExtraError`` naming the
+    extra, before the manifest store is touched."""
     blocker = (
-        "import importlib, pkgutil, sys\n"
+        "import importlib, json, pathlib, pkgutil, sys, tempfile\n"
+        # The Spark provider's hooks and operators; its provider-info module still answers
+        # Airflow's provider discovery, which loads every installed provider's entry point.
+        "SPARK_PROVIDER = tuple('airflow.providers.apache.spark.' + m for m in ('hooks', 'operators'))\n"
         "class Block:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
         "        if name.split('.')[0] in ('pyspark', 'pyarrow', 'py4j', 'numpy', 'pandas'):\n"
         "            raise ImportError(f'blocked: {name}')\n"
+        "        if name.startswith(SPARK_PROVIDER):\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
         "sys.meta_path.insert(0, Block())\n"
         "import airflow_provider_kafka_eos as package\n"
-        "failed = []\n"
+        "failed, other = [], {}\n"
         "for info in pkgutil.walk_packages(package.__path__, package.__name__ + '.'):\n"
         "    try:\n"
         "        importlib.import_module(info.name)\n"
         "    except ImportError as exc:\n"
-        "        failed.append(info.name) if 'blocked' in str(exc) else print(info.name, exc)\n"
-        "print(sorted(failed))\n"
+        "        failed.append(info.name) if 'blocked' in str(exc) else other.update({info.name: str(exc)})\n"
+        "package.get_provider_info()  # lists the submit operator without importing it\n"
+        "from airflow.sdk import DAG\n"
+        "from airflow.serialization.serialized_objects import DagSerialization\n"
+        "from airflow_provider_kafka_eos.kafka.errors import MissingExtraError\n"
+        "from airflow_provider_kafka_eos.operators import submit as module\n"
+        "from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator\n"
+        "store = pathlib.Path(tempfile.mkdtemp())\n"
+        "with DAG('eos_base_install', schedule=None) as dag:\n"
+        "    submit = module.SparkEosSubmitOperator(task_id='submit', pipeline_id='p', topic='t',\n"
+        "        application_callable='jobs:build', manifest_base_uri=store.as_uri(), input_id='b1',\n"
+        "        conf={'spark.executor.cores': '1'}, driver_memory='1g', retries=2)\n"
+        "    submit >> KafkaCommitTransactionsOperator(task_id='commit')\n"
+        "serialized = DagSerialization.to_dict(dag)\n"
+        "try:\n"
+        "    submit.execute({})\n"
+        "    refusal = None\n"
+        "except MissingExtraError as exc:\n"
+        "    refusal = [str(exc), isinstance(exc, ImportError)]\n"
         "blocked = ('pyspark', 'pyarrow', 'numpy', 'pandas')\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in blocked))\n"
+        "imported = sorted(m for m in sys.modules\n"
+        "                  if m.split('.')[0] in blocked or m.startswith(SPARK_PROVIDER))\n"
+        "found = {'failed': sorted(failed), 'other': other, 'imported': imported,\n"
+        "         'installed': module.SPARK_PROVIDER_INSTALLED, 'tasks': sorted(dag.task_dict),\n"
+        "         'retries': submit.retries, 'serialized': 'dag' in serialized, 'refusal': refusal,\n"
+        "         'store': sorted(p.name for p in store.rglob('*'))}\n"
+        "print(json.dumps(found))\n"
     )
     probe = subprocess.run(
         [sys.executable, "-c", blocker],
@@ -220,7 +255,31 @@ def test_the_airflow_side_imports_without_the_spark_extra():
         cwd=pathlib.Path(airflow_provider_kafka_eos.__file__).parents[1],
     )
     assert probe.returncode == 0, probe.stderr[-3000:]
-    *other, failed, imported = probe.stdout.strip().splitlines()
-    assert other == []  # a module failing to import for another reason
-    assert failed == repr(sorted(JOB_SIDE_ONLY)), probe.stdout[-3000:]
-    assert imported == "[]"
+    found = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert found["other"] == {}  # a module failing to import for another reason
+    assert found["failed"] == sorted(JOB_SIDE_ONLY), probe.stdout[-3000:]
+    assert found["imported"] == []
+    assert found["installed"] is False
+    assert (found["tasks"], found["retries"], found["serialized"]) == (["commit", "submit"], 2, True)
+    message, is_import_error = found["refusal"]
+    assert is_import_error
+    assert "needs the Apache Spark provider (apache-airflow-providers-apache-spark)" in message
+    assert "install airflow-provider-kafka-eos[spark]" in message
+    assert message.endswith(f"Next step: {runbook_reference('spark-job-requirements')}")
+    assert found["store"] == []  # refused before the input claim or a manifest was written
+    warned = "task submit: SparkEosSubmitOperator needs the Apache Spark provider"  # at parse time
+    assert warned in probe.stdout + probe.stderr
+
+
+def test_the_spark_provider_is_in_the_spark_extra_and_not_in_the_base_install():
+    """Read from pyproject.toml (the metadata's one owner), so the rule holds before a reinstall."""
+    tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11's tomllib")
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    names = {
+        group: {Requirement(line).name for line in lines}
+        for group, lines in {"base": project["dependencies"], **project["optional-dependencies"]}.items()
+    }
+    heavy = {"apache-airflow-providers-apache-spark", "pyspark", "pyspark-client", "pyarrow", "numpy"}
+    heavy.add("pandas")
+    assert heavy <= names["spark"]
+    assert not heavy & names["base"]

@@ -49,7 +49,7 @@ MIN_PER_LANE = 64
 # With no setting the work chooses: one lane per AUTO_PER_LANE transactions of a coordinator, up
 # to AUTO_MAX_LANES. Both chosen by the commit sweep on a 3-node Kafka 4.4 cluster at 100, 1,000
 # and 10,000 transactions (docs/benchmarks.md, "Lanes chosen from the work").
-AUTO_PER_LANE = 16
+AUTO_PER_LANE = 8
 AUTO_MAX_LANES = 32
 
 

@@ -52,6 +52,9 @@ class KafkaOptions:
     default_partitions: int = 1
     auto_create_topics: bool = True
     transactional_id_expiration_ms: int = 604_800_000
+    # transaction.partition.verification.enable: False lets a Produce below v12 append a
+    # transactional batch its coordinator never added (how a test makes a KIP-664 hanging transaction)
+    transaction_partition_verification: bool = True
     # The embedded broker's injected marker delay; real Kafka writes markers asynchronously on
     # its own, so the option is accepted (tests that ask for the window get it) and ignored.
     marker_delay_ms: int = 0
@@ -183,6 +186,7 @@ def node_properties(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": str(opts.abort_check_interval_ms),
         "transactional.id.expiration.ms": str(opts.transactional_id_expiration_ms),
         "transaction.two.phase.commit.enable": str(opts.two_phase_commit).lower(),
+        "transaction.partition.verification.enable": str(opts.transaction_partition_verification).lower(),
         "group.initial.rebalance.delay.ms": "0",
         # Kafka's floor is 6 s; tests of session expiry use 1 s sessions (the embedded broker's floor).
         "group.min.session.timeout.ms": "500",

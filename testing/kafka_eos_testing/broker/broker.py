@@ -114,6 +114,10 @@ class BrokerConfig:
     auto_create_topics: bool = True
     group_initial_rebalance_delay_ms: int = 0  # Kafka's default is 3000; tests want joins to be quick
     marker_delay_ms: int = 0  # > 0: markers written that much after EndTxn, as Kafka's async ones
+    # transaction.partition.verification.enable (KIP-890): False lets a Produce below v12 append a
+    # transactional batch its coordinator never heard of, which is how a test makes a hanging
+    # transaction (KIP-664); TV2 Produce (v12+) is always checked, as in Kafka.
+    transaction_partition_verification: bool = True
     # Kafka's limits (server.py enforces them): socket.request.max.bytes, the SASL authenticator's
     # sasl.server.max.receive.size for frames before authentication, and max.connections
     # (Kafka's default is unlimited; ours bounds a test process that shares a small machine).

@@ -52,6 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--transactional-id-expiration-ms", type=int, default=604800000)
     parser.add_argument("--no-auto-create-topics", dest="auto_create_topics", action="store_false")
     parser.add_argument(
+        "--no-transaction-partition-verification",
+        dest="transaction_partition_verification",
+        action="store_false",
+        help="transaction.partition.verification.enable=false: Produce below v12 may append a "
+        "transactional batch to a partition its coordinator does not know (a hanging transaction)",
+    )
+    parser.add_argument(
         "--marker-delay-ms",
         type=int,
         default=0,
@@ -85,6 +92,7 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
         acl_file=args.acl_file,
         transactional_id_expiration_ms=args.transactional_id_expiration_ms,
         auto_create_topics=args.auto_create_topics,
+        transaction_partition_verification=args.transaction_partition_verification,
         marker_delay_ms=args.marker_delay_ms,
         socket_request_max_bytes=args.socket_request_max_bytes,
         max_connections=args.max_connections,

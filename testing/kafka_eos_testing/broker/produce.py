@@ -13,13 +13,21 @@ _PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceRespon
 
 
 def _transactional_check(ctx: RequestContext, transactional_id: str | None, topic: str, partition: int):
-    """The coordinator's veto for transactional batches (None when there is no coordinator)."""
+    """The coordinator's veto for transactional batches (None when there is no coordinator).
+
+    As ReplicaManager does, a request below Produce v12 (no TV2 implicit add) skips the veto when
+    ``transaction.partition.verification.enable`` is off: its batch is appended although the
+    coordinator never added the partition (KIP-664's hanging transaction).
+    """
     coordinator = ctx.broker.coordinator
+    unverified = ctx.api_version < 12 and not getattr(
+        ctx.broker.config, "transaction_partition_verification", True
+    )
 
     def check(header: BatchHeader) -> int:
         if transactional_id is None:
             return codes.INVALID_REQUEST  # transactional batch in a request without a transactional id
-        if coordinator is None:
+        if coordinator is None or unverified:
             return codes.NONE
         return coordinator.verify_produce(
             transactional_id, header.producer_id, header.producer_epoch, topic, partition

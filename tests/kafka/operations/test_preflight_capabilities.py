@@ -19,8 +19,8 @@ def config(bootstrap: str) -> KafkaClientConfig:
     return KafkaClientConfig.from_mapping({"bootstrap.servers": bootstrap})
 
 
-def test_probe_reads_versions_features_and_broker_configs(kafka_broker_factory):
-    tv2 = ClusterCapabilities.probe(config(kafka_broker_factory(transaction_max_timeout_ms=60_000).bootstrap))
+def test_probe_reads_versions_features_and_broker_configs(kafka_broker_factory, kafka_broker_pool):
+    tv2 = ClusterCapabilities.probe(config(kafka_broker_pool(transaction_max_timeout_ms=60_000).bootstrap))
     assert tv2.can_list_transactions and tv2.can_describe_transactions and tv2.can_describe_producers
     assert tv2.transaction_version == 2 and tv2.end_txn_version == 5
     assert tv2.transaction_max_timeout_ms == 60_000
@@ -64,8 +64,8 @@ def test_2pc_required_on_a_broker_without_it_is_a_blocker(kafka_broker, unique_n
     assert "kafka-eos-txn --runbook two-phase-commit (" in str(err.value)
 
 
-def test_timeout_above_broker_max_and_window_fail_with_numbers(kafka_broker_factory, unique_name):
-    broker = kafka_broker_factory(transaction_max_timeout_ms=60_000)
+def test_timeout_above_broker_max_and_window_fail_with_numbers(kafka_broker_pool, unique_name):
+    broker = kafka_broker_pool(transaction_max_timeout_ms=60_000)  # the probe test's broker
     report = run_preflight(
         config(broker.bootstrap),
         transactional_id_prefix=unique_name("pf") + "-",

@@ -76,8 +76,8 @@ def _transaction(broker, topic: str, tid: str) -> tuple[TransactionAdmin, ArrowP
     return admin, txn
 
 
-def test_partitions_not_attempted_are_added_again_with_the_failed_one(kafka_broker_factory, unique_name):
-    broker = kafka_broker_factory(transaction_version=1)
+def test_partitions_not_attempted_are_added_again_with_the_failed_one(kafka_broker_pool, unique_name):
+    broker = kafka_broker_pool(transaction_version=1)  # one TV1 broker for the module
     topic, tid = unique_name("not-attempted"), unique_name("not-attempted-tid")
     create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
     admin, txn = _transaction(broker, topic, tid)
@@ -95,8 +95,8 @@ def test_partitions_not_attempted_are_added_again_with_the_failed_one(kafka_brok
     assert_exactly_once(count_keys(broker.bootstrap, topic), keys)
 
 
-def test_coordinator_fenced_is_not_a_retry_signal(kafka_broker_factory, unique_name):
-    broker = kafka_broker_factory(transaction_version=1)
+def test_coordinator_fenced_is_not_a_retry_signal(kafka_broker_pool, unique_name):
+    broker = kafka_broker_pool(transaction_version=1)
     topic, tid = unique_name("coord-fenced"), unique_name("coord-fenced-tid")
     create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
     admin, txn = _transaction(broker, topic, tid)

@@ -158,14 +158,19 @@ def test_a_newer_attempt_fences_the_older_one(kafka_broker, unique_name):
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [b"a", b"b"])
 
 
+# The 2PC tests' broker, shared by them (one start-up instead of three): 2PC enabled, and the
+# coordinator's abort scan every 50 ms, so a timed-out transaction is aborted at once.
+TWO_PC_BROKER = {"two_phase_commit": True, "abort_check_interval_ms": 50}
+
+
 @pytest.mark.parametrize("two_phase", [True, False], ids=["2pc", "no-2pc"])
 def test_prepared_checkpoint_outlives_three_timeouts_only_with_2pc(
-    kafka_broker_factory, unique_name, two_phase
+    kafka_broker_pool, unique_name, two_phase
 ):
     """With Enable2Pc the coordinator never times the prepared transaction out; without it, the
     same timeout aborts it and the commit is the named DataLossError."""
     timeout_ms = 1000
-    broker = kafka_broker_factory(two_phase_commit=True, abort_check_interval_ms=50)
+    broker = kafka_broker_pool(**TWO_PC_BROKER)
     topic, tid = unique_name("arrow2pc"), unique_name("arrow2pc-tid")
     create_topic(broker.bootstrap, topic, partitions=2)
     keys = [f"k{i}".encode() for i in range(200)]
@@ -190,14 +195,14 @@ def test_prepared_checkpoint_outlives_three_timeouts_only_with_2pc(
             assert count_keys(broker.bootstrap, topic) == Counter()
 
 
-def test_keep_prepared_txn_is_refused_and_commit_by_resume_completes(kafka_broker_factory, unique_name):
+def test_keep_prepared_txn_is_refused_and_commit_by_resume_completes(kafka_broker_pool, unique_name):
     """Which path completes a prepared 2PC transaction: Kafka 4.4's coordinator answers
     InitProducerId(Enable2Pc, KeepPreparedTxn=true) with UNSUPPORTED_VERSION and changes nothing
     (the embedded broker the same), so the commit task's EndTxn with the recorded producer id and
     epoch (commit-by-resume) is what completes it."""
     from kafka.protocol.producer.transaction import InitProducerIdRequest
 
-    broker = kafka_broker_factory(two_phase_commit=True)
+    broker = kafka_broker_pool(**TWO_PC_BROKER)
     topic, tid = unique_name("arrow2pc"), unique_name("arrow2pc-tid")
     create_topic(broker.bootstrap, topic)
     keys = [f"k{i}".encode() for i in range(50)]

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from kafka_eos_testing.airflow_rest import AirflowRestClient, free_port
+from kafka_eos_testing.airflow_rest import AirflowRestClient, free_port, make_metadata_db
 from kafka_eos_testing.airflow_rest import wait_for as shared_wait_for
 from kafka_eos_testing.embedded import unique_name
 
@@ -48,11 +48,9 @@ class AirflowStack(AirflowRestClient):
 
     # -- processes -------------------------------------------------------------------------
 
-    def start(self) -> None:
-        subprocess.run(
-            [sys.executable, "-m", "airflow", "db", "migrate"],
-            env=self.env, check=True, capture_output=True, timeout=300,
-        )
+    def start(self, db_template: pathlib.Path | None = None) -> None:
+        """The database (a copy of ``db_template``, else migrated), then the four services."""
+        make_metadata_db(self.home, self.env, db_template)
         for name in SERVICES:
             self.start_service(name)
 
@@ -147,7 +145,7 @@ def stack_environment(home: pathlib.Path, port: int, kafka_extra: dict[str, Any]
 
 
 @pytest.fixture(scope="module")
-def airflow_stack(kafka_broker, tmp_path_factory) -> Iterator[AirflowStack]:
+def airflow_stack(kafka_broker, airflow_db_template, tmp_path_factory) -> Iterator[AirflowStack]:
     """The four services for one test module (started once: they take about a minute to come up)."""
     home = tmp_path_factory.mktemp("airflow-home")
     (home / "manifests").mkdir()  # the connection's manifest store (the cleanup DAG refuses a missing one)
@@ -155,7 +153,7 @@ def airflow_stack(kafka_broker, tmp_path_factory) -> Iterator[AirflowStack]:
     env = stack_environment(home, port, {"bootstrap.servers": kafka_broker.bootstrap})
     stack = AirflowStack(home, env, port)
     stack.env.update(example_dag_settings(home, kafka_broker.bootstrap))
-    stack.start()
+    stack.start(airflow_db_template)
     try:
         wait_for("the API server", lambda: stack.request("GET", "/monitor/health"), 240, stack)
         yield stack

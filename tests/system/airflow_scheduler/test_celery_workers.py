@@ -47,7 +47,7 @@ def s3(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def deployment(kafka_broker, s3, tmp_path_factory):
+def deployment(kafka_broker, s3, airflow_db_template, tmp_path_factory):
     bucket = unique_name("celery-store").lower().replace("_", "-")[:60]
     store = s3.create_bucket(bucket) + "/manifests"
     settings = {
@@ -60,7 +60,7 @@ def deployment(kafka_broker, s3, tmp_path_factory):
     }
     root = tmp_path_factory.mktemp("celery")
     with CeleryDeployment(root, dags_folder=REPO / "dags", workers={"spark": "spark", "kafka": "kafka"},
-                          settings=settings) as running:
+                          settings=settings, db_template=airflow_db_template) as running:
         running.store = store
         running.add_connection(
             "kafka_eos_default", "kafka_eos",

@@ -27,8 +27,9 @@ pytestmark = [pytest.mark.broker, pytest.mark.provider_logic]
 
 
 @pytest.fixture(scope="module")
-def api_server(kafka_broker, tmp_path_factory):
-    yield from run_ui_server(kafka_broker.bootstrap, tmp_path_factory.mktemp("airflow-api-home"))
+def api_server(kafka_broker, airflow_db_template, tmp_path_factory):
+    yield from run_ui_server(kafka_broker.bootstrap, tmp_path_factory.mktemp("airflow-api-home"),
+                             airflow_db_template)
 
 
 def _token(stack: AirflowStack, user: str) -> str:

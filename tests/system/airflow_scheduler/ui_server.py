@@ -19,6 +19,8 @@ from collections.abc import Iterator
 import httpx
 from airflow_stack import REPO, AirflowStack, example_dag_settings, free_port, wait_for
 
+from kafka_eos_testing.airflow_rest import make_metadata_db
+
 PASSWORDS = {"admin": secrets.token_hex(8), "viewer": secrets.token_hex(8)}
 SERVICES = ("api-server", "dag-processor")
 
@@ -30,7 +32,8 @@ def token(stack: AirflowStack, user: str) -> str:
     return response.json()["access_token"]
 
 
-def run_ui_server(bootstrap: str, home: pathlib.Path) -> Iterator[AirflowStack]:
+def run_ui_server(bootstrap: str, home: pathlib.Path, db_template: pathlib.Path | None = None
+                  ) -> Iterator[AirflowStack]:
     """Start, yield once the API answers a login, stop (a generator for a fixture)."""
     (home / "manifests").mkdir(exist_ok=True)
     port = free_port()
@@ -62,8 +65,7 @@ def run_ui_server(bootstrap: str, home: pathlib.Path) -> Iterator[AirflowStack]:
     )
     (home / "passwords.json").write_text(json.dumps(PASSWORDS))
     stack = AirflowStack(home, env, port)
-    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, cwd=home, check=True,
-                   capture_output=True, timeout=300)
+    make_metadata_db(home, env, db_template)
     for service in SERVICES:
         with open(home / f"{service}.log", "wb") as log:
             # cwd outside the repository: its egg-info would make the plugin's entry point appear twice.

@@ -123,6 +123,7 @@ def test_alert_mode_fails_loudly_and_never_aborts_the_prepared_batch(kafka_broke
     assert_committed_exactly_once(kafka_broker, stuck_topic)
 
 
+@pytest.mark.provider_logic  # the DAG's refusal: it changes nothing on any broker
 def test_unreadable_store_refuses_and_aborts_nothing(kafka_broker, cleanup_dag, stuck_topic, tmp_path):
     missing = (tmp_path / "no-such-store").as_uri()
     run = cleanup_dag.test(
@@ -143,6 +144,7 @@ def test_unreadable_store_refuses_and_aborts_nothing(kafka_broker, cleanup_dag, 
     assert_committed_exactly_once(kafka_broker, stuck_topic)
 
 
+@pytest.mark.provider_logic  # the DAG's dry run: it changes nothing on any broker
 def test_dry_run_says_would_and_changes_nothing(kafka_broker, cleanup_dag, stuck_topic, capfd):
     run = cleanup_dag.test(
         run_conf={"prefixes": [stuck_topic["prefix"]], "min_age_seconds": 0, "dry_run": True}

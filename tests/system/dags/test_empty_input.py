@@ -106,6 +106,7 @@ def _states(run) -> dict[str, str]:
 
 @pytest.mark.dag
 @pytest.mark.broker
+@pytest.mark.provider_logic  # the DAG's input rules: no Spark job starts, nothing reaches Kafka
 def test_the_dag_skips_a_run_without_input_and_fails_a_mistyped_batch(pipeline_dag, tmp_path, unique_name):
     (tmp_path / "input").mkdir()
     conf = _conf(tmp_path, unique_name)

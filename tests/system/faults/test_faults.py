@@ -219,9 +219,10 @@ def test_commit_task_killed_after_k_of_n_commits_is_retried(
 
 @pytest.mark.parametrize("path", ["arrow", "arrow-2pc", "librdkafka"])
 def test_broker_restarted_between_prepare_and_commit(
-    spark, kafka_broker_factory, tmp_path, unique_name, kafka_eos_conn, path
+    spark, kafka_broker_pool, tmp_path, unique_name, kafka_eos_conn, path
 ):
-    broker = kafka_broker_factory(data_dir=str(tmp_path / "broker-data"), partitions=2, two_phase_commit=True)
+    # One broker for the three paths (each restarts it; its data dir survives): two start-ups fewer.
+    broker = kafka_broker_pool(partitions=2, two_phase_commit=True)
     prefix, topic = unique_name("restart"), unique_name("out")
     df = keyed_frame(spark, "r", 200, 2)
     manifest = _write(df, broker, tmp_path / "m", prefix, topic, 1, **PATHS[path])

@@ -56,9 +56,9 @@ def _cli_commit(bootstrap: str, tid: str, producer_id: int, epoch: int) -> list[
 
 
 def test_java_44_completion_of_our_prepared_transaction_aborts_it(
-    kafka_broker_factory, unique_name, java_interop
+    kafka_broker_pool, unique_name, java_interop
 ):
-    broker = kafka_broker_factory(two_phase_commit=True)
+    broker = kafka_broker_pool(two_phase_commit=True)  # one 2PC broker for the module
     topic, tid = unique_name("interop"), unique_name("interop-ours")
     create_topic(broker.bootstrap, topic, partitions=2)
     keys = [f"o-{i}".encode() for i in range(300)]
@@ -86,8 +86,8 @@ def test_java_44_completion_of_our_prepared_transaction_aborts_it(
     assert count_keys(broker.bootstrap, topic) == {}
 
 
-def test_java_prepared_is_committed_by_kafka_eos_txn(kafka_broker_factory, unique_name, java_interop):
-    broker = kafka_broker_factory(two_phase_commit=True)
+def test_java_prepared_is_committed_by_kafka_eos_txn(kafka_broker_pool, unique_name, java_interop):
+    broker = kafka_broker_pool(two_phase_commit=True)
     topic, tid = unique_name("interop"), unique_name("interop-java")
     create_topic(broker.bootstrap, topic, partitions=3)
     result = java_interop.run("prepare", broker.bootstrap, tid, topic, "500")

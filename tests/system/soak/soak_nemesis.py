@@ -22,6 +22,7 @@ import random
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -77,12 +78,17 @@ class Nemesis:
         self.history = history
         self.interval_s, self.pause_s, self.restart_after_s = interval_s, pause_s, restart_after_s
         self.faults = 0
-        self.kinds: set[str] = set()
+        self.by_kind: Counter[str] = Counter()  # "kill:kafka-node" -> how many
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._paused: dict[int, tuple[psutil.Process, float, Target]] = {}  # pid -> (process, until, role)
         self._down: list[tuple[Target, psutil.Process, float]] = []  # killed, restart at
         self._thread = threading.Thread(target=self._run, name="soak-nemesis", daemon=True)
+
+    @property
+    def kinds(self) -> set[str]:
+        """The faults applied at least once, as ``action:role``."""
+        return set(self.by_kind)
 
     def start(self) -> None:
         self._thread.start()
@@ -91,6 +97,17 @@ class Nemesis:
         self._stop.set()
         self._thread.join(timeout=120)
         self.heal()
+
+    def halt(self) -> None:
+        """Stop drawing and continue every paused process, restarting nothing: for a teardown
+        (a soak stopped half way, e.g. by its timeout), before its servers are stopped."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=120)
+        with self._lock:
+            for pid, (process, _, target) in list(self._paused.items()):
+                self._continue(pid, process, target)
+            self._down.clear()
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -136,7 +153,7 @@ class Nemesis:
                 self._paused[process.pid] = (process, until, target)
                 self.history.record("fault", action="pause", **described)
             self.faults += 1
-            self.kinds.add(f"{kind}:{target.role}")
+            self.by_kind[f"{kind}:{target.role}"] += 1
 
     def _undo_due(self, now: float) -> None:
         with self._lock:
