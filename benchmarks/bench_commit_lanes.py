@@ -88,7 +88,10 @@ def main(argv: list[str]) -> dict[str, Any]:
     result: dict[str, Any] = {
         "broker": args.kafka,
         "start_s": round(time.perf_counter() - started, 1),
-        "rule": {"AUTO_PER_LANE": lanes_module.AUTO_PER_LANE, "AUTO_MAX_LANES": lanes_module.AUTO_MAX_LANES},
+        "rule": {
+            "AUTO_MIN_GROUP": lanes_module.AUTO_MIN_GROUP,
+            "AUTO_MAX_LANES": lanes_module.AUTO_MAX_LANES,
+        },
         "repeat": args.repeat,
         "cells": {},
     }

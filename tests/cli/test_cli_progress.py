@@ -54,7 +54,8 @@ def _keys(tid: str) -> list[bytes]:
 def test_bulk_abort_is_one_batch_over_lanes_with_progress_per_answer(
     bootstrap, unique_name, store, monkeypatch
 ):
-    monkeypatch.setattr(lanes_module, "AUTO_PER_LANE", 3)  # no lanes setting: 6 ids -> 2 lanes
+    monkeypatch.setattr(lanes_module, "AUTO_MIN_GROUP", 1)  # no lanes setting: 6 ids get lanes...
+    monkeypatch.setattr(lanes_module, "AUTO_MAX_LANES", 2)  # ...2 of them
     topic, prefix = unique_name("prog-abort"), unique_name("pab") + "-"
     ids = [f"{prefix}{i}-1" for i in range(COUNT)]
     for tid in ids:

@@ -19,6 +19,7 @@ retried, stays with the caller (``TransactionAdmin``), unchanged.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -30,10 +31,11 @@ from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
 
 __all__ = [
     "AUTO_MAX_LANES",
-    "AUTO_PER_LANE",
+    "AUTO_MIN_GROUP",
     "MAX_LANES",
     "MIN_PER_LANE",
     "Lanes",
+    "auto_lanes",
     "check_lanes",
     "lane_counts",
     "split",
@@ -46,10 +48,13 @@ MAX_LANES = 64
 # A lane costs a bootstrap (ApiVersions + Metadata) and a connection per node it talks to: only
 # worth it when it carries at least this many requests (the floor of an explicit ``lanes=N``).
 MIN_PER_LANE = 64
-# With no setting the work chooses: one lane per AUTO_PER_LANE transactions of a coordinator, up
-# to AUTO_MAX_LANES. Both chosen by the commit sweep on a 3-node Kafka 4.4 cluster at 100, 1,000
-# and 10,000 transactions (docs/benchmarks.md, "Lanes chosen from the work").
-AUTO_PER_LANE = 8
+# With no setting the work chooses: a coordinator's group of n requests gets ceil(sqrt(n)) lanes,
+# from AUTO_MIN_GROUP requests up, at most AUTO_MAX_LANES. Why a square root: with L lanes a group
+# costs about a*L (opening lanes, spreading the work) + b*n/L (the requests each connection
+# serialises), least at L = sqrt(n*b/a); three sweeps on a 3-node Kafka 4.4 cluster put b/a near 1
+# (100, 1,000 and 10,000 transactions were fastest with 4-8, 16-32 and 32-64 lanes:
+# docs/benchmarks.md, "Lanes chosen from the work").
+AUTO_MIN_GROUP = 16
 AUTO_MAX_LANES = 32
 
 
@@ -66,15 +71,23 @@ def check_lanes(lanes: object) -> int:
 def lane_counts(sizes: Sequence[int], *, lanes: int | None) -> list[int]:
     """How many lanes each group (of ``sizes[i]`` requests, one group per coordinator) gets.
 
-    ``lanes=None`` (the default everywhere): chosen from the work, one per :data:`AUTO_PER_LANE`
-    requests up to :data:`AUTO_MAX_LANES`; a cluster commits more EndTxn per replicated append of
-    its transaction log the more are in flight, so a big batch wants many lanes, while a small
-    one would spend more on opening connections than it gains. ``lanes=N`` (a user's setting):
-    one per :data:`MIN_PER_LANE` requests, at most N. Always at least one.
+    ``lanes=None`` (the default everywhere): chosen from the work, ``ceil(sqrt(n))`` lanes for a
+    group of n from :data:`AUTO_MIN_GROUP` up, at most :data:`AUTO_MAX_LANES`; a cluster commits
+    more EndTxn per replicated append of its transaction log the more are in flight, so a big batch
+    wants many lanes, while a small one would spend more on opening connections than it gains.
+    ``lanes=N`` (a user's setting): one per :data:`MIN_PER_LANE` requests, at most N. Always at
+    least one.
     """
     if lanes is None:
-        return [max(1, min(AUTO_MAX_LANES, size // AUTO_PER_LANE)) for size in sizes]
+        return [auto_lanes(size) for size in sizes]
     return [max(1, min(lanes, size // MIN_PER_LANE)) for size in sizes]
+
+
+def auto_lanes(size: int) -> int:
+    """Lanes for a group of ``size`` requests with no setting: ``ceil(sqrt(size))`` (see above)."""
+    if size < AUTO_MIN_GROUP:
+        return 1
+    return min(AUTO_MAX_LANES, math.isqrt(size - 1) + 1)
 
 
 def split(items: Sequence[T], count: int) -> list[list[T]]:
