@@ -194,7 +194,8 @@ JOB_SIDE_ONLY = {
 
 
 def test_the_airflow_side_imports_without_the_spark_extra():
-    """The base install has no Spark provider, PySpark, pyarrow, numpy or pandas (they are the [spark]
+    """The base install has no Spark provider, PySpark, pyarrow, numpy, pandas or the Arrow producer's
+    CRC and codec packages (they are the [spark]
     extra): every module but the Arrow producer's imports without them, the writer, the job and the
     submit operator included (the provider absent: a ModuleNotFoundError as Python's import system
     raises it), and nothing imports the Spark provider. A DAG with a submit and a commit task is
@@ -206,9 +207,11 @@ def test_the_airflow_side_imports_without_the_spark_extra():
         # The Spark provider's hooks and operators; its provider-info module still answers
         # Airflow's provider discovery, which loads every installed provider's entry point.
         "SPARK_PROVIDER = tuple('airflow.providers.apache.spark.' + m for m in ('hooks', 'operators'))\n"
+        "BLOCKED = ('pyspark', 'pyarrow', 'numpy', 'pandas',\n"
+        "           'crc32c', 'lz4', 'snappy', 'cramjam', 'zstandard')  # the Arrow producer's\n"
         "class Block:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] in ('pyspark', 'pyarrow', 'py4j', 'numpy', 'pandas'):\n"
+        "        if name.split('.')[0] in BLOCKED + ('py4j',):\n"
         "            raise ImportError(f'blocked: {name}')\n"
         "        if name.startswith(SPARK_PROVIDER):\n"
         "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
@@ -238,7 +241,7 @@ def test_the_airflow_side_imports_without_the_spark_extra():
         "    refusal = None\n"
         "except MissingExtraError as exc:\n"
         "    refusal = [str(exc), isinstance(exc, ImportError)]\n"
-        "blocked = ('pyspark', 'pyarrow', 'numpy', 'pandas')\n"
+        "blocked = BLOCKED\n"
         "imported = sorted(m for m in sys.modules\n"
         "                  if m.split('.')[0] in blocked or m.startswith(SPARK_PROVIDER))\n"
         "found = {'failed': sorted(failed), 'other': other, 'imported': imported,\n"
@@ -280,6 +283,6 @@ def test_the_spark_provider_is_in_the_spark_extra_and_not_in_the_base_install():
         for group, lines in {"base": project["dependencies"], **project["optional-dependencies"]}.items()
     }
     heavy = {"apache-airflow-providers-apache-spark", "pyspark", "pyspark-client", "pyarrow", "numpy"}
-    heavy.add("pandas")
+    heavy |= {"pandas", "crc32c", "lz4", "python-snappy", "zstandard"}  # the Arrow producer's, job side
     assert heavy <= names["spark"]
     assert not heavy & names["base"]

@@ -103,7 +103,8 @@ def codec_for(name: object, level: object = None, *, where: str) -> Codec:
         except ImportError:
             raise ConfigError(
                 f"{where}: key 'compression.type' = {codec} needs the {spec.distribution} package, which "
-                f"does not import here; pip install {spec.distribution} (a dependency of this provider)"
+                f"does not import here; pip install {spec.distribution} (part of "
+                "airflow-provider-kafka-eos[spark])"
             ) from None
     return Codec(codec, chosen)
 
