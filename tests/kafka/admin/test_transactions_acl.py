@@ -87,6 +87,9 @@ def test_missing_write_acl_is_named_and_changes_nothing(acl_broker):
 
 def test_wrong_password_is_an_authentication_error_and_secrets_stay_out_of_logs(acl_broker, caplog):
     caplog.set_level(logging.DEBUG)
+    # kafka-python's own logger too: a test before this one in the session may have quieted it
+    # (log_levels.quiet_client_loggers, as the CLI and the job do), and the check needs its DEBUG records
+    caplog.set_level(logging.DEBUG, logger="kafka")
     wrong = KafkaClientConfig.from_mapping(acl_broker.sasl_config("viewer", "not-the-pw-456"))
     with pytest.raises(AuthorizationError) as info:
         TransactionAdmin(wrong, connect_timeout_ms=3000)
