@@ -147,12 +147,14 @@ def restore_pipeline(
 
     # Re-read: a manifest may have been written by someone else since (never abort what it lists).
     # (this checkpoint's own PREPARED manifest, kept as ``existing``, is among them)
-    protected = prepared_index(store.manifests(pipeline_id, status=ManifestStatus.PREPARED))
+    # One read serves both rules (the store reads every manifest either way: the status is inside).
+    manifests = store.manifests(pipeline_id)
+    protected = prepared_index([(u, m) for u, m in manifests if m.status is ManifestStatus.PREPARED])
     report.protected_transactions = sorted(protected)
 
     aborted = list(abort_lingering(admin, transactional_id_prefix, protected))
     if also_owned:
-        aborted += _abort_own_ids(admin, also_owned, protected, store.manifests(pipeline_id))
+        aborted += _abort_own_ids(admin, also_owned, protected, manifests)
     report.aborted_transactions = sorted(aborted)
     if report.aborted_transactions:
         log.warning("aborted %d open transaction(s) of prefix %r left by earlier attempts: %s",
