@@ -10,10 +10,16 @@ Which Kafka the tests talk to (``$KAFKA_EOS_TEST_KAFKA``):
   that must reconfigure or restart the broker then skips, naming what it needs.
 
 ``--kafka-facing`` keeps only the tests that use a Kafka fixture, and the launcher's own tests
-(marker ``apache_kafka``): what ``./run test`` runs on real Kafka after the whole suite ran on
-the embedded broker. Tests marked ``provider_logic`` use a broker but prove a rule of the
-provider's own (e.g. the input claims in the manifest store) that no broker changes: one run on
-the embedded broker proves them, so ``--kafka-facing`` leaves them out (CI time).
+(marker ``apache_kafka``): what ``./run test`` runs on real Kafka 4.4, the proof. Tests marked
+``provider_logic`` use a broker but prove a rule of the provider's own (e.g. the input claims in
+the manifest store) that no broker changes: one run on the embedded broker proves them, so
+``--kafka-facing`` leaves them out (CI time).
+
+``--kafka-facing-elsewhere`` is its complement, for the embedded pass of a run whose real-Kafka pass
+runs the Kafka-facing tests: it leaves out every test ``--kafka-facing`` keeps, except the embedded
+broker's own tests (marker ``broker_double``: they prove the double against the expectations the
+same tests hold on real Kafka, so they run on both). One run proves a provider rule; running it on
+the embedded broker as well only cost CI time (about 12 minutes a run).
 """
 
 from __future__ import annotations
@@ -80,20 +86,43 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run only tests that use a Kafka fixture (kafka_broker, kafka_broker_factory, "
         "kafka_broker_pool)",
     )
+    parser.addoption(
+        "--kafka-facing-elsewhere",
+        action="store_true",
+        default=False,
+        help="leave out the tests --kafka-facing keeps (another pass runs them on real Kafka), except "
+        "the embedded broker's own tests (marker broker_double)",
+    )
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     return f"kafka under test: {kafka_kind()} (${KAFKA_KIND_ENV}, ${BOOTSTRAP_ENV})"
 
 
+def runs_on_real_kafka(item: pytest.Item) -> bool:
+    """Whether ``--kafka-facing`` keeps ``item``: the one rule both options apply."""
+    kafka_facing = KAFKA_FIXTURES & set(getattr(item, "fixturenames", ()))
+    wanted = kafka_facing and not item.get_closest_marker("provider_logic")
+    return bool(wanted or item.get_closest_marker("apache_kafka"))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.getoption("--kafka-facing"):
+    only, elsewhere = config.getoption("--kafka-facing"), config.getoption("--kafka-facing-elsewhere")
+    if only and elsewhere:
+        raise pytest.UsageError("--kafka-facing and --kafka-facing-elsewhere select opposite halves: "
+                                "give one")
+    if not (only or elsewhere):
         return
     keep, drop = [], []
     for item in items:
-        kafka_facing = KAFKA_FIXTURES & set(getattr(item, "fixturenames", ()))
-        wanted = kafka_facing and not item.get_closest_marker("provider_logic")
-        (keep if wanted or item.get_closest_marker("apache_kafka") else drop).append(item)
+        if only:
+            wanted = runs_on_real_kafka(item)
+        else:
+            wanted = not runs_on_real_kafka(item) or (
+                item.get_closest_marker("broker_double") is not None
+                and item.get_closest_marker("apache_kafka") is None
+            )
+        (keep if wanted else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

@@ -123,3 +123,49 @@ def test_the_soak_script_and_the_soak_pass_run_the_same_test_the_same_way(passes
     from datetime import datetime, timezone
 
     assert soak.daily_seed(datetime(2026, 11, 26, 23, 59, tzinfo=timezone.utc)) == 20261126
+
+
+def test_every_pass_runs_in_exactly_one_lane(passes):
+    named = [name for lane in passes.LANES for name in lane]
+    assert sorted(named) == sorted(p.name for p in passes.PASSES)
+    lanes = passes.lanes_of(passes.PASSES, len(passes.LANES))
+    assert [[p.name for p in lane] for lane in lanes] == [list(lane) for lane in passes.LANES]
+    [one] = passes.lanes_of(passes.PASSES, 1)  # KAFKA_EOS_TEST_LANES=1: PASSES order, one at a time
+    assert [p.name for p in one] == [p.name for p in passes.PASSES]
+    chosen = [p for p in passes.PASSES if p.name in ("embedded", "cluster")]
+    assert [[p.name for p in lane] for lane in passes.lanes_of(chosen, 2)] == [["cluster"], ["embedded"]]
+    stray = passes.Pass("stray", "no lane names it")
+    assert passes.lanes_of([stray], 2) == [[stray]]  # still runs
+
+
+def test_a_pass_beside_another_leaves_its_tests_to_it(passes, tmp_path):
+    """``args_beside`` applies only when the pass it names runs in the same run."""
+    sample = tmp_path / "test_sample.py"
+    sample.write_text("def test_mine(): pass\ndef test_theirs(): pass\n")
+    leaving = passes.Pass("leaving", "leaves one test", beside="other", args_beside=("-k", "not theirs"))
+    alone = passes.run_pass(leaving, [str(sample)], with_passes=frozenset({"leaving"}))
+    together = passes.run_pass(leaving, [str(sample)], with_passes=frozenset({"leaving", "other"}))
+    assert (alone.passed, together.passed) == (2, 1)
+
+
+def test_passes_side_by_side_print_their_output_whole(passes, tmp_path, capsys):
+    """Two buffered passes at once: each pass's pytest output and its closing lines form one block."""
+    import threading
+
+    samples = []
+    for name in ("left", "right"):
+        sample = tmp_path / f"test_{name}.py"
+        sample.write_text("".join(f"def test_{name}_{i}(): print('{name}-line')\n" for i in range(20)))
+        samples.append((passes.Pass(name, f"the {name} lane"), sample))
+    threads = [threading.Thread(target=passes.run_pass, args=(p, [str(s), "-s", "-v"]),
+                                kwargs={"buffered": True}) for p, s in samples]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    out = capsys.readouterr().out
+    for name in ("left", "right"):
+        assert f"===== pass {name}: started at " in out
+        block = out[out.index(f"===== pass {name}: the {name} lane"):out.index(f"===== pass {name}: ok in")]
+        other = "right" if name == "left" else "left"
+        assert block.count(f"{name}-line") == 20 and f"{other}-line" not in block

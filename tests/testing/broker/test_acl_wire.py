@@ -36,7 +36,7 @@ from kafka_eos_testing.broker.txn_testkit import (
 )
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
-pytestmark = pytest.mark.broker
+pytestmark = [pytest.mark.broker, pytest.mark.broker_double]
 
 USERS = {"alice": "alice-pw", "admin": "admin-pw", "bob": "bob-pw"}
 

@@ -13,7 +13,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-pytestmark = pytest.mark.broker
+pytestmark = [pytest.mark.broker, pytest.mark.broker_double]
 
 
 def record_batch(key: bytes) -> bytes:

@@ -10,7 +10,7 @@ import sys
 import pytest
 from confluent_kafka.admin import AdminClient
 
-pytestmark = pytest.mark.broker
+pytestmark = [pytest.mark.broker, pytest.mark.broker_double]
 
 DEVBROKER = str(pathlib.Path(sys.executable).with_name("kafka-eos-devbroker"))
 

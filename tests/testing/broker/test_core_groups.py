@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-pytestmark = pytest.mark.broker
+pytestmark = [pytest.mark.broker, pytest.mark.broker_double]
 
 
 def make_topic(bootstrap: str, topic: str, partitions: int, keys: list[bytes]) -> None:

@@ -7,7 +7,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
-pytestmark = pytest.mark.broker
+pytestmark = [pytest.mark.broker, pytest.mark.broker_double]
 
 
 def produce(bootstrap: str, topic: str, keys: list[bytes]) -> None:

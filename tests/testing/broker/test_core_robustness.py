@@ -16,7 +16,7 @@ from kafka_eos_testing.broker.txn_testkit import wait_for
 from kafka_eos_testing.pytest_plugin import kafka_kind
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
-pytestmark = pytest.mark.broker
+pytestmark = [pytest.mark.broker, pytest.mark.broker_double]
 
 GARBAGE = [
     pytest.param(b"\x00\x00\x00\x05hello", id="unknown-api-key"),

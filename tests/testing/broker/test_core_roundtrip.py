@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_eos_testing.verify import assert_exactly_once, count_keys, exactly_once_report
 
-pytestmark = pytest.mark.broker
+pytestmark = [pytest.mark.broker, pytest.mark.broker_double]
 
 
 def _produce(bootstrap: str, topic: str, keys: list[bytes], **config) -> None:

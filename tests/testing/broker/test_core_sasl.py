@@ -17,7 +17,7 @@ from kafka.protocol.sasl import (
 
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
-pytestmark = pytest.mark.broker
+pytestmark = [pytest.mark.broker, pytest.mark.broker_double]
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 from kafka_eos_testing.broker.txn_testkit import admin, describe_settled
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
-pytestmark = [pytest.mark.broker, pytest.mark.usefixtures("needs_transactions")]
+pytestmark = [pytest.mark.broker, pytest.mark.broker_double, pytest.mark.usefixtures("needs_transactions")]
 
 LATEST, EARLIEST = -1, -2
 

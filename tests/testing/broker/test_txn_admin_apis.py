@@ -28,7 +28,7 @@ from kafka_eos_testing.broker.txn_testkit import (
 )
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
-pytestmark = pytest.mark.broker
+pytestmark = [pytest.mark.broker, pytest.mark.broker_double]
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from kafka_eos_testing.broker.txn_testkit import (
     describe_settled,
 )
 
-pytestmark = pytest.mark.broker
+pytestmark = [pytest.mark.broker, pytest.mark.broker_double]
 
 TV1, TV2 = 3, 5  # EndTxn request versions
 
