@@ -13,60 +13,34 @@ apache pass runs it (one spark-submit). The embedded broker lacks DeleteRecords:
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from kafka.structs import TopicPartition as KafkaTopicPartition
-from test_kafka_input_job import PARTITIONS, Job, _create_topic, _group_offsets, _produce_round
+from kafka_input_job_helpers import Job, create_topic
+from kafka_input_support import PARTITIONS, connector_jars, produce_round, settled_group_offsets
 
 from airflow_provider_kafka_eos.kafka.admin.input_offsets import read_input_offsets
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.checkpoints.input_ranges import plan_uri
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import find_manifests
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
 from airflow_provider_kafka_eos.spark.handoff import EXIT_KAFKA
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.faults, pytest.mark.spark, pytest.mark.broker]
 
 
-@pytest.fixture(scope="module")
-def connector_jars():
-    import pyspark
-
-    from benchmarks.bench_spark_vs_sink import sink_jars
-
-    version = pyspark.__version__
-    return sink_jars(version, "2.12" if version.startswith("3.") else "2.13")
-
-
-def _unmoved_group(admin, group: str, topic: str) -> dict:
-    """The group's committed offsets. Nothing ever committed a group on this fresh node, so its
-    first FindCoordinator creates __consumer_offsets and answers COORDINATOR_NOT_AVAILABLE until
-    that topic is up: polled with a deadline."""
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            return _group_offsets(admin, group, topic)
-        except KafkaEosError as exc:
-            if "CoordinatorNotAvailable" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-
-
 def test_a_range_deleted_after_the_plan_fails_the_read_by_name_and_commits_nothing(
-        kafka_broker, tmp_path, unique_name, request):
+        kafka_broker, tmp_path, unique_name):
     if kafka_broker.embedded:
         pytest.skip("needs DeleteRecords (moving a partition's log start offset into the planned range), "
                     "which the embedded broker does not implement")
-    jars = request.getfixturevalue("connector_jars")  # fetched only where the test runs
+    jars = connector_jars()  # fetched (Maven, once) only where the test runs
     bootstrap = kafka_broker.bootstrap
-    topic_in = _create_topic(bootstrap, unique_name("k2k-loss-in"), PARTITIONS)
-    topic_out = _create_topic(bootstrap, unique_name("k2k-loss-out"), 1)
+    topic_in = create_topic(bootstrap, unique_name("k2k-loss-in"), PARTITIONS)
+    topic_out = create_topic(bootstrap, unique_name("k2k-loss-out"), 1)
     group = unique_name("k2k-loss-group")
     job = Job(kafka_broker, tmp_path, unique_name("k2k-loss"), topic_in, topic_out, group, jars)
-    _produce_round(bootstrap, topic_in, "a")
+    produce_round(bootstrap, topic_in, "a")
     with TransactionAdmin(KafkaClientConfig.from_mapping(kafka_broker.client_config())) as admin:
         plan = job.plan(1)  # the driver plans and stores the range, then (say) waits for executors
         planned = plan.range_of(topic_in, 0)
@@ -84,5 +58,6 @@ def test_a_range_deleted_after_the_plan_fails_the_read_by_name_and_commits_nothi
         assert plan_uri(str(tmp_path / "manifests"), job.prefix, 1) in error
         assert "lost-input-ranges" in error
         assert find_manifests(str(tmp_path / "manifests"), job.prefix) == []  # no vote
-        assert _unmoved_group(admin, group, topic_in) == {}
+        # Nothing ever committed a group on this fresh node: its first lookup waits for __consumer_offsets.
+        assert settled_group_offsets(admin, group, topic_in) == {}
     assert_exactly_once(count_keys(bootstrap, topic_out), [])  # nothing committed
