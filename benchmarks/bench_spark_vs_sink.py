@@ -23,6 +23,8 @@ the embedded broker.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import pathlib
 import shutil
@@ -31,6 +33,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from benchmarks.options import parse_options
@@ -44,21 +47,57 @@ OPTION_DEFAULTS: dict[str, Any] = {"records": 2_000_000, "partitions": 2, "kafka
 
 
 def sink_jars(spark_version: str, scala_binary: str) -> list[str]:
-    """The Kafka connector's jars not already in PySpark's own ``jars/`` (fetched once with Maven)."""
+    """The Kafka connector's jars not already in PySpark's own ``jars/`` (fetched once with Maven).
+
+    Several processes may ask at once (``./run test`` runs passes side by side): the fetch holds a
+    file lock, and the jars land in a temporary folder renamed into place when Maven is done, so
+    nobody ever sees a half-filled cache.
+    """
     import pyspark
 
     cache = pathlib.Path.home() / ".cache" / "kafka-eos" / f"spark-kafka-sink-{spark_version}"
     if not any(cache.glob("spark-sql-kafka-*.jar")):
-        cache.mkdir(parents=True, exist_ok=True)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        with _locked(cache.with_name(f"{cache.name}.lock"), timeout_s=900):
+            if not any(cache.glob("spark-sql-kafka-*.jar")):  # not fetched meanwhile by the lock's holder
+                _fetch(cache, spark_version, scala_binary)
+    bundled = {_artifact(p.name) for p in (pathlib.Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return sorted(str(p) for p in cache.glob("*.jar") if _artifact(p.name) not in bundled)
+
+
+def _fetch(cache: pathlib.Path, spark_version: str, scala_binary: str) -> None:
+    partial = pathlib.Path(tempfile.mkdtemp(prefix=f"{cache.name}.partial-", dir=cache.parent))
+    try:
         mvn = shutil.which("mvn") or "/usr/bin/mvn"
         subprocess.run(
             [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", "-DincludeScope=runtime",
-             f"-DoutputDirectory={cache}", f"-Dspark.version={spark_version}",
+             f"-DoutputDirectory={partial}", f"-Dspark.version={spark_version}",
              f"-Dscala.binary={scala_binary}"],
             check=True, timeout=600,
         )  # fmt: skip
-    bundled = {_artifact(p.name) for p in (pathlib.Path(pyspark.__file__).parent / "jars").glob("*.jar")}
-    return sorted(str(p) for p in cache.glob("*.jar") if _artifact(p.name) not in bundled)
+        shutil.rmtree(cache, ignore_errors=True)  # an empty or jar-less leftover of an older layout
+        partial.rename(cache)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _locked(path: pathlib.Path, timeout_s: float) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path``, waited for at most ``timeout_s`` (a fetch's own bound)."""
+    deadline = time.monotonic() + timeout_s
+    with open(path, "w") as handle:
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{path}: held by another fetch for over {timeout_s:.0f} s") from None
+                time.sleep(0.5)  # polling the lock of another process's Maven fetch, bounded above
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _artifact(jar: str) -> str:
