@@ -94,6 +94,24 @@ def coordinators(cluster: Any, transactional_ids: list[str]) -> dict[str, int]:
     return found
 
 
+def group_coordinators(cluster: Any, groups: list[str], timeout_s: float = 60) -> dict[str, int]:
+    """Group coordinator node of each consumer group (FindCoordinator key type 0: a lookup; the
+    group is not created). Polled while the cluster answers COORDINATOR_NOT_AVAILABLE: the first
+    group lookup of a cluster creates ``__consumer_offsets``."""
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    with transaction_admin(cluster) as admin:
+        def check() -> dict[str, int] | None:
+            request = FindCoordinatorRequest(key_type=0, coordinator_keys=list(groups), min_version=4)
+            (response,) = admin.wire.send_all([(request, None)])
+            rows = {row.key: row for row in response.coordinators}
+            if any(row.error_code for row in rows.values()):
+                return None
+            return {key: row.node_id for key, row in rows.items()}
+
+        return _poll(f"the group coordinators of {groups}", check, timeout_s, cluster)
+
+
 def ids_coordinated_by_one_node(cluster: Any, prefix: str, count: int) -> tuple[int, list[str]]:
     """``count`` transactional ids ``<prefix>-<i>`` that share one coordinator node, and that node."""
     candidates = [f"{prefix}-{i}" for i in range(12 * count)]

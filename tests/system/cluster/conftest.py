@@ -58,7 +58,13 @@ def kafka_eos_conn(monkeypatch, unique_name):
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(kafka_cluster):
+    """One local session for the cluster tests, with Spark's Kafka connector on its classpath (the
+    Kafka-input job reads with it; the jars must be there when the JVM starts). It depends on the
+    cluster so that where the cluster skips, no JVM is started and no jar is fetched for nothing
+    (session fixtures are set up before function ones, whatever the order of a test's arguments)."""
+    from kafka_input_support import connector_jars
+
     from kafka_eos_testing.spark import local_spark_session
 
-    return local_spark_session()
+    return local_spark_session(spark__jars=",".join(connector_jars()))
