@@ -24,7 +24,8 @@ What it does, all under ``demo-output/`` (recreated on every run):
 
 ``--pipeline kafka-to-kafka`` runs ``dags/eos_kafka_to_kafka.py`` instead (Kafka input, two
 checkpoints, aborted input transactions, the consumer group's offsets checked):
-``scripts/demo_kafka_to_kafka.py``.
+``scripts/demo_kafka_to_kafka.py``, on either Kafka (``--kafka apache`` too); plaintext only
+(``--security`` is refused with it: Spark's Kafka source cannot take the secured modes' credentials).
 """
 
 from __future__ import annotations
@@ -131,7 +132,8 @@ def start_kafka(kind: str, security: str = "plaintext"):
     return broker
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The demo's options; a combination it cannot run is refused here, before anything starts."""
     parser = argparse.ArgumentParser(prog="./run demo", description="the example pipeline DAG, end to end")
     parser.add_argument("--kafka", choices=("embedded", "apache"), default="embedded")
     parser.add_argument(
@@ -150,6 +152,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.security != "plaintext" and args.kafka != "apache":
         parser.error(f"--security {args.security} needs --kafka apache (the embedded broker is plaintext)")
+    if args.security != "plaintext" and args.pipeline == "kafka-to-kafka":
+        # Refused before anything starts: the job would refuse the connection only after the node,
+        # Airflow and the connector were set up (spark/kafka_source.py's source_options).
+        parser.error(f"--pipeline kafka-to-kafka runs on a plaintext node only: Spark's Kafka source, "
+                     "which reads the input, takes PLAINTEXT or SSL with a CA file, not the client "
+                     f"credentials of --security {args.security}; leave --security out")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_arguments(argv)
     sys.path.insert(0, str(ROOT / "dags"))
     from eos_sample_events import write_batch
 

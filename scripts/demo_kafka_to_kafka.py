@@ -119,10 +119,9 @@ def run(root: Path, out: Path, client: dict[str, Any], say: Any) -> int:
 
 def report(out: Path, client: dict[str, Any], expected: list[str], never: list[str], failed: list[str],
            say: Any) -> int:
-    from airflow_provider_kafka_eos.kafka.admin.input_offsets import group_offsets
-    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
+    """The closing checks: the output counted read_committed, the group's offsets against the last
+    COMMITTED checkpoint's ``to``; 0 when both hold and every task succeeded."""
     from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, find_manifests
-    from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
     from kafka_eos_testing.verify import count_keys, exactly_once_report
 
     say("manifests (each checkpoint's input range and its transactions)")
@@ -133,16 +132,7 @@ def report(out: Path, client: dict[str, Any], expected: list[str], never: list[s
         print(f"    {manifest.status.value:9} checkpoint {manifest.checkpoint_id}: "
               f"{len(manifest.committables)} transaction(s); read {ranges}")
         if manifest.status is ManifestStatus.COMMITTED and kafka is not None:
-            last = kafka
-    say(f"consumer group {GROUP}: committed offsets vs the last COMMITTED checkpoint's to")
-    with TransactionAdmin(KafkaClientConfig.from_mapping(client)) as admin:
-        group = group_offsets(admin, GROUP, [(INPUT_TOPIC, p) for p in range(PARTITIONS)])
-    wanted = last.end_offsets() if last is not None else {}
-    for (topic, partition), offset in sorted(wanted.items()):
-        print(f"    {topic}-{partition}: group {group.get((topic, partition))}, checkpoint to {offset}")
-    group_ok = last is not None and group == wanted
-    if not group_ok:
-        failed.append(f"group offsets {group} != last COMMITTED checkpoint's to {wanted}")
+            last = manifest
 
     say(f"exactly-once report for topic {OUTPUT_TOPIC} (read_committed consumer)")
     counts = count_keys(client, OUTPUT_TOPIC)
@@ -153,8 +143,39 @@ def report(out: Path, client: dict[str, Any], expected: list[str], never: list[s
     print(f"    duplicates       : {len(result.duplicates)}")
     print(f"    missing          : {len(result.missing)}")
     print(f"    unexpected       : {len(result.unexpected)} (aborted input that leaked: {len(leaked)})")
+
+    say(f"consumer group {GROUP}: committed offsets vs the last COMMITTED checkpoint's to")
+    group_ok = check_group(client, last, failed)
     if failed:
         print(f"    not as expected: {'; '.join(failed)}")
     print()
     print(result.render())
-    return 0 if result.ok and not failed else 1
+    print(f"consumer group {GROUP}: {'at' if group_ok else 'NOT at'} the last COMMITTED checkpoint's to")
+    return 0 if result.ok and group_ok and not failed else 1
+
+
+def check_group(client: dict[str, Any], last: Any, failed: list[str]) -> bool:
+    """The group's committed offsets equal the ``to`` of ``last`` (the last COMMITTED manifest).
+
+    The commit task returns once Kafka logged each commit; the markers that make the offsets
+    transaction's offsets visible to OffsetFetch follow (on a real Kafka node, asynchronously): the
+    check first waits, with a deadline, until every transaction of that checkpoint is CompleteCommit.
+    """
+    from airflow_provider_kafka_eos.kafka.admin.input_offsets import group_offsets
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+    from kafka_eos_testing.transactions import wait_until_committed
+
+    if last is None:
+        failed.append("no COMMITTED checkpoint with a Kafka input")
+        return False
+    wanted = last.input.kafka.end_offsets()
+    with TransactionAdmin(KafkaClientConfig.from_mapping(client)) as admin:
+        wait_until_committed(admin, last.transactional_ids)
+        group = group_offsets(admin, GROUP, [(INPUT_TOPIC, p) for p in range(PARTITIONS)])
+    for (topic, partition), offset in sorted(wanted.items()):
+        print(f"    {topic}-{partition}: group {group.get((topic, partition))}, checkpoint to {offset}")
+    if group != wanted:
+        failed.append(f"group offsets {group} != last COMMITTED checkpoint's to {wanted}")
+        return False
+    return True
