@@ -49,7 +49,7 @@ OPTION_DEFAULTS: dict[str, Any] = {"records": 2_000_000, "partitions": 2, "kafka
 def sink_jars(spark_version: str, scala_binary: str) -> list[str]:
     """The Kafka connector's jars not already in PySpark's own ``jars/`` (fetched once with Maven).
 
-    Several processes may ask at once (``./run test`` runs passes side by side): the fetch holds a
+    Several processes may ask at once (two test runs, or ``KAFKA_EOS_TEST_LANES=2``): the fetch holds a
     file lock, and the jars land in a temporary folder renamed into place when Maven is done, so
     nobody ever sees a half-filled cache.
     """
