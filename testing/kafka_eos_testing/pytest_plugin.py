@@ -17,9 +17,9 @@ the manifest store) that no broker changes: one run on the embedded broker prove
 
 ``--kafka-facing-elsewhere`` is its complement, for the embedded pass of a run whose real-Kafka pass
 runs the Kafka-facing tests: it leaves out every test ``--kafka-facing`` keeps, except the embedded
-broker's own tests (marker ``broker_double``: they prove the double against the expectations the
-same tests hold on real Kafka, so they run on both). One run proves a provider rule; running it on
-the embedded broker as well only cost CI time (about 12 minutes a run).
+broker's own tests (marker ``broker_double``: they hold the double to what the same tests prove on
+real Kafka, the fidelity pass). One run proves a provider rule; running it on the embedded broker
+as well only cost CI time.
 """
 
 from __future__ import annotations

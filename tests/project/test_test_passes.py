@@ -128,7 +128,7 @@ def test_the_soak_script_and_the_soak_pass_run_the_same_test_the_same_way(passes
 def test_every_pass_runs_in_exactly_one_lane(passes):
     named = [name for lane in passes.LANES for name in lane]
     assert sorted(named) == sorted(p.name for p in passes.PASSES)
-    lanes = passes.lanes_of(passes.PASSES, len(passes.LANES))
+    lanes = passes.lanes_of(passes.PASSES, len(passes.LANES))  # fidelity too, when named
     assert [[p.name for p in lane] for lane in lanes] == [list(lane) for lane in passes.LANES]
     [one] = passes.lanes_of(passes.PASSES, 1)  # KAFKA_EOS_TEST_LANES=1: PASSES order, one at a time
     assert [p.name for p in one] == [p.name for p in passes.PASSES]
@@ -169,3 +169,16 @@ def test_passes_side_by_side_print_their_output_whole(passes, tmp_path, capsys):
         block = out[out.index(f"===== pass {name}: the {name} lane"):out.index(f"===== pass {name}: ok in")]
         other = "right" if name == "left" else "left"
         assert block.count(f"{name}-line") == 20 and f"{other}-line" not in block
+
+
+def test_the_fidelity_pass_runs_only_when_named_and_the_apache_pass_leaves_it_the_doubles_tests(
+    passes, monkeypatch
+):
+    monkeypatch.delenv(passes.PASSES_ENV, raising=False)
+    names = [p.name for p in passes.selected_passes()]
+    assert "fidelity" not in names and {"embedded", "apache", "soak"} <= set(names)
+    monkeypatch.setenv(passes.PASSES_ENV, "fidelity")
+    [fidelity] = passes.selected_passes()
+    [apache] = [p for p in passes.PASSES if p.name == "apache"]
+    assert fidelity.args[-2:] == ("-m", "broker_double") and apache.args[-2:] == ("-m", "not broker_double")
+    assert fidelity.env == apache.env == {"KAFKA_EOS_TEST_KAFKA": "apache"}

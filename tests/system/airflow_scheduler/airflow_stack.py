@@ -81,6 +81,20 @@ class AirflowStack(AirflowRestClient):
         if dead:
             raise AssertionError(f"Airflow services exited: {dead}\n{self.log_tails()}")
 
+    def defer_exit_processed(self, dag_id: str, run_id: str, task_id: str) -> bool:
+        """Whether the scheduler has taken in the executor's event for a try that deferred.
+
+        Airflow 3.3 fails a resumed deferred task when that event is processed only after the
+        trigger fired and the resumed try is already running (apache/airflow#72716, fix open as
+        #72767): a test that makes the trigger fire waits for this first, as a user cannot.
+        """
+        path = self.home / "scheduler.log"
+        if not path.exists():
+            return False
+        wanted = f"TaskInstance Finished: dag_id={dag_id}, task_id={task_id}, run_id={run_id},"
+        return any(wanted in line and "state=deferred" in line
+                   for line in path.read_text(errors="replace").splitlines())
+
     def log_tails(self, lines: int = 40) -> str:
         parts = []
         for name in SERVICES:

@@ -72,6 +72,13 @@ def test_a_manual_cleanup_run_starts_beside_a_waiting_scheduled_one_and_its_sens
         stack,
     )
     assert scheduled_sensor_deferred()
+    # Not a race this test is about: Airflow's own (apache/airflow#72716, see defer_exit_processed).
+    wait_for(
+        "the scheduler to take in the manual sensor's defer-exit",
+        lambda: stack.defer_exit_processed("eos_cleanup", run_id, "find_lingering"),
+        60,
+        stack,
+    )
 
     orphan = f"{prefix}0-1"
     topic = unique_name("cleanup-topic")
