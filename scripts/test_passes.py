@@ -125,7 +125,7 @@ PASSES: list[Pass] = [
         "the fidelity pass)",
         {"KAFKA_EOS_TEST_KAFKA": "apache"},
         ("--kafka-facing", "-m", "not broker_double"),
-        # a bound, not a goal: it takes about 30 min beside the other lane; past this something hangs
+        # a bound, not a goal: alone it takes about 22 min (docs/ci.md); past this something hangs
         time_limit_s=float(os.environ.get("KAFKA_EOS_APACHE_PASS_LIMIT_S", 50 * 60)),
     ),
     Pass(
