@@ -323,6 +323,14 @@ def lanes_of(passes: list[Pass], lanes: int) -> list[list[Pass]]:
     return [lane for lane in placed if lane]
 
 
+def lane_count() -> int:
+    """``$KAFKA_EOS_TEST_LANES``: 1 (default) or 2; anything else is refused by name."""
+    text = os.environ.get(LANES_ENV, "").strip() or "1"
+    if text not in ("1", "2"):
+        raise SystemExit(f"run test: ${LANES_ENV}={text!r}: give 1 (one pass at a time) or 2 (two lanes)")
+    return int(text)
+
+
 def main(argv: list[str]) -> int:
     passes = selected_passes()
     names = frozenset(p.name for p in passes)
@@ -332,7 +340,7 @@ def main(argv: list[str]) -> int:
     ruff = subprocess.run([str(Path(sys.executable).with_name("ruff")), "check", "."], cwd=ROOT).returncode
     if ruff != 0:
         print("===== ruff: FAILED", flush=True)
-    lanes = lanes_of(passes, len(LANES) if os.environ.get(LANES_ENV, "").strip() == "2" else 1)
+    lanes = lanes_of(passes, lane_count())
     buffered = len(lanes) > 1
 
     def run_lane(lane: list[Pass]) -> list[Outcome]:

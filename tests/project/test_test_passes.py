@@ -182,3 +182,13 @@ def test_the_fidelity_pass_runs_only_when_named_and_the_apache_pass_leaves_it_th
     [apache] = [p for p in passes.PASSES if p.name == "apache"]
     assert fidelity.args[-2:] == ("-m", "broker_double") and apache.args[-2:] == ("-m", "not broker_double")
     assert fidelity.env == apache.env == {"KAFKA_EOS_TEST_KAFKA": "apache"}
+
+
+def test_the_lane_setting_is_one_or_two_and_anything_else_is_refused(passes, monkeypatch):
+    monkeypatch.delenv(passes.LANES_ENV, raising=False)
+    assert passes.lane_count() == 1
+    monkeypatch.setenv(passes.LANES_ENV, "2")
+    assert passes.lane_count() == 2
+    monkeypatch.setenv(passes.LANES_ENV, "3")
+    with pytest.raises(SystemExit, match="KAFKA_EOS_TEST_LANES='3'"):
+        passes.lane_count()
