@@ -59,10 +59,10 @@ STATISTICS_INTERVAL_MS = 100
 # key bytes, toPositive(hash) % partitions (kafka/producers/partitioner.py is the same rule for the Arrow
 # producer). librdkafka's own default, consistent_random, hashes with CRC32 and puts the same key
 # in a different partition than a Java or Kafka Streams producer, which breaks co-partitioned
-# joins and compacted topics shared with JVM producers. Null keys: a random partition per record
-# (librdkafka's "_random"); Java's built-in partitioner is sticky for null keys instead (one
-# partition per batch), which is the same distribution over time. A connection that sets
-# ``partitioner`` itself keeps its choice.
+# joins and compacted topics shared with JVM producers. Null keys: librdkafka keeps a random
+# partition for ``sticky.partitioning.linger.ms`` (its default, 10 ms) and then picks another; Java's
+# built-in partitioner keeps one per batch: both sticky, the same spread over time. A connection
+# that sets ``partitioner`` itself keeps its choice.
 DEFAULT_PARTITIONER = "murmur2_random"
 # How many produce() calls between poll(0) calls that serve delivery reports.
 _POLL_EVERY = 5_000
