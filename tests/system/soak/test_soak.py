@@ -4,8 +4,9 @@ Kafka 4.4 and Spark, under a seeded nemesis, judged by an independent checker (i
 ``./run soak --minutes N --seed S`` runs it; the ``soak`` pass of ``./run test`` runs 5 minutes, its
 seed the UTC date (printed with the replay command, as is the one-line result CI's log shows).
 The driver writes a fresh input batch and triggers ``eos_pipeline`` for it whenever fewer than two
-runs are active, now and then triggers a batch a second time by hand (it must be written once) and
-triggers a failed batch again (as an operator would), and triggers ``eos_cleanup`` every minute.
+runs (``./run soak --active-runs``) are active, now and then triggers a batch a second time by
+hand (it must be written once) and triggers a failed batch again (as an operator would), and
+triggers ``eos_cleanup`` every minute.
 The nemesis (``soak_nemesis.py``) kills and pauses Kafka nodes, the Airflow scheduler, triggerer,
 dag-processor and api-server, task supervisors and task processes (the commit task's among them),
 Spark drivers and Spark's Python workers. Every 30 s the checker (``soak_checker.py``) reads the
@@ -46,8 +47,12 @@ PIPELINE_ID = "soak"
 PARTITIONS = 4
 CHECK_EVERY_S = 30
 CLEANUP_EVERY_S = 60
-MAX_ACTIVE = 2
 PYSPARK_WORKERS = ("pyspark.daemon", "pyspark.worker")
+
+
+def _active_runs() -> int:
+    """How many pipeline runs the driver keeps going (``./run soak --active-runs``, default 2)."""
+    return int(os.environ.get("KAFKA_EOS_SOAK_ACTIVE_RUNS", "2"))
 
 
 def _settings() -> tuple[float, int, pathlib.Path | None]:
@@ -171,7 +176,7 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
             "KAFKA_EOS_PIPELINE_TOPIC": topic,
             "KAFKA_EOS_PIPELINE_SCHEDULE": "none",
             "KAFKA_EOS_PIPELINE_INPUT_DIR": str(home / "input"),
-            "KAFKA_EOS_PIPELINE_MAX_ACTIVE_RUNS": str(MAX_ACTIVE),
+            "KAFKA_EOS_PIPELINE_MAX_ACTIVE_RUNS": str(_active_runs()),
             "KAFKA_EOS_MANIFEST_BASE_URI": (home / "manifests").as_uri(),
             "KAFKA_EOS_CLEANUP_PREFIXES": f"{PIPELINE_ID}-",
             "KAFKA_EOS_CLEANUP_MIN_AGE_SECONDS": "60",
@@ -292,6 +297,7 @@ def _drive(stack: AirflowStack, history: History, rng: random.Random, home: path
     next_check, next_cleanup = started + CHECK_EVERY_S, started + CLEANUP_EVERY_S
 
     seen: dict[int, tuple[str, str | None]] = {}
+    max_active = _active_runs()
 
     def record_transitions() -> None:
         """Every manifest state or decision not seen before goes into the history (the store's log)."""
@@ -312,7 +318,7 @@ def _drive(stack: AirflowStack, history: History, rng: random.Random, home: path
     while time.monotonic() < started + minutes * 60:
         _collect_finished(stack, history, active, retried, trigger)
         record_transitions()
-        if len(active) < MAX_ACTIVE:
+        if len(active) < max_active:
             if batches and rng.random() < 0.1:
                 trigger(rng.choice(batches[-5:]), "again by hand")  # must be skipped: written once
             else:
