@@ -5,7 +5,8 @@ embedded broker). Two manual runs of batch B1, as the UI's trigger form makes th
 new logical date ("now"), so each gets its own checkpoint id; only the input identity (the batch)
 says they read the same data. Before input identities, both runs were green and a
 read_committed consumer counted every key twice. The real-scheduler version (CLI, REST API with
-and without a logical date, two runs at once) is tests/system/airflow_scheduler/test_duplicate_input.py.
+and without a logical date, two runs at once) is the third test of
+tests/system/airflow_scheduler/test_real_scheduler.py.
 """
 
 from __future__ import annotations
