@@ -187,6 +187,11 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
             "KAFKA_EOS_CLEANUP_SENSOR_TIMEOUT_SECONDS": "20",
             # a killed task is noticed in 30 s (default 5 min), so its retry fits in a short soak
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",
+            # A killed scheduler's queued and running tasks are reset by the next scheduler's orphan
+            # check, every 5 min by default: each scheduler kill stalled the runs in flight that long
+            # (the first long soak: 3 runs stuck 20:24:45-20:29:53, "Reset the following 3 orphaned
+            # TaskInstances"). Every 30 s, as the heartbeat timeout above.
+            "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "30",
         })
         if os.environ.get("KAFKA_EOS_SOAK_SPARK", "local") == "cluster":
             from kafka_eos_testing.spark_cluster import start_cluster
