@@ -45,6 +45,7 @@ class Verdict:
     batches: int = 0
     committed_checkpoints: int = 0
     keys_checked: int = 0
+    not_yet_visible: int = 0  # keys of COMMITTED batches behind an open transaction (during the run)
 
     @property
     def ok(self) -> bool:
@@ -54,7 +55,8 @@ class Verdict:
     def summary(self) -> dict[str, Any]:
         return {
             "ok": self.ok, "batches": self.batches, "committed_checkpoints": self.committed_checkpoints,
-            "keys_checked": self.keys_checked, "lost": len(self.lost), "duplicated": len(self.duplicated),
+            "keys_checked": self.keys_checked, "not_yet_visible": self.not_yet_visible,
+            "lost": len(self.lost), "duplicated": len(self.duplicated),
             "aborted_reads": len(self.aborted_reads), "double_commits": len(self.double_commits),
             "unexpected": len(self.unexpected), "stuck": len(self.stuck),
             "examples": {name: values[:5] for name, values in self._lists().items() if values},
@@ -96,26 +98,56 @@ def _partitions(consumer: Any, topic: str, timeout_s: float) -> list[Any]:
 def count_output(config: Mapping[str, Any], topic: str, *, timeout_s: float = 120.0) -> Counter[str]:
     """Every key in ``topic`` as a read_committed consumer sees it, up to the end offsets (LSO) of
     the moment the call starts; raises TimeoutError when they are not reached in time."""
+    return read_output(config, topic, timeout_s=timeout_s)[0]
+
+
+def read_output(config: Mapping[str, Any], topic: str, *,
+                timeout_s: float = 120.0) -> tuple[Counter[str], set[str]]:
+    """:func:`count_output`, and the keys written past the last stable offsets it read up to.
+
+    Those keys are not yet visible to read_committed: on their partition an earlier transaction
+    is still open (a checkpoint PREPARED before theirs, its commit not yet run), and Kafka shows
+    nothing after it until it ends. A key of a COMMITTED batch among them is not lost yet; the
+    second set, read with read_uncommitted from those offsets to the high watermark, names them."""
     from kafka import KafkaConsumer
 
     consumer = KafkaConsumer(**dict(config), isolation_level="read_committed", enable_auto_commit=False,
                              group_id=None, consumer_timeout_ms=1000)
     try:
         partitions = _partitions(consumer, topic, timeout_s)
-        consumer.assign(partitions)
-        ends = consumer.end_offsets(partitions)
-        consumer.seek_to_beginning(*partitions)
-        counts: Counter[str] = Counter()
-        deadline = time.monotonic() + timeout_s
-        while any(consumer.position(tp) < ends[tp] for tp in partitions):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"read_committed reading of {topic} did not reach {ends} in {timeout_s} s")
-            for records in consumer.poll(timeout_ms=500).values():
-                for record in records:
-                    counts[(record.key or b"").decode("utf-8", "replace")] += 1
-        return counts
+        stable = consumer.end_offsets(partitions)
+        counts = _read_keys(consumer, partitions, None, stable, timeout_s, "read_committed")
     finally:
         consumer.close()
+    consumer = KafkaConsumer(**dict(config), isolation_level="read_uncommitted", enable_auto_commit=False,
+                             group_id=None, consumer_timeout_ms=1000)
+    try:
+        high = consumer.end_offsets(partitions)
+        beyond = _read_keys(consumer, partitions, stable, high, timeout_s, "read_uncommitted")
+    finally:
+        consumer.close()
+    return counts, set(beyond)
+
+
+def _read_keys(consumer: Any, partitions: list[Any], starts: Mapping[Any, int] | None,
+               ends: Mapping[Any, int], timeout_s: float, isolation: str) -> Counter[str]:
+    """The keys from ``starts`` (None: the beginning) up to ``ends``, counted."""
+    consumer.assign(partitions)
+    if starts is None:
+        consumer.seek_to_beginning(*partitions)
+    else:
+        for tp in partitions:
+            consumer.seek(tp, starts[tp])
+    counts: Counter[str] = Counter()
+    deadline = time.monotonic() + timeout_s
+    while any(consumer.position(tp) < ends[tp] for tp in partitions):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{isolation} reading did not reach {ends} in {timeout_s} s")
+        for tp, records in consumer.poll(timeout_ms=500).items():
+            for record in records:
+                if record.offset < ends[tp]:
+                    counts[(record.key or b"").decode("utf-8", "replace")] += 1
+    return counts
 
 
 def stuck(config: Mapping[str, Any], topic: str, transactional_id_prefix: str,
@@ -157,8 +189,14 @@ def batch_of(key: str) -> str:
 
 
 def judge(history: Iterable[Mapping[str, Any]], manifests: Iterable[Mapping[str, Any]],
-          counts: Mapping[str, int], *, final: bool) -> Verdict:
-    """The verdict on one reading (``final``: after the quiet period, when nothing is in flight)."""
+          counts: Mapping[str, int], *, final: bool, not_yet_visible: Iterable[str] = ()) -> Verdict:
+    """The verdict on one reading (``final``: after the quiet period, when nothing is in flight).
+
+    ``not_yet_visible``: keys written past the last stable offsets of the reading
+    (:func:`read_output`); during the run a missing key among them is not judged lost (an earlier
+    checkpoint's open transaction holds its partition back). The final reading has none: the
+    quiet period ends every transaction, and :func:`stuck` proves it."""
+    pending = set(not_yet_visible)
     events = list(history)
     manifests = list(manifests)
     batches: dict[str, set[str]] = {}
@@ -182,6 +220,8 @@ def judge(history: Iterable[Mapping[str, Any]], manifests: Iterable[Mapping[str,
             seen = counts.get(key, 0)
             if seen > 1:
                 verdict.duplicated.append(f"{key} x{seen}")
+            elif committed and seen == 0 and key in pending and not final:
+                verdict.not_yet_visible += 1
             elif committed and seen == 0:
                 verdict.lost.append(f"{key} (batch {batch} COMMITTED)")
             elif not committed and seen and (final or (states and set(states) == {"ABORTED"})):

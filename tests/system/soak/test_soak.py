@@ -35,7 +35,7 @@ import pytest
 from airflow_stack import SERVICES, AirflowStack, free_port, stack_environment, wait_for
 from cluster_helpers import create_topic, healthy
 from eos_sample_events import write_batch
-from soak_checker import count_output, judge, read_manifests, stuck
+from soak_checker import count_output, judge, read_manifests, read_output, stuck
 from soak_history import History, read_history
 from soak_nemesis import Nemesis, Target, descendants
 
@@ -335,8 +335,9 @@ def _drive(stack: AirflowStack, history: History, rng: random.Random, home: path
         now = time.monotonic()
         if now >= next_check:
             next_check = now + CHECK_EVERY_S
+            counts, beyond_stable = read_output(checker_config, topic)
             verdict = judge(read_history(history.path), read_manifests(home / "manifests", PIPELINE_ID),
-                            count_output(checker_config, topic), final=False)
+                            counts, final=False, not_yet_visible=beyond_stable)
             history.record("check", **verdict.summary())
         if now >= next_cleanup:
             next_cleanup = now + CLEANUP_EVERY_S

@@ -1,8 +1,8 @@
 """The soak's checker finds each anomaly it exists for, and passes a clean history.
 
 The rules are fed hand-made histories and manifests (``judge``); the Kafka readings
-(``count_output``, ``stuck``) run against a broker holding a committed, an aborted and an open
-transaction, written with confluent-kafka (not the provider), as the checker reads them
+(``count_output``, ``read_output``, ``stuck``) run against a broker holding a committed, an
+aborted and an open transaction, written with confluent-kafka (not the provider), as the checker reads them
 with kafka-python (not the provider).
 """
 
@@ -12,7 +12,7 @@ import json
 import time
 
 from confluent_kafka import Producer
-from soak_checker import count_output, judge, read_manifests, stuck
+from soak_checker import count_output, judge, read_manifests, read_output, stuck
 from soak_history import History, read_history
 
 from kafka_eos_testing.broker.txn_testkit import create_topic
@@ -70,6 +70,20 @@ def test_a_successful_run_without_a_committed_checkpoint_is_a_loss_after_the_qui
         "run r1 succeeded but batch b1 has no COMMITTED checkpoint"]
 
 
+def test_a_committed_batch_behind_an_open_transaction_is_not_yet_visible_during_the_run_and_lost_after():
+    """The first long soak's checks flagged a COMMITTED batch as lost for a minute: the checkpoint
+    PREPARED before it was still open on the same partitions, so read_committed showed nothing past
+    it (Kafka's last stable offset), until that one committed too."""
+    history = [_batch("b1"), _batch("b2")]
+    manifests = [_manifest(1, "b1", "PREPARED"), _manifest(2, "b2", "COMMITTED")]
+    behind = {"b1:u0", "b1:u1", "b1:u2", "b2:u0", "b2:u1", "b2:u2"}
+    during = judge(history, manifests, {}, final=False, not_yet_visible=behind)
+    assert during.ok and during.not_yet_visible == 3
+    assert judge(history, manifests, {}, final=False, not_yet_visible={"b2:u0"}).lost == [
+        "b2:u1 (batch b2 COMMITTED)", "b2:u2 (batch b2 COMMITTED)"]
+    assert len(judge(history, manifests, {}, final=True, not_yet_visible=behind).lost) == 3
+
+
 def test_history_survives_a_line_cut_short(tmp_path):
     history = History(tmp_path / "h.jsonl")
     history.record("batch", batch="b1", keys=["b1:u0"])
@@ -119,5 +133,10 @@ def test_kafka_readings_see_committed_only_and_name_what_is_still_open(kafka_bro
         started = time.monotonic()
         assert count_output(config, topic, timeout_s=30) == {"b1:u0": 1, "b1:u1": 1}
         assert time.monotonic() - started < 30
+        # Committed after the open one, on the same partition: hidden behind it, and named as such.
+        _transaction(kafka_broker.bootstrap, f"{prefix}-d", topic, ["b4:u0"], "commit")
+        counts, beyond = read_output(config, topic, timeout_s=30)
+        assert counts == {"b1:u0": 1, "b1:u1": 1}
+        assert beyond == {"b3:u0", "b4:u0"}
     finally:
         open_one.abort_transaction(30)
