@@ -1,8 +1,9 @@
 """The soak's checker: what Kafka and the store show, held against the history, by its own means.
 
 It imports nothing from the provider: it reads Kafka with kafka-python's plain consumer and admin
-client, the manifests as JSON files (their documented format, docs/manifest-format.md), and the
-history (``soak_history.py``). So a bug in the provider's own reading code cannot hide a bug in its
+client, the manifests as JSON (their documented format, docs/manifest-format.md) from files or,
+with ``--store s3``, with its own boto3 client (:class:`S3Manifests`), and the history
+(``soak_history.py``). So a bug in the provider's own reading code cannot hide a bug in its
 writing code.
 
 The rules (issue 26), per input batch (the example pipeline keys every output record
@@ -69,9 +70,53 @@ class Verdict:
 
 # -- the store ---------------------------------------------------------------------------------
 
-def read_manifests(store_dir: pathlib.Path, pipeline_id: str) -> list[dict[str, Any]]:
+@dataclass
+class S3Manifests:
+    """The manifests on an S3-API server, read with boto3 (not the provider's s3fs path).
+
+    The driver reads the store every second; an object is fetched again only when the listing
+    shows a new ETag, so a long soak's store costs one listing a second. Timeouts are short and
+    bounded: the nemesis pauses the server for up to 8 s."""
+
+    endpoint: str
+    bucket: str
+    prefix: str
+    access_key: str
+    secret_key: str
+    region: str
+    _cache: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict, repr=False)
+    _client: Any = field(default=None, repr=False)
+
+    def read(self, pipeline_id: str) -> list[dict[str, Any]]:
+        if self._client is None:
+            import boto3
+            from botocore.config import Config
+
+            self._client = boto3.client(
+                "s3", endpoint_url=self.endpoint, aws_access_key_id=self.access_key,
+                aws_secret_access_key=self.secret_key, region_name=self.region,
+                config=Config(connect_timeout=5, read_timeout=30, retries={"max_attempts": 10}))
+        manifests = []
+        pages = self._client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=f"{self.prefix}/{pipeline_id}/checkpoint-")
+        for page in pages:
+            for item in page.get("Contents", []):
+                key, etag = item["Key"], item["ETag"]
+                if not key.endswith(".json"):
+                    continue
+                cached = self._cache.get(key)
+                if cached is None or cached[0] != etag:
+                    body = self._client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+                    cached = self._cache[key] = (etag, json.loads(body))
+                manifests.append(cached[1])
+        return sorted(manifests, key=lambda m: m["checkpoint_id"])
+
+
+def read_manifests(store: pathlib.Path | S3Manifests, pipeline_id: str) -> list[dict[str, Any]]:
     """Every checkpoint manifest of the pipeline, parsed as plain JSON (temp files left out)."""
-    folder = store_dir / pipeline_id
+    if isinstance(store, S3Manifests):
+        return store.read(pipeline_id)
+    folder = store / pipeline_id
     if not folder.is_dir():
         return []
     manifests = []

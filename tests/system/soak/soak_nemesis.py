@@ -40,6 +40,7 @@ class Target:
     restart: Callable[[psutil.Process], None] | None = None
     kafka_node: bool = False
     group: bool = False  # a service: kill its whole process group (it and its children), as a crash does
+    actions: tuple[str, ...] = ("kill", "pause")  # the faults it may get
 
 
 def descendants(root_pid: int | None, match: Callable[[psutil.Process], bool]) -> list[psutil.Process]:
@@ -128,7 +129,7 @@ class Nemesis:
 
     def _one_fault(self) -> None:
         target = self.random.choice(self.targets)
-        kind = self.random.choice(["kill", "pause"])
+        kind = self.random.choice(target.actions)  # the same draws as before for ("kill", "pause")
         with self._lock:
             if target.kafka_node and self._kafka_busy():
                 return

@@ -35,7 +35,7 @@ import pytest
 from airflow_stack import SERVICES, AirflowStack, free_port, stack_environment, wait_for
 from cluster_helpers import create_topic, healthy
 from eos_sample_events import write_batch
-from soak_checker import count_output, judge, read_manifests, read_output, stuck
+from soak_checker import S3Manifests, count_output, judge, read_manifests, read_output, stuck
 from soak_history import History, read_history
 from soak_nemesis import Nemesis, Target, descendants
 
@@ -48,6 +48,15 @@ PARTITIONS = 4
 CHECK_EVERY_S = 30
 CLEANUP_EVERY_S = 60
 PYSPARK_WORKERS = ("pyspark.daemon", "pyspark.worker")
+
+
+def _store_kind() -> str:
+    """Where the manifests live (``./run soak --store``): ``file`` (default) or ``s3`` (moto's
+    S3-API server, its credentials in an Airflow ``aws`` connection as a platform team sets it up)."""
+    kind = os.environ.get("KAFKA_EOS_SOAK_STORE", "file")
+    if kind not in ("file", "s3"):
+        raise ValueError(f"KAFKA_EOS_SOAK_STORE={kind!r}: file or s3")
+    return kind
 
 
 def _active_runs() -> int:
@@ -142,6 +151,28 @@ def _targets(cluster: Any, stack: AirflowStack) -> list[Target]:
     ]
 
 
+def _s3_connections(kafka_eos_conn: str, store_uri: str, s3: Any) -> dict[str, str]:
+    """The store on S3 as a platform team configures it: the kafka_eos connection names the store
+    and an ``aws`` connection that holds its credentials (no AWS_* variable in any service)."""
+    from kafka_eos_testing import s3_server
+
+    kafka_eos = json.loads(kafka_eos_conn)
+    kafka_eos["extra"].update({"manifest_base_uri": store_uri, "manifest_store_conn_id": "soak_store"})
+    aws = {"conn_type": "aws", "login": s3_server.ACCESS_KEY, "password": s3_server.SECRET_KEY,
+           "extra": {"endpoint_url": s3.endpoint, "region_name": s3_server.REGION}}
+    return {"AIRFLOW_CONN_KAFKA_EOS_DEFAULT": json.dumps(kafka_eos),
+            "AIRFLOW_CONN_SOAK_STORE": json.dumps(aws)}
+
+
+def _s3_target(s3: Any) -> Target:
+    """The S3-API server, paused only: moto keeps its objects in memory, so a kill would lose the
+    store, which a real object store does not do; a pause is a store that stops answering."""
+    def processes() -> list[psutil.Process]:
+        return [psutil.Process(s3.process.pid)] if s3.process.poll() is None else []
+
+    return Target("s3-store", processes, actions=("pause",))
+
+
 def _write_batch(input_dir: pathlib.Path, batch: str, users: int) -> list[str]:
     return sorted(write_batch(input_dir, batch, users=users))
 
@@ -164,9 +195,18 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
     # Airflow's database is made while the Kafka nodes start (it needs no Kafka): start-up is
     # what a CI pass pays for, and these two are its longest parts.
     migrate = _migrate(home, stack_environment(home, port, {}))
-    cluster = stack = spark = nemesis = None
+    cluster = stack = spark = nemesis = s3 = None
     history = History(out / "history.jsonl")
     try:
+        store: pathlib.Path | S3Manifests = home / "manifests"
+        store_uri = (home / "manifests").as_uri()
+        if _store_kind() == "s3":
+            from kafka_eos_testing import s3_server
+
+            s3 = s3_server.S3Server(log_path=out / "s3-server.log")
+            store_uri = s3.create_bucket(f"soak-{seed}") + "/manifests"
+            store = S3Manifests(s3.endpoint, f"soak-{seed}", "manifests", s3_server.ACCESS_KEY,
+                                s3_server.SECRET_KEY, s3_server.REGION)
         cluster = ApacheKafkaCluster({"nodes": 3, "data_dir": str(out / "kafka")})
         topic = f"soak-out-{seed}"
         create_topic(cluster, topic, partitions=PARTITIONS)
@@ -177,7 +217,7 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
             "KAFKA_EOS_PIPELINE_SCHEDULE": "none",
             "KAFKA_EOS_PIPELINE_INPUT_DIR": str(home / "input"),
             "KAFKA_EOS_PIPELINE_MAX_ACTIVE_RUNS": str(_active_runs()),
-            "KAFKA_EOS_MANIFEST_BASE_URI": (home / "manifests").as_uri(),
+            "KAFKA_EOS_MANIFEST_BASE_URI": store_uri,
             "KAFKA_EOS_CLEANUP_PREFIXES": f"{PIPELINE_ID}-",
             "KAFKA_EOS_CLEANUP_MIN_AGE_SECONDS": "60",
             "KAFKA_EOS_CLEANUP_POLL_SECONDS": "5",
@@ -193,6 +233,8 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
             # TaskInstances"). Every 30 s, as the heartbeat timeout above.
             "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "30",
         })
+        if s3 is not None:
+            env.update(_s3_connections(env["AIRFLOW_CONN_KAFKA_EOS_DEFAULT"], store_uri, s3))
         if os.environ.get("KAFKA_EOS_SOAK_SPARK", "local") == "cluster":
             from kafka_eos_testing.spark_cluster import start_cluster
 
@@ -213,18 +255,20 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         checker_config = {"bootstrap_servers": cluster.bootstrap}
         low, high = (float(x) for x in os.environ.get("KAFKA_EOS_SOAK_FAULT_EVERY_S", "4,12").split(","))
         targets = _targets(cluster, stack) + (_spark_targets(spark) if spark is not None else [])
+        if s3 is not None:
+            targets.append(_s3_target(s3))
         nemesis = Nemesis(seed, targets, history, interval_s=(low, high))
         startup_s = time.monotonic() - started
         history.record("phase", name="start", seed=seed, minutes=minutes, topic=topic, startup_s=startup_s)
         nemesis.start()
-        active = _drive(stack, history, rng, home, minutes, checker_config, topic)
+        active = _drive(stack, history, rng, home, store, minutes, checker_config, topic)
         nemesis.stop()
         quiet_started = time.monotonic()
         history.record("phase", name="quiet", faults=nemesis.faults, kinds=sorted(nemesis.kinds))
         if spark is not None:
             spark.ensure_workers()
         _quiet(stack, history, cluster, active)
-        manifests = read_manifests(home / "manifests", PIPELINE_ID)
+        manifests = read_manifests(store, PIPELINE_ID)
         counts = count_output(checker_config, topic)
         verdict = judge(read_history(out / "history.jsonl"), manifests, counts, final=True)
         verdict.stuck = stuck(checker_config, topic, f"{PIPELINE_ID}-", manifests)
@@ -258,6 +302,8 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
             spark.stop()
         if cluster is not None:
             cluster.stop()
+        if s3 is not None:
+            s3.stop()
 
 
 def result_line(summary: dict[str, Any], *, ok: bool) -> str:
@@ -292,8 +338,9 @@ def _migrated(migrate: subprocess.Popen, home: pathlib.Path, timeout_s: float = 
         raise AssertionError(f"airflow db migrate exited {code}:\n{tail}")
 
 
-def _drive(stack: AirflowStack, history: History, rng: random.Random, home: pathlib.Path, minutes: float,
-           checker_config: dict[str, Any], topic: str) -> dict[str, str]:
+def _drive(stack: AirflowStack, history: History, rng: random.Random, home: pathlib.Path,
+           store: pathlib.Path | S3Manifests, minutes: float, checker_config: dict[str, Any],
+           topic: str) -> dict[str, str]:
     """Trigger batches until the time is up; returns the runs still active."""
     active: dict[str, str] = {}
     batches: list[str] = []
@@ -306,7 +353,7 @@ def _drive(stack: AirflowStack, history: History, rng: random.Random, home: path
 
     def record_transitions() -> None:
         """Every manifest state or decision not seen before goes into the history (the store's log)."""
-        for manifest in read_manifests(home / "manifests", PIPELINE_ID):
+        for manifest in read_manifests(store, PIPELINE_ID):
             decision = (manifest.get("decision") or {}).get("outcome")
             state = (manifest["status"], decision)
             if seen.get(manifest["checkpoint_id"]) != state:
@@ -336,7 +383,7 @@ def _drive(stack: AirflowStack, history: History, rng: random.Random, home: path
         if now >= next_check:
             next_check = now + CHECK_EVERY_S
             counts, beyond_stable = read_output(checker_config, topic)
-            verdict = judge(read_history(history.path), read_manifests(home / "manifests", PIPELINE_ID),
+            verdict = judge(read_history(history.path), read_manifests(store, PIPELINE_ID),
                             counts, final=False, not_yet_visible=beyond_stable)
             history.record("check", **verdict.summary())
         if now >= next_cleanup:

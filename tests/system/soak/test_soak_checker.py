@@ -12,7 +12,7 @@ import json
 import time
 
 from confluent_kafka import Producer
-from soak_checker import count_output, judge, read_manifests, read_output, stuck
+from soak_checker import S3Manifests, count_output, judge, read_manifests, read_output, stuck
 from soak_history import History, read_history
 
 from kafka_eos_testing.broker.txn_testkit import create_topic
@@ -99,6 +99,24 @@ def test_manifests_are_read_as_plain_json(tmp_path):
     (tmp_path / "p" / ".checkpoint-000000000002.json.tmp").write_text("{")
     assert [m["checkpoint_id"] for m in read_manifests(tmp_path, "p")] == [1]
     assert read_manifests(tmp_path, "absent") == []
+
+
+def test_manifests_on_s3_are_read_with_the_checkers_own_client_and_fetched_again_when_changed(s3_server):
+    from kafka_eos_testing import s3_server as moto
+
+    client = s3_server.client()
+    s3_server.create_bucket("checker-store")
+    put = lambda key, body: client.put_object(Bucket="checker-store", Key=f"m/p/{key}", Body=body)  # noqa: E731
+    put("checkpoint-000000000002.json", json.dumps(_manifest(2, "b2", "PREPARED")))
+    put("checkpoint-000000000001.json", json.dumps(_manifest(1, "b1", "COMMITTED")))
+    put("_inputs/claim.json", "{")  # another object of the pipeline: not a manifest
+    store = S3Manifests(s3_server.endpoint, "checker-store", "m", moto.ACCESS_KEY, moto.SECRET_KEY,
+                        moto.REGION)
+    assert [(m["checkpoint_id"], m["status"]) for m in read_manifests(store, "p")] == [
+        (1, "COMMITTED"), (2, "PREPARED")]
+    put("checkpoint-000000000002.json", json.dumps(_manifest(2, "b2", "COMMITTED")))  # a new ETag
+    assert [m["status"] for m in read_manifests(store, "p")] == ["COMMITTED", "COMMITTED"]
+    assert read_manifests(store, "absent") == []
 
 
 def _transaction(bootstrap: str, tid: str, topic: str, keys: list[str], end: str) -> Producer:
