@@ -44,6 +44,8 @@ class AirflowStack(AirflowRestClient):
         self.home, self.env, self.port = home, env, port
         self.base = f"http://127.0.0.1:{port}"
         self.processes: dict[str, subprocess.Popen] = {}
+        # Services started with other arguments than ``airflow <name>`` (the soak's Celery workers).
+        self.commands: dict[str, list[str]] = {}
         self._token: str | None = None
 
     # -- processes -------------------------------------------------------------------------
@@ -58,7 +60,7 @@ class AirflowStack(AirflowRestClient):
         """Start one service (again: after the soak's nemesis killed it), its log appended to."""
         log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115 (the child holds its own descriptor)
         self.processes[name] = subprocess.Popen(
-            [sys.executable, "-m", "airflow", name],
+            [sys.executable, "-m", "airflow", *self.commands.get(name, [name])],
             env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         log.close()

@@ -50,6 +50,18 @@ CLEANUP_EVERY_S = 60
 PYSPARK_WORKERS = ("pyspark.daemon", "pyspark.worker")
 
 
+def _executor() -> str:
+    """Airflow's executor (``./run soak --executor``): ``local`` (default) or ``celery`` (Redis and
+    two Celery workers, which the nemesis kills and pauses; Redis is paused only)."""
+    kind = os.environ.get("KAFKA_EOS_SOAK_EXECUTOR", "local")
+    if kind not in ("local", "celery"):
+        raise ValueError(f"KAFKA_EOS_SOAK_EXECUTOR={kind!r}: local or celery")
+    return kind
+
+
+CELERY_WORKERS = ("celery-worker-1", "celery-worker-2")
+
+
 def _store_kind() -> str:
     """Where the manifests live (``./run soak --store``): ``file`` (default) or ``s3`` (moto's
     S3-API server, its credentials in an Airflow ``aws`` connection as a platform team sets it up)."""
@@ -126,9 +138,15 @@ def _targets(cluster: Any, stack: AirflowStack) -> list[Target]:
                 cluster.start_node(node.node_id)
 
     def under_scheduler(match: Callable[[str], bool]) -> Callable[[], list[psutil.Process]]:
+        """Tasks and what they start, under the executor: the scheduler's children with the
+        LocalExecutor, the Celery workers' with ``--executor celery``."""
         def processes() -> list[psutil.Process]:
-            process = stack.processes.get("scheduler")
-            return descendants(process.pid if process else None, lambda p: match(" ".join(p.cmdline())))
+            found = []
+            for name in ("scheduler", *CELERY_WORKERS):
+                process = stack.processes.get(name)
+                if process is not None:
+                    found += descendants(process.pid, lambda p: match(" ".join(p.cmdline())))
+            return found
 
         return processes
 
@@ -164,6 +182,26 @@ def _s3_connections(kafka_eos_conn: str, store_uri: str, s3: Any) -> dict[str, s
             "AIRFLOW_CONN_SOAK_STORE": json.dumps(aws)}
 
 
+def _celery_targets(stack: AirflowStack, redis: Any) -> list[Target]:
+    """A Celery worker (killed with its tasks, as a host that dies, and started again; or paused),
+    and Redis, the broker (paused only: it keeps the queue in memory, and a broker that loses its
+    queue leaves queued tasks to Airflow's 10-minute task_queued_timeout, longer than a short soak)."""
+    def workers() -> list[psutil.Process]:
+        return [psutil.Process(p.pid) for name in CELERY_WORKERS
+                if (p := stack.processes.get(name)) is not None and p.poll() is None]
+
+    def restart(process: psutil.Process) -> None:
+        for name in CELERY_WORKERS:
+            if (p := stack.processes.get(name)) is not None and p.pid == process.pid:
+                stack.start_service(name)
+
+    def broker() -> list[psutil.Process]:
+        return [psutil.Process(redis.process.pid)] if redis.process.poll() is None else []
+
+    return [Target("airflow-celery-worker", workers, restart, group=True),
+            Target("redis", broker, actions=("pause",))]
+
+
 def _s3_target(s3: Any) -> Target:
     """The S3-API server, paused only: moto keeps its objects in memory, so a kill would lose the
     store, which a real object store does not do; a pause is a store that stops answering."""
@@ -195,7 +233,7 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
     # Airflow's database is made while the Kafka nodes start (it needs no Kafka): start-up is
     # what a CI pass pays for, and these two are its longest parts.
     migrate = _migrate(home, stack_environment(home, port, {}))
-    cluster = stack = spark = nemesis = s3 = None
+    cluster = stack = spark = nemesis = s3 = redis = None
     history = History(out / "history.jsonl")
     try:
         store: pathlib.Path | S3Manifests = home / "manifests"
@@ -235,6 +273,14 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         })
         if s3 is not None:
             env.update(_s3_connections(env["AIRFLOW_CONN_KAFKA_EOS_DEFAULT"], store_uri, s3))
+        if _executor() == "celery":
+            from kafka_eos_testing.celery_deployment import RedisServer
+
+            redis = RedisServer(out / "redis")
+            env.update({"AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+                        "AIRFLOW__CELERY__BROKER_URL": f"{redis.url}/0",
+                        "AIRFLOW__CELERY__RESULT_BACKEND": f"{redis.url}/1",
+                        "AIRFLOW__CELERY__SYNC_PARALLELISM": "1"})
         if os.environ.get("KAFKA_EOS_SOAK_SPARK", "local") == "cluster":
             from kafka_eos_testing.spark_cluster import start_cluster
 
@@ -247,7 +293,14 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
             env["KAFKA_EOS_PIPELINE_SPARK_CONF"] = json.dumps(spark.submit_conf())
         stack = AirflowStack(home, env, port)
         _migrated(migrate, home)
-        for name in SERVICES:
+        services = list(SERVICES)
+        if redis is not None:
+            for name in CELERY_WORKERS:
+                stack.commands[name] = ["celery", "worker", "--concurrency", "2", "--celery-hostname",
+                                        f"{name}@%h", "--skip-serve-logs", "--without-mingle",
+                                        "--without-gossip"]
+            services += CELERY_WORKERS
+        for name in services:
             stack.start_service(name)
         wait_for("the API server", lambda: stack.request("GET", "/monitor/health"), 240, stack)
         stack.unpause("eos_pipeline")
@@ -257,6 +310,8 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         targets = _targets(cluster, stack) + (_spark_targets(spark) if spark is not None else [])
         if s3 is not None:
             targets.append(_s3_target(s3))
+        if redis is not None:
+            targets += _celery_targets(stack, redis)
         nemesis = Nemesis(seed, targets, history, interval_s=(low, high))
         startup_s = time.monotonic() - started
         history.record("phase", name="start", seed=seed, minutes=minutes, topic=topic, startup_s=startup_s)
@@ -304,6 +359,8 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
             cluster.stop()
         if s3 is not None:
             s3.stop()
+        if redis is not None:
+            redis.stop()
 
 
 def result_line(summary: dict[str, Any], *, ok: bool) -> str:
