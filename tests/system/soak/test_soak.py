@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import psutil
@@ -329,7 +329,8 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         verdict.stuck = stuck(checker_config, topic, f"{PIPELINE_ID}-", manifests)
         checks = [e for e in read_history(out / "history.jsonl") if e["kind"] == "check"]
         summary = {
-            "seed": seed, "minutes": minutes, "faults": nemesis.faults, "fault_kinds": sorted(nemesis.kinds),
+            "seed": seed, "minutes": minutes, "options": replay_options(os.environ),
+            "faults": nemesis.faults, "fault_kinds": sorted(nemesis.kinds),
             "faults_by_kind": dict(sorted(nemesis.by_kind.items())),
             "checkpoints": dict(sorted(Counter(m["status"] for m in manifests).items())),
             "checks_during_run": len(checks),
@@ -374,7 +375,21 @@ def result_line(summary: dict[str, Any], *, ok: bool) -> str:
             f"kinds ({faults}); {anomalies}; checks during the run {summary['checks_during_run']} "
             f"({summary['failed_checks_during_run']} failed); start-up {summary['startup_s']} s, quiet "
             f"period and final checks {summary['quiet_and_checks_s']} s; replay: ./run soak --minutes "
-            f"{summary['minutes']:g} --seed {summary['seed']}")
+            f"{summary['minutes']:g} --seed {summary['seed']}{summary.get('options', '')}")
+
+
+# ``./run soak`` options (scripts/soak.py) -> the variable the test reads, and its default.
+_OPTIONS = (("--active-runs", "KAFKA_EOS_SOAK_ACTIVE_RUNS", "2"),
+            ("--fault-every", "KAFKA_EOS_SOAK_FAULT_EVERY_S", "4,12"),
+            ("--spark", "KAFKA_EOS_SOAK_SPARK", "local"), ("--store", "KAFKA_EOS_SOAK_STORE", "file"),
+            ("--executor", "KAFKA_EOS_SOAK_EXECUTOR", "local"))
+
+
+def replay_options(env: Mapping[str, str]) -> str:
+    """The options a run was started with that are not the defaults, as ``./run soak`` takes them:
+    the replay command must rebuild the same deployment, or the seed draws other faults."""
+    return "".join(f" {flag} {env[name]}" for flag, name, default in _OPTIONS
+                   if env.get(name, default) != default)
 
 
 def _migrate(home: pathlib.Path, env: dict[str, str]) -> subprocess.Popen:

@@ -158,3 +158,15 @@ def test_kafka_readings_see_committed_only_and_name_what_is_still_open(kafka_bro
         assert beyond == {"b3:u0", "b4:u0"}
     finally:
         open_one.abort_transaction(30)
+
+
+def test_the_replay_command_names_every_option_that_is_not_the_default():
+    """The 5-minute `--store s3 --executor celery` soak printed a replay command without them: the
+    same seed on another deployment draws other faults."""
+    from test_soak import replay_options
+
+    assert replay_options({}) == ""
+    assert replay_options({"KAFKA_EOS_SOAK_STORE": "file", "KAFKA_EOS_SOAK_ACTIVE_RUNS": "2"}) == ""
+    assert replay_options({"KAFKA_EOS_SOAK_STORE": "s3", "KAFKA_EOS_SOAK_EXECUTOR": "celery",
+                           "KAFKA_EOS_SOAK_ACTIVE_RUNS": "3", "KAFKA_EOS_SOAK_FAULT_EVERY_S": "6,20"}) == (
+        " --active-runs 3 --fault-every 6,20 --store s3 --executor celery")
