@@ -50,30 +50,34 @@ CLEANUP_EVERY_S = 60
 PYSPARK_WORKERS = ("pyspark.daemon", "pyspark.worker")
 
 
-def _executor() -> str:
-    """Airflow's executor (``./run soak --executor``): ``local`` (default) or ``celery`` (Redis and
-    two Celery workers, which the nemesis kills and pauses; Redis is paused only)."""
-    kind = os.environ.get("KAFKA_EOS_SOAK_EXECUTOR", "local")
-    if kind not in ("local", "celery"):
-        raise ValueError(f"KAFKA_EOS_SOAK_EXECUTOR={kind!r}: local or celery")
-    return kind
+# ``./run soak`` options (scripts/soak.py sets every variable) -> the variable the test reads, its
+# default (when pytest is run by hand) and the values it takes; the one table the test reads them by.
+_OPTIONS = {
+    "--active-runs": ("KAFKA_EOS_SOAK_ACTIVE_RUNS", "2", ("1", "2", "3", "4")),
+    "--fault-every": ("KAFKA_EOS_SOAK_FAULT_EVERY_S", "4,12", None),
+    "--spark": ("KAFKA_EOS_SOAK_SPARK", "local", ("local", "cluster")),
+    "--store": ("KAFKA_EOS_SOAK_STORE", "file", ("file", "s3")),
+    "--executor": ("KAFKA_EOS_SOAK_EXECUTOR", "local", ("local", "celery")),
+}
+
+
+def _option(flag: str) -> str:
+    """The value of one ``./run soak`` option; a value it does not take is refused by name."""
+    name, default, allowed = _OPTIONS[flag]
+    value = os.environ.get(name, default)
+    if allowed is not None and value not in allowed:
+        raise ValueError(f"{name}={value!r} ({flag}): one of {', '.join(allowed)}")
+    return value
+
+
+def replay_options(env: Mapping[str, str]) -> str:
+    """The options a run was started with that are not the defaults, as ``./run soak`` takes them:
+    the replay command must rebuild the same deployment, or the seed draws other faults."""
+    return "".join(f" {flag} {env[name]}" for flag, (name, default, _) in _OPTIONS.items()
+                   if env.get(name, default) != default)
 
 
 CELERY_WORKERS = ("celery-worker-1", "celery-worker-2")
-
-
-def _store_kind() -> str:
-    """Where the manifests live (``./run soak --store``): ``file`` (default) or ``s3`` (moto's
-    S3-API server, its credentials in an Airflow ``aws`` connection as a platform team sets it up)."""
-    kind = os.environ.get("KAFKA_EOS_SOAK_STORE", "file")
-    if kind not in ("file", "s3"):
-        raise ValueError(f"KAFKA_EOS_SOAK_STORE={kind!r}: file or s3")
-    return kind
-
-
-def _active_runs() -> int:
-    """How many pipeline runs the driver keeps going (``./run soak --active-runs``, default 2)."""
-    return int(os.environ.get("KAFKA_EOS_SOAK_ACTIVE_RUNS", "2"))
 
 
 def _settings() -> tuple[float, int, pathlib.Path | None]:
@@ -137,7 +141,7 @@ def _targets(cluster: Any, stack: AirflowStack) -> list[Target]:
             if node.process is not None and node.process.pid == process.pid:
                 cluster.start_node(node.node_id)
 
-    def under_scheduler(match: Callable[[str], bool]) -> Callable[[], list[psutil.Process]]:
+    def under_executor(match: Callable[[str], bool]) -> Callable[[], list[psutil.Process]]:
         """Tasks and what they start, under the executor: the scheduler's children with the
         LocalExecutor, the Celery workers' with ``--executor celery``."""
         def processes() -> list[psutil.Process]:
@@ -155,17 +159,17 @@ def _targets(cluster: Any, stack: AirflowStack) -> list[Target]:
         return line.startswith("airflow worker -- ") and "Executor" not in line
 
     def commit_tasks() -> list[psutil.Process]:
-        return [p for p in under_scheduler(task_runner)() if "commit" in " ".join(p.parent().cmdline())]
+        return [p for p in under_executor(task_runner)() if "commit" in " ".join(p.parent().cmdline())]
 
     return [
         Target("kafka-node", kafka_processes, kafka_restart, kafka_node=True),
         service("scheduler"), service("triggerer"), service("dag-processor"), service("api-server"),
-        Target("airflow-supervisor", under_scheduler(lambda c: c.startswith("airflow supervisor:"))),
-        Target("airflow-executor-worker", under_scheduler(lambda c: c.startswith("airflow worker -- Local"))),
-        Target("airflow-task", under_scheduler(task_runner)),
+        Target("airflow-supervisor", under_executor(lambda c: c.startswith("airflow supervisor:"))),
+        Target("airflow-executor-worker", under_executor(lambda c: c.startswith("airflow worker -- Local"))),
+        Target("airflow-task", under_executor(task_runner)),
         Target("commit-task", commit_tasks),
-        Target("spark-driver", under_scheduler(lambda c: "org.apache.spark.deploy.SparkSubmit" in c)),
-        Target("spark-python-worker", under_scheduler(lambda c: any(m in c for m in PYSPARK_WORKERS))),
+        Target("spark-driver", under_executor(lambda c: "org.apache.spark.deploy.SparkSubmit" in c)),
+        Target("spark-python-worker", under_executor(lambda c: any(m in c for m in PYSPARK_WORKERS))),
     ]
 
 
@@ -238,7 +242,7 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
     try:
         store: pathlib.Path | S3Manifests = home / "manifests"
         store_uri = (home / "manifests").as_uri()
-        if _store_kind() == "s3":
+        if _option("--store") == "s3":
             from kafka_eos_testing import s3_server
 
             s3 = s3_server.S3Server(log_path=out / "s3-server.log")
@@ -254,7 +258,7 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
             "KAFKA_EOS_PIPELINE_TOPIC": topic,
             "KAFKA_EOS_PIPELINE_SCHEDULE": "none",
             "KAFKA_EOS_PIPELINE_INPUT_DIR": str(home / "input"),
-            "KAFKA_EOS_PIPELINE_MAX_ACTIVE_RUNS": str(_active_runs()),
+            "KAFKA_EOS_PIPELINE_MAX_ACTIVE_RUNS": _option("--active-runs"),
             "KAFKA_EOS_MANIFEST_BASE_URI": store_uri,
             "KAFKA_EOS_CLEANUP_PREFIXES": f"{PIPELINE_ID}-",
             "KAFKA_EOS_CLEANUP_MIN_AGE_SECONDS": "60",
@@ -273,7 +277,7 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         })
         if s3 is not None:
             env.update(_s3_connections(env["AIRFLOW_CONN_KAFKA_EOS_DEFAULT"], store_uri, s3))
-        if _executor() == "celery":
+        if _option("--executor") == "celery":
             from kafka_eos_testing.celery_deployment import RedisServer
 
             redis = RedisServer(out / "redis")
@@ -281,7 +285,7 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
                         "AIRFLOW__CELERY__BROKER_URL": f"{redis.url}/0",
                         "AIRFLOW__CELERY__RESULT_BACKEND": f"{redis.url}/1",
                         "AIRFLOW__CELERY__SYNC_PARALLELISM": "1"})
-        if os.environ.get("KAFKA_EOS_SOAK_SPARK", "local") == "cluster":
+        if _option("--spark") == "cluster":
             from kafka_eos_testing.spark_cluster import start_cluster
 
             spark = start_cluster(workers=2, work_dir=out / "spark")
@@ -306,7 +310,7 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         stack.unpause("eos_pipeline")
         stack.unpause("eos_cleanup")
         checker_config = {"bootstrap_servers": cluster.bootstrap}
-        low, high = (float(x) for x in os.environ.get("KAFKA_EOS_SOAK_FAULT_EVERY_S", "4,12").split(","))
+        low, high = (float(x) for x in _option("--fault-every").split(","))
         targets = _targets(cluster, stack) + (_spark_targets(spark) if spark is not None else [])
         if s3 is not None:
             targets.append(_s3_target(s3))
@@ -378,19 +382,6 @@ def result_line(summary: dict[str, Any], *, ok: bool) -> str:
             f"{summary['minutes']:g} --seed {summary['seed']}{summary.get('options', '')}")
 
 
-# ``./run soak`` options (scripts/soak.py) -> the variable the test reads, and its default.
-_OPTIONS = (("--active-runs", "KAFKA_EOS_SOAK_ACTIVE_RUNS", "2"),
-            ("--fault-every", "KAFKA_EOS_SOAK_FAULT_EVERY_S", "4,12"),
-            ("--spark", "KAFKA_EOS_SOAK_SPARK", "local"), ("--store", "KAFKA_EOS_SOAK_STORE", "file"),
-            ("--executor", "KAFKA_EOS_SOAK_EXECUTOR", "local"))
-
-
-def replay_options(env: Mapping[str, str]) -> str:
-    """The options a run was started with that are not the defaults, as ``./run soak`` takes them:
-    the replay command must rebuild the same deployment, or the seed draws other faults."""
-    return "".join(f" {flag} {env[name]}" for flag, name, default in _OPTIONS
-                   if env.get(name, default) != default)
-
 
 def _migrate(home: pathlib.Path, env: dict[str, str]) -> subprocess.Popen:
     """``airflow db migrate``, started now (its output in ``home/db-migrate.log``)."""
@@ -421,7 +412,7 @@ def _drive(stack: AirflowStack, history: History, rng: random.Random, home: path
     next_check, next_cleanup = started + CHECK_EVERY_S, started + CLEANUP_EVERY_S
 
     seen: dict[int, tuple[str, str | None]] = {}
-    max_active = _active_runs()
+    max_active = int(_option("--active-runs"))
 
     def record_transitions() -> None:
         """Every manifest state or decision not seen before goes into the history (the store's log)."""

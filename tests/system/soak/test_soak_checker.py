@@ -170,3 +170,20 @@ def test_the_replay_command_names_every_option_that_is_not_the_default():
     assert replay_options({"KAFKA_EOS_SOAK_STORE": "s3", "KAFKA_EOS_SOAK_EXECUTOR": "celery",
                            "KAFKA_EOS_SOAK_ACTIVE_RUNS": "3", "KAFKA_EOS_SOAK_FAULT_EVERY_S": "6,20"}) == (
         " --active-runs 3 --fault-every 6,20 --store s3 --executor celery")
+
+
+def test_the_soak_reads_every_option_the_script_sets_with_the_same_defaults():
+    """scripts/soak.py sets the variables, test_soak.py reads them: one table each side, kept equal."""
+    import importlib.util
+    import pathlib
+
+    from test_soak import _OPTIONS
+
+    path = pathlib.Path(__file__).resolve().parents[3] / "scripts" / "soak.py"
+    spec = importlib.util.spec_from_file_location("soak_script_for_options", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    defaults = script.environment(minutes=5, seed=None)
+    options = {name: default for name, default, _ in _OPTIONS.values()}
+    assert {k: v for k, v in defaults.items() if k in options} == options
+    assert set(defaults) - set(options) == {"KAFKA_EOS_TEST_KAFKA", "KAFKA_EOS_SOAK_MINUTES"}
