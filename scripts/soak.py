@@ -26,12 +26,12 @@ SEED_ENV = "KAFKA_EOS_SOAK_SEED"
 
 def environment(*, minutes: float, seed: int | None, out: Path | None = None, fault_every: str = "4,12",
                 spark: str = "local", active_runs: int = 2, store: str = "file",
-                executor: str = "local") -> dict[str, str]:
+                executor: str = "local", input_: str = "files") -> dict[str, str]:
     """The soak test's settings (``tests/system/soak/test_soak.py`` reads them), over the Kafka it needs."""
     env = {"KAFKA_EOS_TEST_KAFKA": "apache3", "KAFKA_EOS_SOAK_MINUTES": str(minutes),
            "KAFKA_EOS_SOAK_FAULT_EVERY_S": fault_every, "KAFKA_EOS_SOAK_SPARK": spark,
            "KAFKA_EOS_SOAK_ACTIVE_RUNS": str(active_runs), "KAFKA_EOS_SOAK_STORE": store,
-           "KAFKA_EOS_SOAK_EXECUTOR": executor}
+           "KAFKA_EOS_SOAK_EXECUTOR": executor, "KAFKA_EOS_SOAK_INPUT": input_}
     if out is not None:
         env["KAFKA_EOS_SOAK_DIR"] = str(out)
     if seed is not None:
@@ -72,13 +72,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--executor", choices=("local", "celery"), default="local",
                         help="Airflow's executor: LocalExecutor, or CeleryExecutor with Redis and two Celery "
                         "workers that the nemesis kills and pauses")
+    parser.add_argument("--input", choices=("files", "kafka", "both"), default="files",
+                        help="the pipelines under test: the file-input eos_pipeline, the Kafka-input "
+                        "eos_kafka_to_kafka fed by transactional upstream writes (committed and aborted), "
+                        "or both at once")
     parser.add_argument("--dir", default=None, help="where the history, summary and logs go")
     args, pytest_args = parser.parse_known_args(argv)
     out = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="kafka-eos-soak-"))
     env = {**os.environ, **environment(minutes=args.minutes, seed=args.seed, out=out,
                                        fault_every=args.fault_every, spark=args.spark,
                                        active_runs=args.active_runs, store=args.store,
-                                       executor=args.executor)}
+                                       executor=args.executor, input_=args.input)}
     timeout = int(args.minutes * 60 + 45 * 60)  # the soak plus start-up, the quiet period and the checks
     command = [sys.executable, "-m", "pytest", *pytest_arguments(timeout), *pytest_args]
     print(f"soak: {args.minutes} min; history and logs in {out}", flush=True)

@@ -177,13 +177,36 @@ def read_output(config: Mapping[str, Any], topic: str, *,
 def _read_keys(consumer: Any, partitions: list[Any], starts: Mapping[Any, int] | None,
                ends: Mapping[Any, int], timeout_s: float, isolation: str) -> Counter[str]:
     """The keys from ``starts`` (None: the beginning) up to ``ends``, counted."""
+    records = _read_records(consumer, partitions, starts, ends, timeout_s, isolation)
+    return Counter(key for _, _, key in records)
+
+
+def read_committed_records(config: Mapping[str, Any], topic: str, *,
+                           timeout_s: float = 120.0) -> list[tuple[int, int, str]]:
+    """Every record of ``topic`` a read_committed consumer sees, up to the last stable offsets of
+    the moment the call starts: ``(partition, offset, key)``."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(**dict(config), isolation_level="read_committed", enable_auto_commit=False,
+                             group_id=None, consumer_timeout_ms=1000)
+    try:
+        partitions = _partitions(consumer, topic, timeout_s)
+        stable = consumer.end_offsets(partitions)
+        return _read_records(consumer, partitions, None, stable, timeout_s, "read_committed")
+    finally:
+        consumer.close()
+
+
+def _read_records(consumer: Any, partitions: list[Any], starts: Mapping[Any, int] | None,
+                  ends: Mapping[Any, int], timeout_s: float, isolation: str) -> list[tuple[int, int, str]]:
+    """``(partition, offset, key)`` of the records from ``starts`` (None: the beginning) up to ``ends``."""
     consumer.assign(partitions)
     if starts is None:
         consumer.seek_to_beginning(*partitions)
     else:
         for tp in partitions:
             consumer.seek(tp, starts[tp])
-    counts: Counter[str] = Counter()
+    found: list[tuple[int, int, str]] = []
     deadline = time.monotonic() + timeout_s
     while any(consumer.position(tp) < ends[tp] for tp in partitions):
         if time.monotonic() > deadline:
@@ -191,8 +214,9 @@ def _read_keys(consumer: Any, partitions: list[Any], starts: Mapping[Any, int] |
         for tp, records in consumer.poll(timeout_ms=500).items():
             for record in records:
                 if record.offset < ends[tp]:
-                    counts[(record.key or b"").decode("utf-8", "replace")] += 1
-    return counts
+                    key = (record.key or b"").decode("utf-8", "replace")
+                    found.append((tp.partition, record.offset, key))
+    return found
 
 
 def stuck(config: Mapping[str, Any], topic: str, transactional_id_prefix: str,

@@ -14,6 +14,10 @@ output topic with read_committed and the manifests as plain JSON and judges the 
 at the end, after the nemesis healed everything, every run finished and one cleanup ran, it
 judges once more with nothing in flight and checks that nothing is left open.
 
+With ``--input kafka|both`` the Kafka-input pipeline runs too (``soak_kafka_input.py``): an
+upstream producer writes its input for the whole run, the driver keeps one ``eos_kafka_to_kafka``
+run going, the checker judges it per input record (``soak_checker_kafka_input.py``).
+
 Everything (history, summary, Airflow logs) stays in ``$KAFKA_EOS_SOAK_DIR`` when set.
 """
 
@@ -37,6 +41,7 @@ from cluster_helpers import create_topic, healthy
 from eos_sample_events import write_batch
 from soak_checker import S3Manifests, count_output, judge, read_manifests, read_output, stuck
 from soak_history import History, read_history
+from soak_kafka_input import KafkaInputWorkload
 from soak_nemesis import Nemesis, Target, descendants
 
 from kafka_eos_testing.pytest_plugin import KAFKA_KIND_ENV, kafka_kind
@@ -59,6 +64,7 @@ _OPTIONS = {
     "--spark": ("KAFKA_EOS_SOAK_SPARK", "local", ("local", "cluster")),
     "--store": ("KAFKA_EOS_SOAK_STORE", "file", ("file", "s3")),
     "--executor": ("KAFKA_EOS_SOAK_EXECUTOR", "local", ("local", "celery")),
+    "--input": ("KAFKA_EOS_SOAK_INPUT", "files", ("files", "kafka", "both")),
 }
 
 
@@ -238,7 +244,7 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
     # Airflow's database is made while the Kafka nodes start (it needs no Kafka): start-up is
     # what a CI pass pays for, and these two are its longest parts.
     migrate = _migrate(home, stack_environment(home, port, {}))
-    cluster = stack = spark = nemesis = s3 = redis = None
+    cluster = stack = spark = nemesis = s3 = redis = kafka_input = None
     history = History(out / "history.jsonl")
     try:
         store: pathlib.Path | S3Manifests = home / "manifests"
@@ -254,6 +260,15 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         topic = f"soak-out-{seed}"
         create_topic(cluster, topic, partitions=PARTITIONS)
         env = stack_environment(home, port, cluster.client_config())
+        if _option("--input") != "files":
+            if _option("--spark") == "cluster":
+                raise ValueError("--input kafka|both runs with --spark local only: the example "
+                                 "eos_kafka_to_kafka DAG takes no Spark settings for the standalone cluster")
+            from kafka_input_support import connector_jars
+
+            kafka_input = KafkaInputWorkload(seed, cluster.bootstrap, history, store)
+            kafka_input.create_topics(create_topic, cluster)
+            env.update(kafka_input.environment(connector_jars()))
         env.update({
             "KAFKA_EOS_PIPELINE_ID": PIPELINE_ID,
             "KAFKA_EOS_PIPELINE_TOPIC": topic,
@@ -315,6 +330,8 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         wait_for("the API server", lambda: stack.request("GET", "/monitor/health"), 240, stack)
         stack.unpause("eos_pipeline")
         stack.unpause("eos_cleanup")
+        if kafka_input is not None:
+            stack.unpause("eos_kafka_to_kafka")
         checker_config = {"bootstrap_servers": cluster.bootstrap}
         low, high = (float(x) for x in _option("--fault-every").split(","))
         targets = _targets(cluster, stack) + (_spark_targets(spark) if spark is not None else [])
@@ -326,17 +343,30 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         startup_s = time.monotonic() - started
         history.record("phase", name="start", seed=seed, minutes=minutes, topic=topic, startup_s=startup_s)
         nemesis.start()
-        active = _drive(stack, history, rng, home, store, minutes, checker_config, topic)
+        if kafka_input is not None:
+            kafka_input.feeder.start()
+        active = _drive(stack, history, rng, home, store, minutes, checker_config, topic, kafka_input)
+        if kafka_input is not None:
+            kafka_input.feeder.stop()
         nemesis.stop()
         quiet_started = time.monotonic()
         history.record("phase", name="quiet", faults=nemesis.faults, kinds=sorted(nemesis.kinds))
         if spark is not None:
             spark.ensure_workers()
-        _quiet(stack, history, cluster, active)
+        _quiet(stack, history, cluster, active, kafka_input)
         manifests = read_manifests(store, PIPELINE_ID)
         counts = count_output(checker_config, topic)
         verdict = judge(read_history(out / "history.jsonl"), manifests, counts, final=True)
         verdict.stuck = stuck(checker_config, topic, f"{PIPELINE_ID}-", manifests)
+        extra: dict[str, Any] = {}
+        if kafka_input is not None:
+            k2k = kafka_input.judge(final=True)
+            k2k.stuck += stuck(checker_config, kafka_input.output_topic, "soak-k2k-",
+                               read_manifests(store, "soak-k2k"))
+            k2k.stuck += stuck(checker_config, kafka_input.input_topic, kafka_input.feeder.transactional_id,
+                               [])
+            extra["kafka_input"] = {**k2k.summary(), "runs": kafka_input.runs,
+                                    "input_transactions": kafka_input.feeder.written}
         checks = [e for e in read_history(out / "history.jsonl") if e["kind"] == "check"]
         summary = {
             "seed": seed, "minutes": minutes, "options": replay_options(os.environ),
@@ -346,18 +376,23 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
             "checks_during_run": len(checks),
             "failed_checks_during_run": sum(1 for c in checks if not c["ok"]),
             "startup_s": round(startup_s), "quiet_and_checks_s": round(time.monotonic() - quiet_started),
-            **verdict.summary(),
+            **verdict.summary(), **extra,
         }
         history.record("phase", name="end", **summary)
         (out / "summary.json").write_text(json.dumps(summary, indent=2))
         print(json.dumps(summary, indent=2))
-        progressed = nemesis.faults > 0 and verdict.committed_checkpoints > 0  # else it proved nothing
-        print(result_line(summary, ok=verdict.ok and summary["failed_checks_during_run"] == 0 and progressed))
-        assert verdict.ok and summary["failed_checks_during_run"] == 0, summary
+        # Each workload that ran committed something, and a fault happened: else it proved nothing.
+        progressed = nemesis.faults > 0 and all(
+            part["committed_checkpoints"] > 0 for part in _workloads(summary).values())
+        all_ok = all(part["ok"] for part in _workloads(summary).values())
+        print(result_line(summary, ok=all_ok and summary["failed_checks_during_run"] == 0 and progressed))
+        assert all_ok and summary["failed_checks_during_run"] == 0, summary
         assert progressed, summary
     finally:
         if nemesis is not None:
             nemesis.halt()
+        if kafka_input is not None:
+            kafka_input.feeder.halt()
         history.close()
         if migrate.poll() is None:
             migrate.kill()
@@ -374,19 +409,27 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
             redis.stop()
 
 
+def _anomalies(verdict: Mapping[str, Any]) -> str:
+    return ", ".join(f"{name.replace('_', ' ')} {verdict[name]}" for name in
+                     ("lost", "duplicated", "aborted_reads", "double_commits", "unexpected", "stuck"))
+
+
 def result_line(summary: dict[str, Any], *, ok: bool) -> str:
     """One line for CI's log: the verdict, the counts, and how to replay the run."""
-    anomalies = ", ".join(f"{name.replace('_', ' ')} {summary[name]}" for name in
-                          ("lost", "duplicated", "aborted_reads", "double_commits", "unexpected", "stuck"))
     checkpoints = ", ".join(f"{n} {status}" for status, n in summary["checkpoints"].items()) or "none"
     faults = ", ".join(f"{kind} {n}" for kind, n in summary["faults_by_kind"].items()) or "none"
+    kafka = summary.get("kafka_input")
+    if kafka is not None:
+        written = ", ".join(f"{n} {outcome}" for outcome, n in kafka["input_transactions"].items())
+        checkpoints += (f"; Kafka input: {kafka['committed_checkpoints']} COMMITTED of "
+                        f"{sum(kafka['runs'].values())} runs, {kafka['keys_checked']} input records "
+                        f"(transactions: {written}), {_anomalies(kafka)}")
     return (f"soak result: {'OK' if ok else 'FAILED'}, seed {summary['seed']}, {summary['minutes']:g} min; "
             f"checkpoints: {checkpoints}; {summary['faults']} faults of {len(summary['faults_by_kind'])} "
-            f"kinds ({faults}); {anomalies}; checks during the run {summary['checks_during_run']} "
+            f"kinds ({faults}); {_anomalies(summary)}; checks during the run {summary['checks_during_run']} "
             f"({summary['failed_checks_during_run']} failed); start-up {summary['startup_s']} s, quiet "
             f"period and final checks {summary['quiet_and_checks_s']} s; replay: ./run soak --minutes "
             f"{summary['minutes']:g} --seed {summary['seed']}{summary.get('options', '')}")
-
 
 
 def _migrate(home: pathlib.Path, env: dict[str, str]) -> subprocess.Popen:
@@ -407,10 +450,22 @@ def _migrated(migrate: subprocess.Popen, home: pathlib.Path, timeout_s: float = 
         raise AssertionError(f"airflow db migrate exited {code}:\n{tail}")
 
 
+def _workloads(summary: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The verdict of each workload that ran (``--input``): the file pipeline's is the summary's
+    top level (as before there was a second one), the Kafka-input pipeline's its ``kafka_input``."""
+    found: dict[str, Mapping[str, Any]] = {}
+    if _option("--input") != "kafka":
+        found["files"] = summary
+    if "kafka_input" in summary:
+        found["kafka"] = summary["kafka_input"]
+    return found
+
+
 def _drive(stack: AirflowStack, history: History, rng: random.Random, home: pathlib.Path,
            store: pathlib.Path | S3Manifests, minutes: float, checker_config: dict[str, Any],
-           topic: str) -> dict[str, str]:
-    """Trigger batches until the time is up; returns the runs still active."""
+           topic: str, kafka_input: KafkaInputWorkload | None) -> dict[str, str]:
+    """Trigger batches (and keep a Kafka-input run going) until the time is up; returns the file
+    pipeline's runs still active."""
     active: dict[str, str] = {}
     batches: list[str] = []
     retried: set[str] = set()
@@ -418,7 +473,7 @@ def _drive(stack: AirflowStack, history: History, rng: random.Random, home: path
     next_check, next_cleanup = started + CHECK_EVERY_S, started + CLEANUP_EVERY_S
 
     seen: dict[int, tuple[str, str | None]] = {}
-    max_active = int(_option("--active-runs"))
+    max_active = int(_option("--active-runs")) if _option("--input") != "kafka" else 0
 
     def record_transitions() -> None:
         """Every manifest state or decision not seen before goes into the history (the store's log)."""
@@ -439,6 +494,8 @@ def _drive(stack: AirflowStack, history: History, rng: random.Random, home: path
     while time.monotonic() < started + minutes * 60:
         _collect_finished(stack, history, active, retried, trigger)
         record_transitions()
+        if kafka_input is not None:
+            kafka_input.step(stack, _retrying)
         if len(active) < max_active:
             if batches and rng.random() < 0.1:
                 trigger(rng.choice(batches[-5:]), "again by hand")  # must be skipped: written once
@@ -454,7 +511,11 @@ def _drive(stack: AirflowStack, history: History, rng: random.Random, home: path
             counts, beyond_stable = read_output(checker_config, topic)
             verdict = judge(read_history(history.path), read_manifests(store, PIPELINE_ID),
                             counts, final=False, not_yet_visible=beyond_stable)
-            history.record("check", **verdict.summary())
+            check = verdict.summary()
+            if kafka_input is not None:
+                k2k = kafka_input.judge(final=False).summary()
+                check.update(ok=check["ok"] and k2k["ok"], kafka_input=k2k)
+            history.record("check", **check)
         if now >= next_cleanup:
             next_cleanup = now + CLEANUP_EVERY_S
             run_id = _retrying("cleanup", lambda: stack.trigger("eos_cleanup", {}))
@@ -478,8 +539,10 @@ def _collect_finished(stack: AirflowStack, history: History, active: dict[str, s
                 trigger(batch, "failed run triggered again")
 
 
-def _quiet(stack: AirflowStack, history: History, cluster: Any, active: dict[str, str]) -> None:
-    """Heal, let every run finish, then one cleanup run with nothing left in flight."""
+def _quiet(stack: AirflowStack, history: History, cluster: Any, active: dict[str, str],
+           kafka_input: KafkaInputWorkload | None) -> None:
+    """Heal, let every run finish, then one cleanup run with nothing left in flight (and then one
+    Kafka-input run that reads the input to its end)."""
     healthy(cluster)
     for name, process in list(stack.processes.items()):
         if process.poll() is not None:
@@ -489,7 +552,11 @@ def _quiet(stack: AirflowStack, history: History, cluster: Any, active: dict[str
         assert time.monotonic() < deadline, f"runs still active 15 min after the faults stopped: {active}"
         _collect_finished(stack, history, active, set(), None)
         time.sleep(2)  # polling interval of a deadline-bounded wait
+    if kafka_input is not None:
+        kafka_input.settle(stack, max(60.0, deadline - time.monotonic()))
     run_id = _retrying("cleanup", lambda: stack.trigger("eos_cleanup", {"min_age_seconds": 0}))
     history.record("cleanup", run_id=run_id, final=True)
     finished = stack.wait_for_run("eos_cleanup", run_id, 600)
     history.record("cleanup_end", run_id=run_id, state=finished["state"])
+    if kafka_input is not None:
+        kafka_input.read_to_the_end(stack, 600)
