@@ -86,7 +86,7 @@ class Feeder:
             return "committed", None
         except KafkaException as exc:
             error = exc.args[0]
-            if getattr(error, "txn_requires_abort", lambda: False)():
+            if self._producer is not None and error.txn_requires_abort():
                 try:
                     self._producer.abort_transaction(CALL_TIMEOUT_S)
                     return "aborted", str(error)
