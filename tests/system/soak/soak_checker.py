@@ -28,9 +28,11 @@ import json
 import pathlib
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -126,6 +128,28 @@ def read_manifests(store: pathlib.Path | S3Manifests, pipeline_id: str) -> list[
 
 
 # -- Kafka --------------------------------------------------------------------------------------
+
+def reading(what: str, take: Callable[[], T], timeout_s: float = 120.0) -> T:
+    """``take()``, taken again while Kafka answers with a retriable error, until the deadline.
+
+    A reading during the run may ask the node the nemesis just killed: kafka-python raises then
+    (KafkaConnectionError from a metadata refresh) instead of asking another node. That is no
+    verdict on the pipeline, so the whole reading is taken again (the first soak of 2026-11-27
+    died of it after 56 minutes, 103 checkpoints and every check clean). Anything else, or the
+    same past the deadline, is raised."""
+    from kafka.errors import KafkaError
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return take()
+        except KafkaError as exc:
+            if not getattr(exc, "retriable", False):
+                raise
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what}: Kafka could not be read in {timeout_s} s: {exc!r}") from exc
+        time.sleep(1)  # retry interval of a deadline-bounded reading
+
 
 def _partitions(consumer: Any, topic: str, timeout_s: float) -> list[Any]:
     from kafka import TopicPartition

@@ -26,37 +26,32 @@ unique, so an output key names the input record it came from):
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from soak_checker import Verdict
+from soak_checker import Verdict, reading
 
 
 def group_offsets(config: Mapping[str, Any], group: str, topic: str,
                   timeout_s: float = 60.0) -> dict[int, int]:
     """The group's committed offsets of ``topic``'s partitions (OffsetFetch), by partition.
 
-    Asked again, until the deadline, while Kafka answers with a retriable error: a fresh cluster
-    has no ``__consumer_offsets`` yet (CoordinatorNotAvailable), and after a node restart the
-    group's coordinator may be loading or elsewhere (CoordinatorLoadInProgress, NotCoordinator)."""
+    Asked again while Kafka answers with a retriable error (:func:`soak_checker.reading`): a
+    fresh cluster has no ``__consumer_offsets`` yet (CoordinatorNotAvailable), and after a node
+    restart the group's coordinator may be loading or elsewhere."""
     from kafka import KafkaAdminClient
-    from kafka.errors import KafkaError
 
-    deadline = time.monotonic() + timeout_s
-    while True:
+    def fetch() -> dict[int, int]:
         admin = KafkaAdminClient(**dict(config))
         try:
             offsets = admin.list_group_offsets({group: None}).get(group, {})
-            return {tp.partition: meta.offset for tp, meta in offsets.items()
-                    if tp.topic == topic and meta.offset >= 0}
-        except KafkaError as exc:
-            if not getattr(exc, "retriable", False) or time.monotonic() > deadline:
-                raise
         finally:
             admin.close()
-        time.sleep(0.5)  # polling interval of a deadline-bounded wait
+        return {tp.partition: meta.offset for tp, meta in offsets.items()
+                if tp.topic == topic and meta.offset >= 0}
+
+    return reading(f"the offsets of group {group}", fetch, timeout_s)
 
 
 def _ranges(manifests: Iterable[Mapping[str, Any]], status: str) -> list[tuple[int, int, int, int]]:

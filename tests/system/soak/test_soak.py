@@ -39,7 +39,7 @@ import pytest
 from airflow_stack import SERVICES, AirflowStack, free_port, stack_environment, wait_for
 from cluster_helpers import create_topic, healthy
 from eos_sample_events import write_batch
-from soak_checker import S3Manifests, count_output, judge, read_manifests, read_output, stuck
+from soak_checker import S3Manifests, count_output, judge, read_manifests, read_output, reading, stuck
 from soak_history import History, read_history
 from soak_kafka_input import KafkaInputWorkload
 from soak_nemesis import Nemesis, Target, descendants
@@ -355,16 +355,17 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
             spark.ensure_workers()
         _quiet(stack, history, cluster, active, kafka_input)
         manifests = read_manifests(store, PIPELINE_ID)
-        counts = count_output(checker_config, topic)
+        counts = reading("the final reading", lambda: count_output(checker_config, topic))
         verdict = judge(read_history(out / "history.jsonl"), manifests, counts, final=True)
-        verdict.stuck = stuck(checker_config, topic, f"{PIPELINE_ID}-", manifests)
+        verdict.stuck = reading("the final reading", lambda: stuck(checker_config, topic, f"{PIPELINE_ID}-",
+                                                                   manifests))
         extra: dict[str, Any] = {}
         if kafka_input is not None:
-            k2k = kafka_input.judge(final=True)
-            k2k.stuck += stuck(checker_config, kafka_input.output_topic, "soak-k2k-",
-                               read_manifests(store, "soak-k2k"))
-            k2k.stuck += stuck(checker_config, kafka_input.input_topic, kafka_input.feeder.transactional_id,
-                               [])
+            k2k = reading("the final Kafka-input reading", lambda: kafka_input.judge(final=True))
+            k2k.stuck += reading("the final Kafka-input reading", lambda: stuck(
+                checker_config, kafka_input.output_topic, "soak-k2k-", read_manifests(store, "soak-k2k")))
+            k2k.stuck += reading("the final Kafka-input reading", lambda: stuck(
+                checker_config, kafka_input.input_topic, kafka_input.feeder.transactional_id, []))
             extra["kafka_input"] = {**k2k.summary(), "runs": kafka_input.runs,
                                     "input_transactions": kafka_input.feeder.written}
         checks = [e for e in read_history(out / "history.jsonl") if e["kind"] == "check"]
@@ -508,14 +509,18 @@ def _drive(stack: AirflowStack, history: History, rng: random.Random, home: path
         now = time.monotonic()
         if now >= next_check:
             next_check = now + CHECK_EVERY_S
-            counts, beyond_stable = read_output(checker_config, topic)
-            verdict = judge(read_history(history.path), read_manifests(store, PIPELINE_ID),
-                            counts, final=False, not_yet_visible=beyond_stable)
-            check = verdict.summary()
-            if kafka_input is not None:
-                k2k = kafka_input.judge(final=False).summary()
-                check.update(ok=check["ok"] and k2k["ok"], kafka_input=k2k)
-            history.record("check", **check)
+
+            def take_check() -> dict[str, Any]:
+                counts, beyond_stable = read_output(checker_config, topic)
+                verdict = judge(read_history(history.path), read_manifests(store, PIPELINE_ID),
+                                counts, final=False, not_yet_visible=beyond_stable)
+                check = verdict.summary()
+                if kafka_input is not None:
+                    k2k = kafka_input.judge(final=False).summary()
+                    check.update(ok=check["ok"] and k2k["ok"], kafka_input=k2k)
+                return check
+
+            history.record("check", **reading("a check during the run", take_check))
         if now >= next_cleanup:
             next_cleanup = now + CLEANUP_EVERY_S
             run_id = _retrying("cleanup", lambda: stack.trigger("eos_cleanup", {}))

@@ -12,7 +12,7 @@ import json
 import time
 
 from confluent_kafka import Producer
-from soak_checker import S3Manifests, count_output, judge, read_manifests, read_output, stuck
+from soak_checker import S3Manifests, count_output, judge, read_manifests, read_output, reading, stuck
 from soak_history import History, read_history
 
 from kafka_eos_testing.broker.txn_testkit import create_topic
@@ -187,3 +187,27 @@ def test_the_soak_reads_every_option_the_script_sets_with_the_same_defaults():
     options = {name: default for name, default, _ in _OPTIONS.values()}
     assert {k: v for k, v in defaults.items() if k in options} == options
     assert set(defaults) - set(options) == {"KAFKA_EOS_TEST_KAFKA", "KAFKA_EOS_SOAK_MINUTES"}
+
+
+def test_a_reading_is_taken_again_while_kafka_answers_with_a_retriable_error():
+    """The first soak of 2026-11-27 died after 56 minutes (103 checkpoints, every check clean):
+    a check's metadata request went to the Kafka node the nemesis had just killed, and
+    kafka-python raised KafkaConnectionError instead of asking another node."""
+    import pytest
+    from kafka.errors import KafkaConnectionError, TopicAuthorizationFailedError
+
+    answers = [KafkaConnectionError("111 ECONNREFUSED"), KafkaConnectionError("111 ECONNREFUSED"), "read"]
+
+    def take() -> str:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert reading("a check", take, timeout_s=30) == "read" and answers == []
+    with pytest.raises(TopicAuthorizationFailedError):  # not retriable: raised at once
+        reading("a check", lambda: (_ for _ in ()).throw(TopicAuthorizationFailedError()), timeout_s=30)
+    started = time.monotonic()
+    with pytest.raises(AssertionError, match="a check: Kafka could not be read in 0 s"):
+        reading("a check", lambda: (_ for _ in ()).throw(KafkaConnectionError("down")), timeout_s=0)
+    assert time.monotonic() - started < 5
