@@ -117,7 +117,8 @@ def test_the_soak_script_and_the_soak_pass_run_the_same_test_the_same_way(passes
     assert env == {"KAFKA_EOS_TEST_KAFKA": "apache3", "KAFKA_EOS_SOAK_MINUTES": "5",
                    "KAFKA_EOS_SOAK_FAULT_EVERY_S": "4,12", "KAFKA_EOS_SOAK_SPARK": "local",
                    "KAFKA_EOS_SOAK_ACTIVE_RUNS": "2", "KAFKA_EOS_SOAK_STORE": "file",
-                   "KAFKA_EOS_SOAK_EXECUTOR": "local", "KAFKA_EOS_SOAK_SEED": "7"}
+                   "KAFKA_EOS_SOAK_EXECUTOR": "local", "KAFKA_EOS_SOAK_INPUT": "files",
+                   "KAFKA_EOS_SOAK_SEED": "7"}
     assert "KAFKA_EOS_SOAK_SEED" not in soak.environment(minutes=5, seed=None)  # the test draws one
     assert soak.pytest_arguments(900) == ["-s", "-m", "soak", "tests/system/soak/test_soak.py",
                                           "-o", "timeout=900"]
