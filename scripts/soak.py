@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
                         "whose executors and workers the nemesis kills too")
     parser.add_argument("--active-runs", type=int, choices=range(1, 5), default=2, metavar="{1-4}",
                         help="pipeline runs the driver keeps going at once (default 2); a long run on "
-                        "an otherwise idle machine reaches more checkpoints with 3")
+                        "an otherwise idle machine reaches more checkpoints with 4 (docs/soak.md)")
     parser.add_argument("--store", choices=("file", "s3"), default="file",
                         help="the manifest store: local files, or an S3-API server (moto) reached through "
                         "an Airflow aws connection, paused now and then by the nemesis")
