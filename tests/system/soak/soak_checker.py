@@ -281,6 +281,24 @@ def batch_of(key: str) -> str:
     return key.split(":", 1)[0]
 
 
+def judge_copies(verdict: Verdict, label: str, copies: int, *, committed: bool, in_flight: bool, hidden: bool,
+                 final: bool, lost: str, aborted: str) -> None:
+    """One output key's copies against its checkpoint's fate: the rule both workloads share.
+
+    ``committed``: a COMMITTED checkpoint holds it (exactly one copy due); ``in_flight``: no
+    verdict on it yet during the run (a checkpoint of it may still be committing);
+    ``hidden``: written past the last stable offset of this reading (not yet visible).
+    ``lost`` and ``aborted`` are the findings' texts."""
+    if copies > 1:
+        verdict.duplicated.append(f"{label} x{copies}")
+    elif committed and copies == 0 and hidden and not final:
+        verdict.not_yet_visible += 1
+    elif committed and copies == 0:
+        verdict.lost.append(lost)
+    elif not committed and copies and (final or not in_flight):
+        verdict.aborted_reads.append(aborted)
+
+
 def judge(history: Iterable[Mapping[str, Any]], manifests: Iterable[Mapping[str, Any]],
           counts: Mapping[str, int], *, final: bool, not_yet_visible: Iterable[str] = ()) -> Verdict:
     """The verdict on one reading (``final``: after the quiet period, when nothing is in flight).
@@ -309,16 +327,11 @@ def judge(history: Iterable[Mapping[str, Any]], manifests: Iterable[Mapping[str,
         verdict.keys_checked += len(keys)
         if committed > 1:
             verdict.double_commits.append(f"{batch}: {committed} COMMITTED checkpoints")
+        given_up = bool(states) and set(states) == {"ABORTED"}
         for key in sorted(keys):
-            seen = counts.get(key, 0)
-            if seen > 1:
-                verdict.duplicated.append(f"{key} x{seen}")
-            elif committed and seen == 0 and key in pending and not final:
-                verdict.not_yet_visible += 1
-            elif committed and seen == 0:
-                verdict.lost.append(f"{key} (batch {batch} COMMITTED)")
-            elif not committed and seen and (final or (states and set(states) == {"ABORTED"})):
-                verdict.aborted_reads.append(f"{key} (batch {batch}: checkpoints {states or 'none'})")
+            judge_copies(verdict, key, counts.get(key, 0), committed=bool(committed), in_flight=not given_up,
+                         hidden=key in pending, final=final, lost=f"{key} (batch {batch} COMMITTED)",
+                         aborted=f"{key} (batch {batch}: checkpoints {states or 'none'})")
     for event in events:
         if final and event["kind"] == "run" and event.get("state") == "success":
             batch = event["batch"]

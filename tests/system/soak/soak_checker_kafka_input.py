@@ -30,7 +30,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from soak_checker import Verdict, reading
+from soak_checker import Verdict, judge_copies, reading
 
 
 def group_offsets(config: Mapping[str, Any], group: str, topic: str,
@@ -106,15 +106,12 @@ def judge_kafka_input(history: Iterable[Mapping[str, Any]], manifests: Iterable[
             verdict.aborted_reads.append(f"{where}: its transaction was aborted, yet read_committed shows it")
             continue
         covered = _covering(committed_ranges, partition, offset)
-        if copies > 1:
-            verdict.duplicated.append(f"{where} x{copies}")
-        elif covered and copies == 0 and key in pending and not final:
-            verdict.not_yet_visible += 1
-        elif covered and copies == 0:
-            verdict.lost.append(f"{where}: in COMMITTED checkpoint {covered[0]}, not in the output")
-        elif not covered and copies and (final or not _covering(prepared_ranges, partition, offset)):
-            verdict.aborted_reads.append(f"{where}: in the output, in no COMMITTED checkpoint's range")
-        elif not covered and final:
+        holder = covered[0] if covered else None
+        judge_copies(verdict, where, copies, committed=bool(covered),
+                     in_flight=bool(_covering(prepared_ranges, partition, offset)), hidden=key in pending,
+                     final=final, lost=f"{where}: in COMMITTED checkpoint {holder}, not in the output",
+                     aborted=f"{where}: in the output, in no COMMITTED checkpoint's range")
+        if not covered and copies == 0 and final:
             verdict.lost.append(f"{where}: never read (no COMMITTED checkpoint's range holds it)")
     for key, outcome in written.items():
         if outcome == "committed" and key not in seen_input:
