@@ -180,14 +180,8 @@ def read_output(config: Mapping[str, Any], topic: str, *,
     second set, read with read_uncommitted from those offsets to the high watermark, names them."""
     from kafka import KafkaConsumer
 
-    consumer = KafkaConsumer(**dict(config), isolation_level="read_committed", enable_auto_commit=False,
-                             group_id=None, consumer_timeout_ms=1000)
-    try:
-        partitions = _partitions(consumer, topic, timeout_s)
-        stable = consumer.end_offsets(partitions)
-        counts = _read_keys(consumer, partitions, None, stable, timeout_s, "read_committed")
-    finally:
-        consumer.close()
+    records, partitions, stable = _read_committed(config, topic, timeout_s)
+    counts = Counter(key for _, _, key in records)
     consumer = KafkaConsumer(**dict(config), isolation_level="read_uncommitted", enable_auto_commit=False,
                              group_id=None, consumer_timeout_ms=1000)
     try:
@@ -209,6 +203,12 @@ def read_committed_records(config: Mapping[str, Any], topic: str, *,
                            timeout_s: float = 120.0) -> list[tuple[int, int, str]]:
     """Every record of ``topic`` a read_committed consumer sees, up to the last stable offsets of
     the moment the call starts: ``(partition, offset, key)``."""
+    return _read_committed(config, topic, timeout_s)[0]
+
+
+def _read_committed(config: Mapping[str, Any], topic: str,
+                    timeout_s: float) -> tuple[list[tuple[int, int, str]], list[Any], dict[Any, int]]:
+    """:func:`read_committed_records`, with the partitions and the last stable offsets it read to."""
     from kafka import KafkaConsumer
 
     consumer = KafkaConsumer(**dict(config), isolation_level="read_committed", enable_auto_commit=False,
@@ -216,7 +216,8 @@ def read_committed_records(config: Mapping[str, Any], topic: str, *,
     try:
         partitions = _partitions(consumer, topic, timeout_s)
         stable = consumer.end_offsets(partitions)
-        return _read_records(consumer, partitions, None, stable, timeout_s, "read_committed")
+        records = _read_records(consumer, partitions, None, stable, timeout_s, "read_committed")
+        return records, partitions, stable
     finally:
         consumer.close()
 

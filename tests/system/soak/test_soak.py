@@ -41,6 +41,7 @@ from cluster_helpers import create_topic, healthy
 from eos_sample_events import write_batch
 from soak_checker import S3Manifests, count_output, judge, read_manifests, read_output, reading, stuck
 from soak_history import History, read_history
+from soak_kafka_input import PIPELINE_ID as K2K_PIPELINE_ID
 from soak_kafka_input import KafkaInputWorkload
 from soak_nemesis import Nemesis, Target, descendants
 
@@ -370,7 +371,8 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         if kafka_input is not None:
             k2k = reading("the final Kafka-input reading", lambda: kafka_input.judge(final=True))
             k2k.stuck += reading("the final Kafka-input reading", lambda: stuck(
-                checker_config, kafka_input.output_topic, "soak-k2k-", read_manifests(store, "soak-k2k")))
+                checker_config, kafka_input.output_topic, f"{K2K_PIPELINE_ID}-",
+                read_manifests(store, K2K_PIPELINE_ID)))
             k2k.stuck += reading("the final Kafka-input reading", lambda: stuck(
                 checker_config, kafka_input.input_topic, kafka_input.feeder.transactional_id, []))
             extra["kafka_input"] = {**k2k.summary(), "runs": kafka_input.runs,
