@@ -18,6 +18,8 @@ import tempfile
 
 import pytest
 
+from kafka_eos_testing.spark_cluster import QUICK_JVM
+
 # The provider's pytest plugin (kafka_broker fixtures) is opt-in, as for any user of the
 # ``[testing]`` extra: installing the provider no longer loads it into every pytest run.
 # The others are fixtures of tests/support/ that tests in several folders use (tests/README.md).
@@ -39,6 +41,13 @@ os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO")
 # Spark workers must run this interpreter (the venv's), not the first python3 on PATH.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# Test jobs are small, so every JVM spark-submit starts for a test (the in-process PySpark
+# session's, the example DAGs' local-mode drivers, those of the real scheduler's and Celery's
+# tasks, which inherit this environment) starts as the test cluster's do: C1 only, serial GC,
+# a third less CPU for a small job (12.98 vs 20.57 CPU s for a small local[2] job, farm-bench,
+# 2026-11-26): CI time (docs/ci.md) and the soak's checkpoints an hour (docs/soak.md).
+# Benchmarks run outside pytest and keep the JVM's defaults. A user's SPARK_SUBMIT_OPTS wins.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", QUICK_JVM)
 # py4j logs "Closing down clientserver connection" from a finaliser at interpreter exit, after
 # pytest closed its streams; that INFO line adds only a "Logging error" trace after the summary.
 logging.getLogger("py4j").setLevel(logging.WARNING)

@@ -46,7 +46,6 @@ from soak_kafka_input import KafkaInputWorkload
 from soak_nemesis import Nemesis, Target, descendants
 
 from kafka_eos_testing.pytest_plugin import KAFKA_KIND_ENV, kafka_kind
-from kafka_eos_testing.spark_cluster import QUICK_JVM
 
 pytestmark = pytest.mark.soak
 
@@ -318,12 +317,10 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
                                                          "port": int(spark_port),
                                                          "extra": {"deploy-mode": "client"}})
             env["KAFKA_EOS_PIPELINE_SPARK_CONN_ID"] = "spark_soak"
-        # In local mode too, the driver JVM starts as the cluster's test JVMs do (QUICK_JVM: C1 only,
-        # serial GC): a soak batch is a job of seconds spent in start-up, about a third less CPU
-        # (12.98 vs 20.57 CPU s for a small local[2] job, farm-bench, 2026-11-26), and the two cores
-        # are the soak's bound: more checkpoints an hour under the same faults (docs/soak.md).
-        quick = {"spark.driver.extraJavaOptions": QUICK_JVM}
-        env["KAFKA_EOS_PIPELINE_SPARK_CONF"] = json.dumps(spark.submit_conf() if spark is not None else quick)
+        if spark is not None:
+            env["KAFKA_EOS_PIPELINE_SPARK_CONF"] = json.dumps(spark.submit_conf())
+        # In local mode the driver JVM is the quick one already (SPARK_SUBMIT_OPTS, tests/conftest.py):
+        # a soak batch is a job of seconds spent in start-up, and the two cores are the soak's bound.
         stack = AirflowStack(home, env, port)
         _migrated(migrate, home)
         services = list(SERVICES)
