@@ -37,6 +37,7 @@ __all__ = [
     "UnknownTransactionError",
     "UnsupportedCapabilityError",
     "UsageError",
+    "VerdictUnknownError",
 ]
 
 
@@ -208,3 +209,15 @@ class CheckpointConflictError(KafkaEosError):
     """
 
     default_runbook = "rerun-a-checkpoint"
+
+
+class VerdictUnknownError(KafkaEosError):
+    """Nobody can tell yet whether a prepared transaction was committed or aborted.
+
+    The coordinator no longer holds the recorded producer id / epoch and does not recognise a
+    retry of it, and the partitions' data cannot answer either (no first offsets recorded, the
+    records deleted by retention, a partition unreadable). Acting on a guess could duplicate or
+    lose the batch, so the caller refuses and changes nothing (``kafka/admin/verdict.py``).
+    """
+
+    default_runbook = "verdict-unknown"

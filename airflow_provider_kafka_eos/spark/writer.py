@@ -497,7 +497,12 @@ def _verify_still_prepared(admin: Any, committables: list[Committable]) -> None:
             if description is None:
                 raise ProducerFencedError("the coordinator no longer knows this transactional id",
                                           transactional_id=c.transactional_id)
-            admin.verify_committable(c, description)
+            if admin.verify_committable(c, description) != "commit" or description.state != "Ongoing":
+                raise ProducerFencedError(
+                    f"the transaction is no longer open under producer id {c.producer_id}, epoch "
+                    f"{c.producer_epoch}: the coordinator holds producer id {description.producer_id}, epoch "
+                    f"{description.producer_epoch} (state {description.state})",
+                    transactional_id=c.transactional_id, runbook="speculative-execution")
         except KafkaEosError as exc:
             # Same class, id and runbook; the cause says what the job did about it.
             raise type(exc)(

@@ -39,8 +39,11 @@ def produce_transaction(
     transaction_timeout_ms: int | None = None,
     value: Callable[[bytes], bytes] = _default_value,
     **producer_config: Any,
-) -> None:
+) -> dict[tuple[str, int], int]:
     """Write ``keys`` in one transaction of ``transactional_id``; commit it, or leave it Ongoing.
+
+    Returns where the transaction's records begin on each partition ((topic, partition) -> the
+    first delivered offset), as the provider's producers record it in a committable.
 
     ``partitions`` spreads the keys round-robin over those partitions (default: the client's
     partitioner). ``bootstrap_or_config`` is a bootstrap string or a librdkafka config (SASL...).
@@ -58,17 +61,26 @@ def produce_transaction(
     producer.init_transactions(30)
     producer.begin_transaction()
     targets = list(partitions or ())
+    first: dict[tuple[str, int], int] = {}
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            where = (msg.topic(), msg.partition())
+            first[where] = min(first.get(where, msg.offset()), msg.offset())
+
     for i, key in enumerate(keys):
         if targets:
-            producer.produce(topic, key=key, value=value(key), partition=targets[i % len(targets)])
+            producer.produce(topic, key=key, value=value(key), partition=targets[i % len(targets)],
+                             on_delivery=delivered)
         else:
-            producer.produce(topic, key=key, value=value(key))
+            producer.produce(topic, key=key, value=value(key), on_delivery=delivered)
     remaining = producer.flush(30)
     assert remaining == 0, f"{remaining} record(s) of {transactional_id} were not delivered"
     if commit:
         producer.commit_transaction(30)
     del producer  # released without close(): an open transaction stays open
     gc.collect()
+    return first
 
 
 def write_prepared_manifest(
@@ -203,3 +215,33 @@ def write_hanging_transaction(
             "transaction_partition_verification=False?"
         )
     return producer_id, producer_epoch
+
+
+def age_transactional_ids(
+    admin: Any, transactional_ids: Sequence[str], epoch: int, *, transaction_timeout_ms: int = 60_000,
+    deadline_s: float = 600.0,
+) -> dict[str, int]:
+    """Raise the producer epoch of idle ids to ``epoch`` with raw InitProducerId rounds, as a
+    long-lived POOLING pipeline would over weeks (each InitProducerId on an Empty/Complete id bumps
+    the epoch once): the only way to reach the TV2 epoch limit (32766) on a real Kafka, about a
+    minute for 32,763 rounds. The ids are bumped side by side, one pipelined request each per round.
+    Returns id -> epoch reached. ``admin``: a TransactionAdmin (its wire and coordinator lookup).
+    """
+    from kafka.protocol.producer.transaction import InitProducerIdRequest
+
+    reached = {tid: -1 for tid in transactional_ids}
+    stop_at = time.monotonic() + deadline_s
+    while True:
+        todo = [tid for tid, e in reached.items() if e < epoch]
+        if not todo:
+            return reached
+        if time.monotonic() > stop_at:
+            raise TimeoutError(f"aging {len(todo)} id(s) to epoch {epoch} took over {deadline_s} s")
+        nodes = admin.wire.coordinators(todo)
+        batch = [(InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=transaction_timeout_ms,
+                                        producer_id=-1, producer_epoch=-1), nodes.get(tid)) for tid in todo]
+        for tid, response in zip(todo, admin.wire.send_all(batch), strict=True):
+            if response.error_code == 0:
+                reached[tid] = response.producer_epoch
+            elif response.error_code not in (51, 14, 15):  # CONCURRENT_TRANSACTIONS, coordinator moving
+                raise RuntimeError(f"InitProducerId for {tid} answered error code {response.error_code}")

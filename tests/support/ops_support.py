@@ -53,7 +53,7 @@ def open_transaction(
 
     ``bootstrap`` is a bootstrap string or a librdkafka config (e.g. with SASL settings).
     """
-    produce_transaction(
+    first_offsets = produce_transaction(
         bootstrap,
         transactional_id,
         topic,
@@ -78,6 +78,7 @@ def open_transaction(
         transaction_timeout_ms=described.timeout_ms,
         transaction_version=tv,
         end_txn_version=admin.end_txn_version(),
+        first_offsets=first_offsets,
     )
 
 

@@ -20,10 +20,8 @@ from kafka.protocol.producer.transaction import EndTxnRequest
 
 from airflow_provider_kafka_eos.kafka.errors import (
     BrokerUnreachableError,
-    DataLossError,
     KafkaEosError,
     ProducerFencedError,
-    TransactionTimeoutRiskError,
     UnsupportedCapabilityError,
 )
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
@@ -46,8 +44,8 @@ from airflow_provider_kafka_eos.kafka.protocol.transaction_types import (
     TransactionDescription,
     TxnOutcome,
     _holder,
-    _state,
 )
+from airflow_provider_kafka_eos.kafka.protocol.verdicts import TxnVerdict, Verdict
 from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
 
 __all__ = ["EndTxnAdmin", "check_end_txn_versions", "end_txn_error", "end_txn_group"]
@@ -66,6 +64,11 @@ class EndTxnAdmin(Protocol):
     ) -> dict[str, TransactionDescription]: ...
 
     def verify_committable(self, committable: Committable, description: TransactionDescription) -> str: ...
+
+    def judge(
+        self, committables: Sequence[Committable], *, ask_coordinator: bool,
+        descriptions: dict[str, TransactionDescription] | None = None,
+    ) -> dict[str, TxnVerdict]: ...
 
 
 def check_end_txn_versions(wire: Wire, committables: Sequence[Committable]) -> None:
@@ -153,7 +156,11 @@ def end_txn_group(
                     wire.forget_coordinator(c.transactional_id)
                 again.append(c)
             else:
-                failed.append(end_txn_error(admin, c, code, verb))
+                explained = end_txn_error(admin, c, code, verb)
+                if isinstance(explained, TxnOutcome):  # refused, yet the verdict proves it committed
+                    done.append(explained)
+                else:
+                    failed.append(explained)
                 answered(c.transactional_id)
         pending = again
         if progressed:  # the budget bounds retriable answers, not how long a big wave takes to send
@@ -175,32 +182,44 @@ def end_txn_group(
     return done, failed
 
 
-def end_txn_error(admin: EndTxnAdmin, c: Committable, code: int, verb: str) -> KafkaEosError:
-    """Explain a non-retriable EndTxn answer, describing the transaction to tell loss from fencing
-    (``admin.describe``, then ``admin.verify_committable`` with its clock and safety margin)."""
+def end_txn_error(admin: EndTxnAdmin, c: Committable, code: int, verb: str) -> KafkaEosError | TxnOutcome:
+    """Explain a non-retriable EndTxn answer; the answer code alone proves nothing (under TV2 a
+    commit racing the timeout-abort and a pair another producer took both get PRODUCER_FENCED).
+
+    For a commit the verdict decides (``admin.judge``: the coordinator's description and the
+    partitions' data; the EndTxn just answered was the coordinator's question): committed after
+    all -> the ``already_committed`` outcome; aborted -> the named data loss; unknown -> the
+    refusal naming what is missing. For an abort: fenced or refused, with what the coordinator holds.
+    """
     tid = c.transactional_id
     if code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
         return authorization_error(tid, "WRITE", f"EndTxn({verb})")
+    if verb == "commit":
+        try:
+            verdict = admin.judge([c], ask_coordinator=False)[tid]
+        except KafkaEosError as exc:
+            return KafkaEosError(
+                f"EndTxn(commit) was refused with {error_name(code)} and the verdict could not be read "
+                f"({exc.cause}); nothing else was changed: run the commit again",
+                transactional_id=tid, runbook="verdict-unknown",
+            )
+        if verdict.verdict is Verdict.COMMITTED:
+            pid = verdict.producer_id if verdict.producer_id is not None else c.producer_id
+            epoch = verdict.producer_epoch if verdict.producer_epoch is not None else c.producer_epoch
+            return TxnOutcome(tid, "already_committed", pid, epoch)
+        if verdict.error is not None and verdict.verdict is not Verdict.OPEN:
+            return verdict.error
+        return ProducerFencedError(
+            f"EndTxn(commit) with producer id {c.producer_id}, epoch {c.producer_epoch} was refused with "
+            f"{error_name(code)} while the coordinator shows it open ({verdict.evidence}); nothing was "
+            "committed: run the commit again",
+            transactional_id=tid,
+        )
     try:
         described = admin.describe([tid], missing_ok=True).get(tid)
     except KafkaEosError:
         described = None
-    if described is not None and verb == "commit":
-        try:
-            admin.verify_committable(c, described)
-        except (DataLossError, ProducerFencedError) as err:
-            return err
-        except TransactionTimeoutRiskError:
-            pass
-    if code == INVALID_TXN_STATE and verb == "commit":
-        return DataLossError(
-            f"EndTxn(commit) was refused with {error_name(code)}: the transaction is no longer open "
-            f"(coordinator state {_state(described.state) if described else 'unknown'}); its records "
-            "can no "
-            "longer be committed",
-            transactional_id=tid,
-        )
-    if code in (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING):
+    if code in (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE):
         return ProducerFencedError(
             f"EndTxn({verb}) with producer id {c.producer_id}, epoch {c.producer_epoch} was refused with "
             f"{error_name(code)}: the coordinator holds "

@@ -41,6 +41,7 @@ from kafka.protocol.producer.transaction import EndTxnRequest
 from airflow_provider_kafka_eos.kafka.admin.commit_rules import verify_committable
 from airflow_provider_kafka_eos.kafka.admin.end_txn import check_end_txn_versions, end_txn_group
 from airflow_provider_kafka_eos.kafka.admin.fencing import fence_many, fence_outcome
+from airflow_provider_kafka_eos.kafka.admin.verdict import judge
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import (
     BrokerUnreachableError,
@@ -76,6 +77,7 @@ from airflow_provider_kafka_eos.kafka.protocol.transaction_types import (
     _now_ms,
     _state,
 )
+from airflow_provider_kafka_eos.kafka.protocol.verdicts import TxnVerdict, Verdict
 from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
 
 __all__ = [
@@ -312,6 +314,25 @@ class TransactionAdmin:
 
     # -- commit --------------------------------------------------------------------------------
 
+    def now_ms(self) -> int:
+        """This admin's clock (the coordinator's clock in tests that move time)."""
+        return self._clock_ms()
+
+    def new_retry(self) -> Retry:
+        """A deadline and backoff for retriable answers: the retry timeout, within the call deadline."""
+        return self._retry()
+
+    def judge(
+        self,
+        committables: Sequence[Committable],
+        *,
+        ask_coordinator: bool,
+        descriptions: dict[str, TransactionDescription] | None = None,
+    ) -> dict[str, TxnVerdict]:
+        """The verdict of each committable: committed, aborted, open or unknown, from the coordinator and
+        the data (:func:`~airflow_provider_kafka_eos.kafka.admin.verdict.judge`)."""
+        return judge(self, committables, ask_coordinator=ask_coordinator, descriptions=descriptions)
+
     def verify_committable(
         self, committable: Committable, description: TransactionDescription, now_ms: int | None = None
     ) -> str:
@@ -359,27 +380,25 @@ class TransactionAdmin:
             )
         check_end_txn_versions(self.wire, committables)
         descriptions = self.describe(ids)
-        now = self._clock_ms()
-        plan: dict[str, str] = {}
-        for c in committables:
-            plan[c.transactional_id] = self.verify_committable(c, descriptions[c.transactional_id], now)
+        verdicts = self.judge(committables, ask_coordinator=True, descriptions=descriptions)
+        for c in committables:  # nothing is sent unless every transaction can be committed
+            error = verdicts[c.transactional_id].error
+            if error is not None:
+                raise error
         for c in committables:
             tid = c.transactional_id
-            if plan[tid] == "commit" and descriptions[tid].state == TxnState.PREPARE_COMMIT:
+            if descriptions[tid].state == TxnState.PREPARE_COMMIT:
                 # An earlier EndTxn committed it and Kafka is writing the markers (asynchronously):
                 # wait for CompleteCommit instead of sending EndTxn again.
                 descriptions[tid] = self._wait_until_complete(tid)
-                plan[tid] = self.verify_committable(c, descriptions[tid], now)
-        to_commit = [c for c in committables if plan[c.transactional_id] == "commit"]
+                verdicts[tid] = self.judge([c], ask_coordinator=True, descriptions=descriptions)[tid]
+                if verdicts[tid].error is not None:
+                    raise verdicts[tid].error
+        to_commit = [c for c in committables if verdicts[c.transactional_id].verdict is Verdict.OPEN]
         outcomes: dict[str, TxnOutcome] = {
-            c.transactional_id: TxnOutcome(
-                c.transactional_id,
-                "already_committed",
-                c.producer_id,
-                descriptions[c.transactional_id].producer_epoch,
-            )
+            c.transactional_id: _already_committed(verdicts[c.transactional_id], c)
             for c in committables
-            if plan[c.transactional_id] == "already_committed"
+            if verdicts[c.transactional_id].verdict is Verdict.COMMITTED
         }
         tally = _Tally(progress, len(committables), "committing", already=len(outcomes))
         errors = self._end_txns(
@@ -692,3 +711,11 @@ def _prefix_pattern(prefixes: Sequence[str]) -> str:
         return "".join(ch if ch.isalnum() or ch == "_" else "\\" + ch for ch in text)
 
     return "(?:" + "|".join(escape(p) for p in prefixes) + ").*"
+
+
+def _already_committed(verdict: TxnVerdict, c: Committable) -> TxnOutcome:
+    """The outcome of a transaction found committed: the pair the coordinator holds or answered now
+    (after a TV2 rotation, not the committable's)."""
+    pid = verdict.producer_id if verdict.producer_id is not None else c.producer_id
+    epoch = verdict.producer_epoch if verdict.producer_epoch is not None else c.producer_epoch
+    return TxnOutcome(c.transactional_id, "already_committed", pid, epoch)

@@ -52,6 +52,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
     replace_if,
 )
 from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError, ManifestError
+from airflow_provider_kafka_eos.kafka.protocol.verdicts import Verdict
 
 __all__ = [
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
@@ -418,6 +419,10 @@ class CommitReport:
     prepare_to_commit_ms: int = 0
     committed_at_ms: int = 0
     input_id: str | None = None  # the input the checkpoint carries (None: unknown, e.g. an older manifest)
+    # transactional id -> [producer id, epoch] the coordinator answered or held when the commit ended:
+    # under TV2 not the committable's pair (every completion bumps the epoch, and at the epoch limit
+    # rotates the producer id), so every later reader sees a rotation (``kafka/admin/verdict.py``).
+    answered_pairs: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def outcomes(self) -> dict[str, int]:
@@ -502,6 +507,9 @@ def _previous_report(uri: str, manifest: Manifest) -> CommitReport:
         manifest.updated_at_ms,
         manifest.updated_at_ms,
     )
+    pairs = data.get("answered_pairs")
+    if isinstance(pairs, dict):
+        report.answered_pairs = {str(k): list(v) for k, v in pairs.items() if isinstance(v, list)}
     return report
 
 
@@ -524,19 +532,28 @@ def _refuse_aborted(uri: str, manifest: Manifest) -> DataLossError:
     )
 
 
-def verify_checkpoint(admin: Any, manifest: Manifest) -> dict[str, str]:
-    """The commit's own verification, read-only: id -> ``commit`` / ``already_committed``.
+_PLANNED = {Verdict.COMMITTED: "already_committed", Verdict.OPEN: "commit"}
 
-    Raises what the real commit would raise (DataLossError, ProducerFencedError,
-    TransactionTimeoutRiskError, UnknownTransactionError), so a dry run fails the same way.
+
+def verify_checkpoint(admin: Any, manifest: Manifest) -> dict[str, str]:
+    """The commit's own verification, read-only: id -> ``commit`` / ``already_committed`` / ``ask``.
+
+    Raises what the real commit would raise (DataLossError, TransactionTimeoutRiskError,
+    UnknownTransactionError, ...), so a dry run fails the same way. ``ask``: only the coordinator's
+    answer to the recorded pair can tell (a dry run sends no EndTxn; the commit does, under TV2).
     """
     if not manifest.committables:
         return {}
-    descriptions = admin.describe([c.transactional_id for c in manifest.committables])
-    return {
-        c.transactional_id: admin.verify_committable(c, descriptions[c.transactional_id])
-        for c in manifest.committables
-    }
+    ids = [c.transactional_id for c in manifest.committables]
+    descriptions = admin.describe(ids)  # an unknown id is refused, as the commit refuses it
+    plan: dict[str, str] = {}
+    for tid, verdict in admin.judge(manifest.committables, ask_coordinator=False,
+                                    descriptions=descriptions).items():
+        # UNKNOWN without the coordinator's question: "ask", the commit sends it (TV2) and decides then
+        if verdict.verdict is not Verdict.UNKNOWN and verdict.error is not None:
+            raise verdict.error
+        plan[tid] = _PLANNED.get(verdict.verdict, "ask")
+    return plan
 
 
 def commit_checkpoint(
@@ -581,6 +598,8 @@ def commit_checkpoint(
     by_id = {o.transactional_id: o.outcome for o in outcomes}
     mine = "committed" if "committed" in by_id.values() or not by_id else "already_committed"
     report = _report(uri, manifest, mine, committed_by, by_id, started, finished)
+    report.answered_pairs = {o.transactional_id: [o.producer_id, o.producer_epoch] for o in outcomes
+                             if o.producer_id is not None and o.producer_epoch is not None}
     return _mark_committed(uri, report, finished)
 
 
@@ -620,14 +639,15 @@ def _given_up(manifest: Manifest) -> bool:
     return manifest.decision is not None and manifest.decision.outcome == "abort"
 
 
-def _decide(uri: str, outcome: str, by: str, now_ms: Callable[[], int]) -> None:
+def _decide(uri: str, outcome: str, by: str, now_ms: Callable[[], int], *, over_commit: bool = False) -> None:
     """Record the decision (commit or give up) in the manifest before acting on it in Kafka.
 
     A compare-and-set: of a commit and a give-up racing for one PREPARED checkpoint, exactly one
     decision stands, and the other refuses before it has sent anything (without it, the commit
     could commit one partition's transaction while the give-up aborted another's). The same
     decision again (concurrent committers; a give-up resumed) is no conflict: both go on, and
-    EndTxn / fencing are idempotent.
+    EndTxn / fencing are idempotent. ``over_commit``: a give-up replaces a commit decision, for a
+    checkpoint whose every transaction the verdict proved aborted (the commit can never succeed).
     """
 
     def decide(current: Manifest) -> Manifest | None:
@@ -641,6 +661,10 @@ def _decide(uri: str, outcome: str, by: str, now_ms: Callable[[], int]) -> None:
         made = current.decision
         if made is not None and made.outcome == outcome:
             return None
+        if made is not None and made.outcome == "commit" and outcome == "abort" and over_commit:
+            log.warning("%s: the commit decided by %s can never succeed (every transaction was aborted): "
+                        "given up by %s instead", uri, made.by, by)
+            made = None
         when = datetime.fromtimestamp(made.at_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") \
             if made is not None else ""
         if made is not None and outcome == "commit":
@@ -757,31 +781,32 @@ def abort_checkpoint(
             f"manifest {uri} is COMMITTED: its records are visible and cannot be aborted",
             runbook="resolve-manually",
         )
-    descriptions = admin.describe([c.transactional_id for c in manifest.committables], missing_ok=True)
+    verdicts = admin.judge(manifest.committables, ask_coordinator=False)
     mine: list[str] = []
     for c in manifest.committables:
-        d = descriptions.get(c.transactional_id)
-        state = "" if d is None else str(getattr(d.state, "value", d.state))
-        if d is not None and d.producer_id == c.producer_id and state in ("CompleteCommit", "PrepareCommit"):
+        verdict = verdicts[c.transactional_id]
+        if verdict.verdict is Verdict.COMMITTED:  # committed, or a commit under way
             raise KafkaEosError(
-                f"checkpoint {manifest.checkpoint_id} ({uri}) is partly committed ({c.transactional_id}); "
-                f"aborting the rest would lose part of it: commit it with --action commit --manifest {uri}",
+                f"checkpoint {manifest.checkpoint_id} ({uri}) is partly committed ({c.transactional_id}: "
+                f"{verdict.evidence}); aborting the rest would lose part of it: commit it with --action "
+                f"commit --manifest {uri}",
                 transactional_id=c.transactional_id,
                 runbook="commit-pending-transaction",
             )
-        if (
-            d is not None
-            and state == "Ongoing"
-            and (d.producer_id, d.producer_epoch) == (c.producer_id, c.producer_epoch)
-        ):
+        if verdict.verdict is Verdict.UNKNOWN and verdict.error is not None:
+            raise verdict.error
+        if verdict.verdict is Verdict.OPEN:
             mine.append(c.transactional_id)
             report.outcomes[c.transactional_id] = "would abort" if dry_run else "pending"
         else:
-            report.outcomes[c.transactional_id] = f"nothing to abort ({state or 'unknown id'})"
+            report.outcomes[c.transactional_id] = f"nothing to abort ({verdict.evidence})"
     if dry_run:
         report.status = "would_abort"
         return report
-    _decide(uri, "abort", aborted_by, _now_ms)  # a commit decided first wins; nothing is aborted then
+    # A commit decided first wins (nothing is aborted then), unless the verdict proved every
+    # transaction of the checkpoint aborted: then no commit can ever succeed and the give-up is the way on.
+    lost = all(v.verdict is Verdict.ABORTED for v in verdicts.values())
+    _decide(uri, "abort", aborted_by, _now_ms, over_commit=lost)
     for outcome in admin.abort(mine, **_progress_kw(progress)) if mine else []:
         report.outcomes[outcome.transactional_id] = outcome.outcome
     committed = sorted(t for t, o in report.outcomes.items() if o == "already_committed")

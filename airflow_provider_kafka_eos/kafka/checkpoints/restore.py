@@ -40,14 +40,10 @@ from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
     plan_abort,
     prepared_index,
 )
-from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus
-from airflow_provider_kafka_eos.kafka.errors import (
-    DataLossError,
-    KafkaEosError,
-    ProducerFencedError,
-    TransactionTimeoutRiskError,
-)
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus, read_manifest
+from airflow_provider_kafka_eos.kafka.errors import DataLossError, VerdictUnknownError
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
+from airflow_provider_kafka_eos.kafka.protocol.verdicts import TxnVerdict, Verdict, checkpoint_verdict
 from airflow_provider_kafka_eos.runbook import reference as runbook_reference
 
 __all__ = ["RestoreReport", "check_committable", "restore_pipeline"]
@@ -90,25 +86,12 @@ class RestoreReport:
 def check_committable(admin: Any, committables: Iterable[Committable]) -> list[str]:
     """Reasons why these committables can no longer all be committed (empty list: they can).
 
-    Read-only: one DescribeTransactions, then ``TransactionAdmin.verify_committable`` (the same
-    rule the commit applies: Ongoing under the same producer id/epoch before its deadline, or
-    already committed by it).
+    Read-only: the verdict of each (``admin.judge`` without the coordinator question: the
+    description and the partitions' data). Committed and still-open transactions are no reason;
+    an aborted one, one that cannot be committed safely, and one whose fate is unknown are.
     """
-    committables = list(committables)
-    if not committables:
-        return []
-    descriptions = admin.describe([c.transactional_id for c in committables], missing_ok=True)
-    problems = []
-    for c in committables:
-        d = descriptions.get(c.transactional_id)
-        if d is None:
-            problems.append(f"{c.transactional_id}: unknown to the coordinator (expired?)")
-            continue
-        try:
-            admin.verify_committable(c, d)
-        except (DataLossError, ProducerFencedError, TransactionTimeoutRiskError) as exc:
-            problems.append(str(exc))
-    return problems
+    verdicts = admin.judge(list(committables), ask_coordinator=False)
+    return [str(v.error) for v in verdicts.values() if v.error is not None]
 
 
 def restore_pipeline(
@@ -199,6 +182,8 @@ def _abort_own_ids(admin: Any, ids: Sequence[str], protected: Mapping[str, Prepa
 
 def _settle_this_checkpoint(admin: Any, uri: str, manifest: Manifest, report: RestoreReport,
                             now_ms: Callable[[], int]) -> None:
+    """This checkpoint's own manifest: keep it (nothing produced again), or mark it ABORTED and
+    produce again, only on the verdict's proof that none of its records can be visible."""
     if manifest.status is ManifestStatus.COMMITTED:
         report.existing, report.existing_uri = manifest, uri
         return
@@ -210,28 +195,67 @@ def _settle_this_checkpoint(admin: Any, uri: str, manifest: Manifest, report: Re
         # longer protected, so the lingering abort below fences them) and produce it again.
         _mark_aborted(uri, manifest, [f"given up by {manifest.decision.by}"], report, now_ms)
         return
-    problems = check_committable(admin, manifest.committables)
-    if not problems:
-        report.existing, report.existing_uri = manifest, uri
+    # A recorded decision to commit: its EndTxn may have gone through already (even rotating the
+    # producer id), so the coordinator may be asked with the recorded pair.
+    decided = manifest.decision is not None and manifest.decision.outcome == "commit"
+    verdicts = admin.judge(manifest.committables, ask_coordinator=decided)
+    outcome = checkpoint_verdict(verdicts)
+    if outcome is Verdict.COMMITTED:
+        _recommit(admin, uri, manifest, report, now_ms)  # mark it, with the pairs the coordinator holds now
+        report.existing, report.existing_uri = read_manifest(uri), uri
         return
-    committed = [c.transactional_id for c in manifest.committables
-                 if _is_committed(admin, c)]
-    if committed:
-        # Part of the checkpoint is visible already: producing it again would duplicate that part.
+    if outcome is Verdict.OPEN and not any(v.error for v in verdicts.values()):
+        report.existing, report.existing_uri = manifest, uri  # the commit task commits it
+        return
+    part_visible = any(v.verdict is Verdict.COMMITTED for v in verdicts.values())
+    if outcome is Verdict.OPEN and (decided or part_visible):
+        # A commit was decided, or part of the batch is visible already: finish it, never give it up
+        # (producing it again would duplicate what is visible).
+        _recommit(admin, uri, manifest, report, now_ms)
+        report.existing, report.existing_uri = read_manifest(uri), uri
+        return
+    _refuse_unproven(uri, manifest, verdicts, outcome)
+    reasons = [str(v.error) for v in verdicts.values() if v.error is not None]
+    _mark_aborted(uri, manifest, reasons, report, now_ms)
+
+
+def _refuse_unproven(uri: str, manifest: Manifest, verdicts: Mapping[str, TxnVerdict],
+                     outcome: Verdict | str) -> None:
+    """Raise unless the verdict proves that nothing of the checkpoint is visible (ABORTED), or that
+    it is still open without a decision and unsafe to commit (it is then given up and produced again)."""
+    if outcome == "torn":
+        committed = [t for t, v in verdicts.items() if v.verdict is Verdict.COMMITTED]
+        lost = [v for v in verdicts.values() if v.verdict is Verdict.ABORTED]
         raise DataLossError(
-            f"checkpoint {manifest.checkpoint_id} ({uri}) is partly committed ({', '.join(committed)}) "
-            f"and partly lost ({'; '.join(problems)}); it cannot be produced again without duplicates",
-            transactional_id=problems[0].split(":", 1)[0],
+            f"checkpoint {manifest.checkpoint_id} ({uri}) is partly committed ({', '.join(committed)}) and "
+            f"partly lost ({'; '.join(str(v.error) for v in lost)}); it cannot be produced again without "
+            "duplicates",
+            transactional_id=lost[0].transactional_id,
             runbook="rerun-a-checkpoint",
         )
-    _mark_aborted(uri, manifest, problems, report, now_ms)
+    if outcome is Verdict.UNKNOWN:
+        unknown = next(v for v in verdicts.values() if v.verdict is Verdict.UNKNOWN)
+        why = unknown.error.cause if unknown.error else unknown.evidence
+        raise VerdictUnknownError(
+            f"checkpoint {manifest.checkpoint_id} ({uri}) is neither committed nor given up, and what became "
+            f"of its transaction cannot be established ({why}); it is left PREPARED and nothing is "
+            "produced again",
+            transactional_id=unknown.transactional_id,
+        )
 
 
 def _recommit(admin: Any, uri: str, manifest: Manifest, report: RestoreReport,
               now_ms: Callable[[], int]) -> None:
+    """Commit a PREPARED manifest (its vote stands). Marked ABORTED only when the commit proved that
+    none of it can be visible (every transaction aborted); partly committed or unknown: raised."""
     try:
         committed = commit_checkpoint(admin, uri, committed_by="restore", now_ms=now_ms)
     except DataLossError as exc:
+        verdicts = admin.judge(manifest.committables, ask_coordinator=True)
+        outcome = checkpoint_verdict(verdicts)
+        if outcome is not Verdict.ABORTED:
+            _refuse_unproven(uri, manifest, verdicts, outcome)
+            raise
         _mark_aborted(uri, manifest, [str(exc)], report, now_ms)
         return
     report.recommitted.append(uri)
@@ -253,11 +277,3 @@ def _mark_aborted(uri: str, manifest: Manifest, problems: list[str], report: Res
         manifest.checkpoint_id, manifest.pipeline_id, uri, "; ".join(problems),
         runbook_reference("rerun-a-checkpoint"),
     )
-
-
-def _is_committed(admin: Any, c: Committable) -> bool:
-    try:
-        d = admin.describe([c.transactional_id], missing_ok=True).get(c.transactional_id)
-        return d is not None and admin.verify_committable(c, d) == "already_committed"
-    except KafkaEosError:
-        return False

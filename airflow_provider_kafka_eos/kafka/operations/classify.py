@@ -166,8 +166,9 @@ def classify_one(
         if (ref.producer_id, ref.producer_epoch) != (producer_id, producer_epoch):
             reason += (
                 f", but the manifest holds producer {ref.producer_id} epoch {ref.producer_epoch} "
-                f"and the open transaction is producer {producer_id} epoch {producer_epoch}: "
-                "the commit will report data loss"
+                f"and the open transaction is producer {producer_id} epoch {producer_epoch}: a later use "
+                "of the id; the commit establishes from the coordinator and the data what became of the "
+                "recorded one"
             )
         return FindingKind.COMMIT_PENDING, reason, ref.manifest_uri
     prefix = AbortPolicy(prefixes=tuple(owned_prefixes)).owner(transactional_id)

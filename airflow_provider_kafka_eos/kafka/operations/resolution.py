@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
+from airflow_provider_kafka_eos.kafka.protocol.verdicts import Verdict
 from airflow_provider_kafka_eos.kafka.validation import (
     parse_duration_ms as parse_duration_ms,  # re-exported: its one owner is kafka/validation.py
 )
@@ -545,9 +546,7 @@ def _commit(admin: Any, request: ResolutionRequest, progress: Progress | None) -
         "producer_epoch": committable.producer_epoch,
     }
     if request.dry_run:
-        desc = admin.describe([committable.transactional_id])[committable.transactional_id]
-        verdict = admin.verify_committable(committable, desc)  # raises what the commit would raise
-        row["outcome"] = "already committed" if verdict == "already_committed" else "would commit"
+        row["outcome"] = dry_run_outcome(admin, committable)
         return ResolutionResult(
             [row],
             f"dry run: {request.transactional_id}: {row['outcome']}; nothing was committed",
@@ -557,6 +556,22 @@ def _commit(admin: Any, request: ResolutionRequest, progress: Progress | None) -
     (outcome,) = admin.commit([committable])
     row["outcome"] = outcome.outcome
     return ResolutionResult([row], f"{request.transactional_id}: {outcome.outcome}", True, columns)
+
+
+def dry_run_outcome(admin: Any, committable: Any) -> str:
+    """What a commit of ``committable`` would do, read-only: raises what the commit would raise.
+
+    The dry run sends no EndTxn, so where only the coordinator's answer to the recorded pair could
+    tell (a TV2 rotation with no first offsets recorded) it says so instead of guessing.
+    """
+    verdict = admin.judge([committable], ask_coordinator=False)[committable.transactional_id]
+    if verdict.verdict is Verdict.UNKNOWN:
+        if committable.transaction_version >= 2:
+            return "would ask the coordinator with the recorded pair (the data cannot tell)"
+        raise verdict.error
+    if verdict.error is not None:
+        raise verdict.error
+    return "already committed" if verdict.verdict is Verdict.COMMITTED else "would commit"
 
 
 def _commit_from_manifest(

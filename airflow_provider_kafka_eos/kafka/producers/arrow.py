@@ -242,6 +242,7 @@ class ArrowPartitionTransaction:
         self._executor: ThreadPoolExecutor | None = None
         self._added: set[int] = set()
         self._written: set[int] = set()
+        self._first_offsets: dict[int, int] = {}  # partition -> base offset of its first acknowledged batch
         # (keys, values, headers, timestamps in ms or None, partition of each row)
         self._pending: list[tuple[pa.Array, pa.Array, pa.Array | None, np.ndarray | None, np.ndarray]] = []
         self._pending_bytes = 0
@@ -383,6 +384,7 @@ class ArrowPartitionTransaction:
                 record_count=self._produced,
                 protocol=self.protocol,
                 two_phase=self.two_phase,
+                first_offsets=self._first_offsets,
             )
         finally:
             self.release()
@@ -591,7 +593,8 @@ class ArrowPartitionTransaction:
                             continue
                         message = getattr(row, "error_message", None)
                         if code in (NONE, DUPLICATE_SEQUENCE_NUMBER):
-                            self._acknowledged(partition, todo.pop(partition).encoded)
+                            self._acknowledged(partition, todo.pop(partition).encoded,
+                                               getattr(row, "base_offset", -1) if code == NONE else -1)
                             self._next_part(partition, after.pop(partition, []), todo, after)
                         elif code in _TOO_LARGE:  # never appended: its parts take its sequences
                             parts_of = self._split_refused(partition, todo.pop(partition), code, message)
@@ -659,8 +662,10 @@ class ArrowPartitionTransaction:
             used += size
         return shares
 
-    def _acknowledged(self, partition: int, batch: EncodedBatch) -> None:
+    def _acknowledged(self, partition: int, batch: EncodedBatch, base_offset: int) -> None:
         self._next_sequence[partition] = batch.last_sequence + 1
+        if partition not in self._written and base_offset >= 0:
+            self._first_offsets[partition] = base_offset  # where the transaction begins on it
         self._written.add(partition)
         self.stats.records += batch.record_count
         self.stats.batches += 1

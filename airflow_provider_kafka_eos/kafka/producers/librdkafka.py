@@ -143,6 +143,7 @@ class PartitionTransaction:
         self._fatal_error: str | None = None
         self._connection_errors: list[tuple[int, str]] = []  # for connection_security (TLS / SASL)
         self._partitions: set[int] = set()
+        self._first_offsets: dict[int, int] = {}  # partition -> offset of our first delivered record
         self._produced = 0
         self._since_poll = 0
         self.producer_id = -1
@@ -186,7 +187,10 @@ class PartitionTransaction:
             else:
                 self._delivery_errors[-1] = f"{err} (and more)"
         else:
-            self._partitions.add(msg.partition())
+            partition, offset = msg.partition(), msg.offset()
+            self._partitions.add(partition)
+            if offset is not None and offset >= 0 and offset < self._first_offsets.get(partition, offset + 1):
+                self._first_offsets[partition] = offset
 
     # -- the transaction ---------------------------------------------------------------------
 
@@ -354,6 +358,7 @@ class PartitionTransaction:
             written_partitions=self._partitions,
             record_count=self._produced,
             protocol=self.protocol,
+            first_offsets=self._first_offsets,
         )
 
     def _wait_for_producer_identity(self) -> tuple[int, int]:
@@ -404,10 +409,13 @@ def verified_committable(
     record_count: int,
     protocol: TransactionProtocol,
     two_phase: bool = False,
+    first_offsets: Mapping[int, int] | None = None,
 ) -> Committable:
     """The coordinator must show our transaction Ongoing, with our id/epoch, on our partitions.
 
     Shared by both producers (librdkafka and Arrow), so "prepared" means the same on each path.
+    ``first_offsets`` (partition -> offset of the first record this task wrote there, from its
+    acknowledgements) is recorded in the committable: the data a later verdict reads.
     """
     try:
         description = describe([transactional_id])[transactional_id]
@@ -452,6 +460,10 @@ def verified_committable(
         transaction_version=protocol.transaction_version,
         end_txn_version=protocol.end_txn_version,
         two_phase=two_phase,
+        first_offsets=tuple(
+            (TopicPartition(topic, p), offset) for p, offset in sorted((first_offsets or {}).items())
+            if (topic, p) in written
+        ),
     )
 
 

@@ -62,8 +62,9 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "transaction_version": int,
     "end_txn_version": int,
     "two_phase": bool,
+    "first_offsets": list,
 }
-_OPTIONAL = {"two_phase"}
+_OPTIONAL = {"two_phase", "first_offsets"}
 # Where the committable being constructed came from (a manifest uri + index), for error messages.
 _SOURCE: ContextVar[str] = ContextVar("committable_source", default="committable")
 
@@ -86,6 +87,13 @@ class Committable:
     transaction_version: int  # 1 or 2: the cluster's finalized transaction.version at prepare
     end_txn_version: int  # the EndTxn request version the commit must use
     two_phase: bool = False
+    # The offset of the transaction's first record on each partition (from the producer's own
+    # acknowledgements), where it is known. It is what lets a later reader ask the *data* whether
+    # this transaction was committed or aborted (the partition's aborted-transaction index and
+    # last stable offset) after the coordinator has forgotten the producer id/epoch: a TV2
+    # rotation at the epoch limit, a reuse of the id (``kafka/admin/verdict.py``). Empty for a
+    # committable built by hand from (id, producer id, epoch).
+    first_offsets: tuple[tuple[TopicPartition, int], ...] = ()
 
     def __post_init__(self) -> None:
         # Accept any iterable of TopicPartition (or (topic, partition) pairs) but store a sorted tuple,
@@ -94,7 +102,17 @@ class Committable:
             sorted(p if isinstance(p, TopicPartition) else TopicPartition(*p) for p in self.partitions)
         )
         object.__setattr__(self, "partitions", parts)
+        offsets = self.first_offsets
+        offsets = offsets.items() if isinstance(offsets, Mapping) else offsets
+        object.__setattr__(self, "first_offsets", tuple(sorted(
+            (tp if isinstance(tp, TopicPartition) else TopicPartition(*tp), int(offset))
+            for tp, offset in offsets
+        )))
         self.validate(_SOURCE.get())
+
+    def first_offset(self, partition: TopicPartition) -> int | None:
+        """Where this transaction's records begin on ``partition``, if the producer recorded it."""
+        return dict(self.first_offsets).get(partition)
 
     @property
     def records_text(self) -> str:
@@ -146,6 +164,12 @@ class Committable:
             raise ManifestError(
                 f"{where}: transaction_version 1 needs end_txn_version <= 4, got {self.end_txn_version}"
             )
+        for tp, offset in self.first_offsets:
+            if tp not in self.partitions:
+                raise ManifestError(
+                    f"{where}: field 'first_offsets' names {tp}, which is not in 'partitions'")
+            if offset < 0:
+                raise ManifestError(f"{where}: field 'first_offsets' for {tp} must be >= 0, got {offset}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -160,6 +184,7 @@ class Committable:
             "transaction_version": self.transaction_version,
             "end_txn_version": self.end_txn_version,
             "two_phase": self.two_phase,
+            "first_offsets": [{**tp.to_dict(), "offset": offset} for tp, offset in self.first_offsets],
         }
 
     @classmethod
@@ -180,6 +205,11 @@ class Committable:
             TopicPartition.from_dict(p, source=source, field=f"partitions[{i}]")
             for i, p in enumerate(values["partitions"])
         )
+        if "first_offsets" in values:
+            values["first_offsets"] = tuple(
+                _first_offset(row, source, f"first_offsets[{i}]")
+                for i, row in enumerate(values["first_offsets"])
+            )
         token = _SOURCE.set(source)
         try:
             return cls(**values)
@@ -191,6 +221,15 @@ class Committable:
             f"{self.transactional_id} (producer id {self.producer_id}, epoch {self.producer_epoch}, "
             f"{len(self.partitions)} partition(s), {self.records_text})"
         )
+
+
+def _first_offset(row: Any, source: str, field: str) -> tuple[TopicPartition, int]:
+    if not isinstance(row, Mapping):
+        raise ManifestError(f"{source}: field {field!r} must be an object, got {type(row).__name__}")
+    _reject_unknown(row, {"topic", "partition", "offset"}, source, field)
+    partition = TopicPartition.from_dict({k: v for k, v in row.items() if k != "offset"}, source=source,
+                                         field=field)
+    return partition, _require(row, "offset", int, source, f"{field}.offset")
 
 
 def _require(data: Mapping, name: str, kind: type | tuple[type, ...], source: str, field: str) -> Any:

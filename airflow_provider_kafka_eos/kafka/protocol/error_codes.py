@@ -33,6 +33,7 @@ __all__ = [
     "NOT_ENOUGH_REPLICAS",
     "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
     "NOT_LEADER_OR_FOLLOWER",
+    "OFFSET_OUT_OF_RANGE",
     "OPERATION_NOT_ATTEMPTED",
     "PRODUCER_FENCED",
     "REQUEST_TIMED_OUT",
@@ -50,6 +51,7 @@ __all__ = [
 
 NONE: int = kerr.NoError.errno
 UNKNOWN_TOPIC_OR_PARTITION: int = kerr.UnknownTopicOrPartitionError.errno
+OFFSET_OUT_OF_RANGE: int = kerr.OffsetOutOfRangeError.errno
 LEADER_NOT_AVAILABLE: int = kerr.LeaderNotAvailableError.errno
 NOT_LEADER_OR_FOLLOWER: int = kerr.NotLeaderForPartitionError.errno
 REQUEST_TIMED_OUT: int = kerr.RequestTimedOutError.errno

@@ -498,10 +498,22 @@ class TransactionCoordinator:
     # ----------------------------------------------------------------- fencing, markers, timeouts
 
     def _fence_and_abort(self, txn: TxnMetadata, now: int) -> None:
+        """Fence (E -> E+1) and abort: a timed-out transaction, or InitProducerId on an Ongoing one.
+
+        Under TV2 an abort at the epoch limit rotates the producer id like any completion (measured
+        on Kafka 4.4: a timeout-abort at epoch 32766 left pid 6 -> 17 at epoch 0 in CompleteAbort,
+        and EndTxn(commit) with the old pair then answered INVALID_TXN_STATE, a recognised retry).
+        """
+        rotate = self.transaction_version >= 2 and txn.epoch_exhausted
         txn.transition(S.PREPARE_EPOCH_FENCE, now)
         txn.producer_epoch += 1
         txn.last_producer_epoch = NO_PRODUCER_EPOCH
         self._write_markers_and_complete(txn, False, now)
+        if rotate:
+            txn.previous_producer_id = txn.producer_id
+            txn.producer_id = self._generate_producer_id()
+            txn.producer_epoch = 0
+            self._save(txn)
 
     @property
     def marker_delay_ms(self) -> int:

@@ -16,8 +16,8 @@ from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.errors import (
     BrokerUnreachableError,
     DataLossError,
-    ProducerFencedError,
     UnknownTransactionError,
+    VerdictUnknownError,
 )
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
@@ -119,14 +119,15 @@ def test_commit_after_abort_is_data_loss_and_changes_nothing(kafka_broker, admin
 
 
 @pytest.mark.parametrize("wrong", ["producer_id", "producer_epoch"])
-def test_wrong_producer_id_or_epoch_is_fenced_and_changes_nothing(kafka_broker, admin, topic, wrong):
+def test_wrong_producer_id_or_epoch_is_refused_as_unknown(kafka_broker, admin, topic, wrong):
+    """The open transaction is another pair's: nothing tells what became of the recorded one."""
     tid = unique("ops-wrong") + "-0-1"
     keys = keys_for(tid, 3)
     committable = open_transaction(kafka_broker.bootstrap, admin, tid, topic, keys)
     bad = dataclasses.replace(committable, **{wrong: getattr(committable, wrong) + 7})
     before = admin.describe([tid])[tid]
 
-    with pytest.raises(ProducerFencedError, match=r"producer-fenced\.md"):
+    with pytest.raises(VerdictUnknownError, match=r"(?s)holds producer id .*Ongoing.*verdict-unknown\.md"):
         admin.commit([bad])
 
     assert admin.describe([tid])[tid] == before

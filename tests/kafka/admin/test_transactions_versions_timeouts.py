@@ -14,8 +14,8 @@ from ops_support import client_config, create_topic, keys_for, open_transaction,
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.errors import (
     DataLossError,
-    ProducerFencedError,
     TransactionTimeoutRiskError,
+    VerdictUnknownError,
 )
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
@@ -72,8 +72,9 @@ def test_transaction_timing_out_between_prepare_and_commit_is_data_loss(tv_broke
 
 def test_end_txn_answers_for_lost_and_fenced_transactions_are_mapped(tv_broker):
     """Bypass verification to see the coordinator's own EndTxn answers: committing an aborted
-    transaction (INVALID_TXN_STATE, or PRODUCER_FENCED after a TV1 timeout fence) is data loss;
-    a wrong epoch on an open one is fenced. Neither changes anything."""
+    transaction (INVALID_TXN_STATE, or PRODUCER_FENCED after a TV1 timeout fence) is data loss,
+    proven by the partition's data; a wrong epoch on an open one proves nothing about the pair
+    that was sent (the open transaction is another's): refused as unknown. Neither changes anything."""
     bootstrap = tv_broker.bootstrap
     topic = create_topic(bootstrap, unique("endtxn-topic"))
     with TransactionAdmin(client_config(bootstrap)) as admin:
@@ -88,7 +89,8 @@ def test_end_txn_answers_for_lost_and_fenced_transactions_are_mapped(tv_broker):
         before = admin.describe([live.transactional_id])
         wrong = dataclasses.replace(live, producer_epoch=live.producer_epoch + 3)
         errors = admin._end_txns([wrong], commit=True, outcomes={}, max_workers=1)
-        assert [type(e) for e in errors] == [ProducerFencedError]
+        assert [type(e) for e in errors] == [VerdictUnknownError]
+        assert "not this transaction" in str(errors[0])
         assert admin.describe([live.transactional_id]) == before
         admin.commit([live])
     assert_exactly_once(count_keys(bootstrap, topic), keys_for("v", 2))

@@ -1,14 +1,9 @@
-"""Naming strategies, the precommitted-range rule, and the commit decision table (pure logic)."""
+"""Naming strategies and the precommitted-range rule (pure logic)."""
 
 from __future__ import annotations
 
 import pytest
 
-from airflow_provider_kafka_eos.kafka.admin.transactions import (
-    TransactionDescription,
-    TxnState,
-    verify_committable,
-)
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import prepared_index
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus
 from airflow_provider_kafka_eos.kafka.checkpoints.naming import (
@@ -23,9 +18,6 @@ from airflow_provider_kafka_eos.kafka.checkpoints.naming import (
 )
 from airflow_provider_kafka_eos.kafka.errors import (
     ConfigError,
-    DataLossError,
-    ProducerFencedError,
-    TransactionTimeoutRiskError,
 )
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
 
@@ -105,76 +97,3 @@ def test_protected_ids_are_exactly_those_of_prepared_manifests():
         ("uri-3", _manifest(ManifestStatus.ABORTED, ["p-0-3"])),
     ]
     assert set(prepared_index(manifests)) == {"p-0-2", "p-1-2"}
-
-
-# -- commit decision table (verify_committable) ----------------------------------------------------
-
-NOW = 30_000
-
-
-def _described(state: TxnState, *, pid=10, epoch=4, partitions=(("t", 0),), start=1_000, timeout=60_000):
-    return TransactionDescription(
-        "p-0-1", state, pid, epoch, timeout, start, tuple(TopicPartition(*p) for p in partitions)
-    )
-
-
-def _verify(c, d, now=NOW, margin=5_000):
-    return verify_committable(c, d, now_ms=now, safety_margin_ms=margin)
-
-
-def test_ongoing_same_producer_commits():
-    assert _verify(_committable("p-0-1"), _described(TxnState.ONGOING)) == "commit"
-
-
-@pytest.mark.parametrize(
-    ("tv", "epoch", "expected"), [(1, 4, True), (1, 5, False), (2, 4, True), (2, 5, True)]
-)
-def test_complete_commit_is_already_committed_with_tv2_epoch_bump(tv, epoch, expected):
-    c = _committable("p-0-1", transaction_version=tv, end_txn_version=5 if tv == 2 else 3)
-    d = _described(TxnState.COMPLETE_COMMIT, epoch=epoch)
-    if expected:
-        assert _verify(c, d) == "already_committed"
-    else:
-        with pytest.raises(ProducerFencedError):
-            _verify(c, d)
-
-
-@pytest.mark.parametrize(
-    ("state", "epoch"),
-    [
-        (TxnState.COMPLETE_ABORT, 5),
-        (TxnState.PREPARE_ABORT, 5),
-        (TxnState.EMPTY, 6),
-        (TxnState.COMPLETE_ABORT, 4),
-    ],
-)
-def test_aborted_or_fenced_is_data_loss(state, epoch):
-    with pytest.raises(DataLossError, match="can no longer be committed") as info:
-        _verify(_committable("p-0-1"), _described(state, epoch=epoch))
-    assert info.value.transactional_id == "p-0-1"
-
-
-def test_past_deadline_while_still_ongoing_is_data_loss():
-    with pytest.raises(DataLossError, match="timed out"):
-        _verify(_committable("p-0-1"), _described(TxnState.ONGOING), now=61_000)
-
-
-def test_within_safety_margin_refuses():
-    with pytest.raises(TransactionTimeoutRiskError, match="safety margin"):
-        _verify(_committable("p-0-1"), _described(TxnState.ONGOING), now=57_000)
-    assert _verify(_committable("p-0-1"), _described(TxnState.ONGOING), now=57_000, margin=1_000) == "commit"
-
-
-@pytest.mark.parametrize(
-    "described",
-    [
-        _described(TxnState.ONGOING, epoch=5),
-        _described(TxnState.ONGOING, pid=11),
-        _described(TxnState.ONGOING, partitions=(("t", 1),)),
-        _described(TxnState.COMPLETE_COMMIT, pid=11),
-        _described(TxnState.ONGOING, epoch=9),
-    ],
-)
-def test_other_producer_or_transaction_is_fenced(described):
-    with pytest.raises(ProducerFencedError):
-        _verify(_committable("p-0-1"), described)

@@ -1,0 +1,345 @@
+"""A randomized, seeded harness for the verdict (``kafka/admin/verdict.py``), with its own checker.
+
+Each trial prepares one transaction the way a Spark task does (a librdkafka producer, released
+without ``close()``), records its committable (with the first offsets), then plays a fault drawn
+from the seed: the committer killed before EndTxn, after EndTxn (the EndTxn went through and
+nothing was recorded), EndTxn duplicated, the coordinator's timeout-abort, an abort by fencing,
+the id reused (POOLING) after a commit or an abort, two committers at once, a commit racing the
+timeout-abort. The ids start at any epoch, the TV2 limit included (32763-32766), so commits and
+aborts rotate the producer id. Then the provider acts as a restarted pipeline would (commit the
+committable again; a give-up of what the verdict proved aborted) and the trial records the verdict.
+
+The checker reads the topic with a plain ``read_committed`` consumer (confluent-kafka, no provider
+code) and holds every verdict against it: COMMITTED -> each of the trial's keys exactly once,
+ABORTED -> none of them, UNKNOWN -> allowed (a refusal), but counted. Any key seen twice anywhere
+is a duplicate. A wrong verdict or a duplicate fails the run.
+
+The embedded broker runs in this process (``InProcessBroker``), so the harness can set an idle
+id's epoch directly (what 32,763 InitProducerId rounds do on a real Kafka, instantly) and time a
+transaction out on demand (``abort_timed_out`` for that transaction's start time). Replay a run with
+``python -m kafka_eos_testing.verdict_harness --trials N --seed S``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import random
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.producer.transaction import EndTxnRequest
+
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
+from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
+from airflow_provider_kafka_eos.kafka.protocol.verdicts import Verdict
+from kafka_eos_testing.broker.broker import Broker, BrokerConfig
+from kafka_eos_testing.transactions import produce_transaction
+
+__all__ = ["FAULTS", "InProcessBroker", "RunReport", "run_trials"]
+
+FAULTS = (
+    "commit",
+    "killed_after_end_txn",
+    "duplicated_end_txn",
+    "timeout_abort",
+    "fenced",
+    "reuse_after_commit",
+    "reuse_after_abort",
+    "concurrent_committers",
+    "commit_racing_timeout",
+)
+# Where a trial's id starts: low epochs, and the TV2 limit, where a completion rotates the producer id.
+START_EPOCHS = (None, None, 32762, 32763, 32764, 32765, 32766)
+PARTITIONS = 3
+
+
+class InProcessBroker:
+    """The embedded broker on a thread of this process: its coordinator is reachable for test moves."""
+
+    def __init__(self, **config: Any) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.broker = Broker(BrokerConfig(**config))
+        self.thread = threading.Thread(target=self.loop.run_forever, name="in-process-broker", daemon=True)
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self.broker.start(), self.loop).result(30)
+        self.bootstrap = self.broker.bootstrap
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` on the broker's event loop (the coordinator's own thread) and return its result."""
+        async def run() -> Any:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
+
+    def set_epoch(self, transactional_id: str, epoch: int) -> None:
+        """Age an idle id to ``epoch`` (create it first with one InitProducerId)."""
+        coordinator = self.broker.coordinator
+
+        def move() -> None:
+            if coordinator.get(transactional_id) is None:
+                coordinator.init_producer_id(transactional_id, 60_000)
+            txn = coordinator.get(transactional_id)
+            assert txn.state.wire_name in ("Empty", "CompleteCommit", "CompleteAbort"), txn.state
+            txn.producer_epoch = epoch
+
+        self.call(move)
+
+    def time_out(self, transactional_id: str) -> None:
+        """The coordinator's timeout-abort of this one transaction (its start moved into the past)."""
+        coordinator = self.broker.coordinator
+
+        def expire() -> None:
+            txn = coordinator.get(transactional_id)
+            if txn is not None and txn.state.wire_name == "Ongoing":
+                txn.start_ms = coordinator.now_ms() - txn.timeout_ms - 1
+                coordinator.abort_timed_out()
+
+        self.call(expire)
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.broker.stop(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+@dataclass
+class Trial:
+    number: int
+    fault: str
+    start_epoch: int | None
+    transactional_id: str
+    keys: list[bytes]
+    committable: Committable | None = None
+    verdict: str = ""
+    evidence: str = ""
+    action: str = ""
+    extra_keys: dict[bytes, int] = field(default_factory=dict)  # keys of a reuse: expected count
+
+
+@dataclass
+class RunReport:
+    seed: int
+    trials: int
+    verdicts: Counter = field(default_factory=Counter)
+    faults: Counter = field(default_factory=Counter)
+    rotated: int = 0
+    wrong: list[str] = field(default_factory=list)
+    duplicates: int = 0
+    lost: int = 0
+    seconds: float = 0.0
+
+    @property
+    def clean(self) -> bool:
+        return not self.wrong and self.duplicates == 0 and self.lost == 0
+
+    def summary(self) -> str:
+        return (f"verdict harness seed {self.seed}: {self.trials} trials in {self.seconds:.0f} s, verdicts "
+                f"{dict(self.verdicts)}, {self.rotated} across a producer-id rotation, faults {dict(self.faults)}; "
+                f"{len(self.wrong)} wrong verdict(s), {self.duplicates} duplicate(s), {self.lost} record(s) "
+                "lost that a verdict called committed")
+
+
+def run_trials(bootstrap: str, trials: int, seed: int, *, set_epoch: Callable[[str, int], None] | None = None,
+               time_out: Callable[[str], None] | None = None, batch: int = 50) -> RunReport:
+    """Play ``trials`` seeded trials against the cluster at ``bootstrap`` and check them; see the module."""
+    rng = random.Random(seed)
+    report = RunReport(seed, trials)
+    started = time.monotonic()
+    topic = f"verdict-{seed}-{uuid.uuid4().hex[:6]}"
+    _create_topic(bootstrap, topic)
+    faults = [f for f in FAULTS if time_out is not None or "timeout" not in f]
+    pool: list[str] = []  # ids free for a POOLING reuse by a later trial
+    config = KafkaClientConfig({"bootstrap.servers": bootstrap})
+    with TransactionAdmin(config, retry_timeout_ms=20_000) as admin:
+        done = 0
+        while done < trials:
+            played = []
+            for number in range(done, min(trials, done + batch)):
+                fault = rng.choice(faults)
+                start = rng.choice(START_EPOCHS) if set_epoch is not None else None
+                reuse = pool.pop(rng.randrange(len(pool))) if pool and rng.random() < 0.3 else None
+                tid = reuse or f"verdict-{seed}-{number}-{uuid.uuid4().hex[:4]}"
+                keys = [f"{tid}/{number}/{i}".encode() for i in range(rng.randint(1, 6))]
+                trial = Trial(number, fault, start, tid, keys)
+                if start is not None:
+                    set_epoch(tid, start)
+                _play(admin, bootstrap, topic, trial, rng, time_out)
+                report.faults[fault] += 1
+                report.verdicts[trial.verdict] += 1
+                pool.append(tid)
+                played.append(trial)
+            _check(admin, bootstrap, topic, played, report)
+            done += len(played)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _play(admin: TransactionAdmin, bootstrap: str, topic: str, trial: Trial, rng: random.Random,
+          time_out: Callable[[str], None] | None) -> None:
+    parts = rng.sample(range(PARTITIONS), rng.randint(1, 2))
+    c = _prepare(admin, bootstrap, topic, trial.transactional_id, trial.keys, parts)
+    trial.committable = c
+    fault = trial.fault
+    if fault == "killed_after_end_txn":
+        _end_txn(admin, c)  # went through; the committer died before recording anything
+    elif fault == "duplicated_end_txn":
+        _end_txn(admin, c)
+        _end_txn(admin, c)
+    elif fault == "timeout_abort" and time_out is not None:
+        time_out(c.transactional_id)
+    elif fault == "fenced":
+        admin.abort([c.transactional_id])
+    elif fault in ("reuse_after_commit", "reuse_after_abort"):
+        if fault == "reuse_after_commit":
+            admin.commit([c])
+        else:
+            admin.abort([c.transactional_id])
+        commit_reuse = rng.random() < 0.5
+        extra = [f"{trial.transactional_id}/reuse/{trial.number}/{i}".encode() for i in range(2)]
+        produce_transaction(bootstrap, trial.transactional_id, topic, extra, commit=commit_reuse,
+                            partitions=parts, **{"linger.ms": 0})
+        if not commit_reuse:
+            admin.abort([trial.transactional_id])
+        trial.extra_keys = {k: 1 if commit_reuse else 0 for k in extra}
+    elif fault == "concurrent_committers":
+        threads = [threading.Thread(target=_commit_quietly, args=(admin, c)) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    elif fault == "commit_racing_timeout" and time_out is not None:
+        racer = threading.Thread(target=time_out, args=(c.transactional_id,))
+        racer.start()
+        _commit_quietly(admin, c)
+        racer.join(60)
+    # The restarted pipeline: commit the committable again (its vote stands), as restore does.
+    try:
+        outcome = admin.commit([c])[0].outcome
+        trial.action = outcome
+    except DataLossError as exc:
+        trial.action = f"refused as data loss: {exc.cause[:80]}"
+    except KafkaEosError as exc:
+        trial.action = f"refused: {type(exc).__name__}"
+    verdict = admin.judge([c], ask_coordinator=True)[c.transactional_id]
+    trial.verdict, trial.evidence = verdict.verdict.value, verdict.evidence
+    if trial.verdict == Verdict.OPEN.value:  # nothing may stay open: the checker reads past it
+        admin.abort([c.transactional_id])
+        trial.verdict = admin.judge([c], ask_coordinator=False)[c.transactional_id].verdict.value
+
+
+def _prepare(admin: TransactionAdmin, bootstrap: str, topic: str, tid: str, keys: list[bytes],
+             parts: list[int]) -> Committable:
+    first = produce_transaction(bootstrap, tid, topic, keys, partitions=parts, transaction_timeout_ms=60_000,
+                                **{"linger.ms": 0})
+    d = admin.describe([tid])[tid]
+    assert d.state == "Ongoing", f"{tid} is {d.state} after prepare"
+    return Committable(tid, d.producer_id, d.producer_epoch, d.partitions, len(keys), int(time.time() * 1000),
+                       d.start_time_ms, d.timeout_ms, 2 if admin.transaction_version() >= 2 else 1,
+                       admin.end_txn_version(), first_offsets=first)
+
+
+def _end_txn(admin: TransactionAdmin, c: Committable) -> None:
+    node = admin.wire.coordinators([c.transactional_id]).get(c.transactional_id)
+    admin.wire.send(EndTxnRequest(transactional_id=c.transactional_id, producer_id=c.producer_id,
+                                  producer_epoch=c.producer_epoch, committed=True, version=c.end_txn_version),
+                    node if isinstance(node, int) else None)
+
+
+def _commit_quietly(admin: TransactionAdmin, c: Committable) -> None:
+    with contextlib.suppress(KafkaEosError):  # the race's loser: the restarted commit and the verdict decide
+        admin.commit([c])
+
+
+def _check(admin: TransactionAdmin, bootstrap: str, topic: str, trials: list[Trial],
+           report: RunReport) -> None:
+    seen = _read_committed(bootstrap, topic)
+    for trial in trials:
+        c = trial.committable
+        assert c is not None
+        counts = [seen.get(k, 0) for k in trial.keys]
+        # its completion rotates the producer id (E = 32766), or its own init did (an id at 32766)
+        report.rotated += c.producer_epoch == 32766 or trial.start_epoch == 32766
+        expected = {"committed": 1, "aborted": 0}.get(trial.verdict)
+        if expected is not None and counts != [expected] * len(counts):
+            report.wrong.append(f"trial {trial.number} ({trial.fault}, start epoch {trial.start_epoch}, "
+                                f"{c}): verdict {trial.verdict} ({trial.evidence}) but read_committed shows "
+                                f"{counts}")
+            report.lost += sum(1 for n in counts if n == 0) if expected == 1 else 0
+        for key, want in trial.extra_keys.items():
+            if seen.get(key, 0) != want:
+                report.wrong.append(f"trial {trial.number}: the reuse's key {key!r} seen {seen.get(key, 0)}, "
+                                    f"expected {want}")
+    report.duplicates = sum(1 for n in seen.values() if n > 1)
+
+
+def _read_committed(bootstrap: str, topic: str) -> Counter:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verdict-check-{uuid.uuid4().hex}",
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    try:
+        from confluent_kafka import TopicPartition as Tp
+
+        ends = {}
+        for p in range(PARTITIONS):
+            ends[p] = consumer.get_watermark_offsets(Tp(topic, p), timeout=10)[1]
+        consumer.assign([Tp(topic, p, 0) for p in range(PARTITIONS)])
+        seen: Counter = Counter()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            positions = {tp.partition: tp.offset for tp in consumer.position(
+                [Tp(topic, p) for p in range(PARTITIONS)])}
+            if all(positions.get(p, -1) >= ends[p] for p in range(PARTITIONS)):
+                return seen
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                seen[msg.key()] += 1
+        raise TimeoutError(f"the read_committed checker did not reach the end of {topic} in 60 s")
+    finally:
+        consumer.close()
+
+
+def _create_topic(bootstrap: str, topic: str) -> None:
+    client = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the futures are done
+    futures = client.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])
+    for future in futures.values():
+        future.result(30)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=int(time.strftime("%Y%m%d")))
+    parser.add_argument("--bootstrap", help="a real cluster (its ids are aged with InitProducerId rounds "
+                        "only by the caller: without it the in-process embedded broker is used)")
+    args = parser.parse_args(argv)
+    if args.bootstrap:
+        report = run_trials(args.bootstrap, args.trials, args.seed)
+    else:
+        broker = InProcessBroker(default_partitions=PARTITIONS)
+        try:
+            report = run_trials(broker.bootstrap, args.trials, args.seed, set_epoch=broker.set_epoch,
+                                time_out=broker.time_out)
+        finally:
+            broker.stop()
+    print(report.summary())
+    for line in report.wrong[:20]:
+        print("WRONG:", line)
+    print(json.dumps({"seed": report.seed, "trials": report.trials, "wrong": len(report.wrong),
+                      "duplicates": report.duplicates, "lost": report.lost}))
+    return 0 if report.clean else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
