@@ -509,3 +509,18 @@ def test_running_journal_compacts_and_still_restores_everything(tmp_path, clock,
         txn = coord2.get(tid)
         assert (txn.state, txn.producer_id, txn.producer_epoch) == (S.ONGOING, pid, epoch)
     assert {coord2.get(f"c{i}").state for i in range(15)} == {S.COMPLETE_COMMIT}
+
+
+def test_tv2_timeout_abort_at_the_epoch_limit_rotates_and_a_commit_retry_is_invalid_txn_state(env, clock):
+    """Measured on Kafka 4.4 (kafka-txn-semantics.md, "The epoch limit under TV2"): pid 6 -> 17 at
+    epoch 0 in CompleteAbort; EndTxn(commit) with the old pair is a recognised retry of an abort."""
+    _, coord = env
+    pid, _ = begin(coord, timeout_ms=1000)
+    coord.get("t1").producer_epoch = 32766
+    clock.ms += 1001
+    assert coord.abort_timed_out() == ["t1"]
+    txn = coord.get("t1")
+    assert (txn.state, txn.producer_epoch, txn.previous_producer_id) == (S.COMPLETE_ABORT, 0, pid)
+    assert txn.producer_id != pid
+    assert coord.end_txn("t1", pid, 32766, True, tv2=True).error is Err.INVALID_TXN_STATE
+    assert coord.end_txn("t1", pid, 32766, False, tv2=True).error is Err.NONE
