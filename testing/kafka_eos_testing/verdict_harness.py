@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.producer.transaction import EndTxnRequest
@@ -43,6 +44,8 @@ from kafka.protocol.producer.transaction import EndTxnRequest
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError
+from airflow_provider_kafka_eos.kafka.producers.arrow import ArrowPartitionTransaction
+from airflow_provider_kafka_eos.kafka.producers.librdkafka import TransactionProtocol
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 from airflow_provider_kafka_eos.kafka.protocol.verdicts import Verdict
 from kafka_eos_testing.broker.broker import Broker, BrokerConfig
@@ -193,7 +196,8 @@ def run_trials(bootstrap: str, trials: int, seed: int, *, set_epoch: Callable[[s
 def _play(admin: TransactionAdmin, bootstrap: str, topic: str, trial: Trial, rng: random.Random,
           time_out: Callable[[str], None] | None) -> None:
     parts = rng.sample(range(PARTITIONS), rng.randint(1, 2))
-    c = _prepare(admin, bootstrap, topic, trial.transactional_id, trial.keys, parts)
+    producer = "arrow" if rng.random() < 0.75 else "librdkafka"
+    c = _prepare(admin, bootstrap, topic, trial.transactional_id, trial.keys, parts, producer)
     if rng.random() < 0.25:  # a hand-typed commit (id, producer id, epoch): no first offsets to read
         c = dataclasses.replace(c, first_offsets=())
     trial.committable = c
@@ -246,7 +250,20 @@ def _play(admin: TransactionAdmin, bootstrap: str, topic: str, trial: Trial, rng
 
 
 def _prepare(admin: TransactionAdmin, bootstrap: str, topic: str, tid: str, keys: list[bytes],
-             parts: list[int]) -> Committable:
+             parts: list[int], producer: str = "librdkafka") -> Committable:
+    """One prepared transaction, by either of the provider's producer paths as a Spark task runs it
+    (``arrow``: the provider's own Arrow producer on the harness's connections; ``librdkafka``: a
+    confluent-kafka producer released without ``close()``)."""
+    if producer == "arrow":
+        txn = ArrowPartitionTransaction(admin=admin, transactional_id=tid, topic=topic,
+                                        transaction_timeout_ms=60_000,
+                                        protocol=TransactionProtocol.from_admin(admin))
+        txn.begin()
+        txn.write_columns(pa.array(keys, pa.binary()), pa.array(keys, pa.binary()),
+                          partitions=pa.array([parts[i % len(parts)] for i in range(len(keys))], pa.int32()))
+        committable = txn.prepare()
+        assert committable is not None and committable.first_offsets, f"{tid}: no committable"
+        return committable
     first = produce_transaction(bootstrap, tid, topic, keys, partitions=parts, transaction_timeout_ms=60_000,
                                 **{"linger.ms": 0})
     d = admin.describe([tid])[tid]
