@@ -41,6 +41,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
     prepared_index,
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus
+from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import STANDARD_CHAIN, StoreAccess
 from airflow_provider_kafka_eos.kafka.errors import (
     DataLossError,
     KafkaEosError,
@@ -66,6 +67,8 @@ class RestoreReport:
     marked_aborted: list[str] = field(default_factory=list)  # manifest uris that lost their data
     aborted_transactions: list[str] = field(default_factory=list)
     protected_transactions: list[str] = field(default_factory=list)
+    # How restore reaches the store (the store's own access); not part of the report's content.
+    access: StoreAccess = field(default=STANDARD_CHAIN, repr=False, compare=False)
 
     def summary(self) -> str:
         text = (f"restore before checkpoint {self.checkpoint_id}: {len(self.recommitted)} prepared "
@@ -135,7 +138,7 @@ def restore_pipeline(
     store = manifest_base_uri if isinstance(manifest_base_uri, ManifestStore) else \
         ManifestStore.configured(manifest_base_uri, source="write_exactly_once(manifest_base_uri=...)")
     store.create()
-    report = RestoreReport(checkpoint_id=checkpoint_id)
+    report = RestoreReport(checkpoint_id=checkpoint_id, access=store.access)
     for uri, manifest in store.manifests(pipeline_id):
         if manifest.transactional_id_prefix != transactional_id_prefix:
             log.warning("%s was written with transactional id prefix %r, this run uses %r; it is settled all "
@@ -230,7 +233,7 @@ def _settle_this_checkpoint(admin: Any, uri: str, manifest: Manifest, report: Re
 def _recommit(admin: Any, uri: str, manifest: Manifest, report: RestoreReport,
               now_ms: Callable[[], int]) -> None:
     try:
-        committed = commit_checkpoint(admin, uri, committed_by="restore", now_ms=now_ms)
+        committed = commit_checkpoint(admin, uri, committed_by="restore", now_ms=now_ms, access=report.access)
     except DataLossError as exc:
         _mark_aborted(uri, manifest, [str(exc)], report, now_ms)
         return
@@ -245,7 +248,7 @@ def _recommit(admin: Any, uri: str, manifest: Manifest, report: RestoreReport,
 
 def _mark_aborted(uri: str, manifest: Manifest, problems: list[str], report: RestoreReport,
                   now_ms: Callable[[], int]) -> None:
-    mark_aborted(uri, problems, aborted_by="restore", now_ms=now_ms)
+    mark_aborted(uri, problems, aborted_by="restore", now_ms=now_ms, access=report.access)
     report.marked_aborted.append(uri)
     log.error(
         "DATA LOSS: checkpoint %d of pipeline %s (%s) was prepared but can no longer be committed: %s. "
