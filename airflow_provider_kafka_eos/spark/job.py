@@ -249,6 +249,7 @@ def plan_kafka_input(args: argparse.Namespace, config: Any, access: Any = None) 
         plan_checkpoint_input,
     )
     from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
+    from airflow_provider_kafka_eos.kafka.checkpoints.restore import settle_before_planning
     from airflow_provider_kafka_eos.kafka.errors import UsageError
 
     topics = [t.strip() for t in args.input_topics.split(",") if t.strip()]
@@ -264,8 +265,13 @@ def plan_kafka_input(args: argparse.Namespace, config: Any, access: Any = None) 
                                      access=access or STANDARD_CHAIN)
     store.create()
     with TransactionAdmin(config) as admin:
+        # An older checkpoint left PREPARED (its run died before the commit) is settled by restore's
+        # rules first: committed, or marked ABORTED and its range read again. No person is needed.
         return plan_checkpoint_input(
             store, pipeline_id=args.pipeline_id, checkpoint_id=args.checkpoint_id,
+            settle=lambda: settle_before_planning(admin, store, pipeline_id=args.pipeline_id,
+                                                  transactional_id_prefix=args.transactional_id_prefix,
+                                                  checkpoint_id=args.checkpoint_id),
             facts_for=lambda start: read_input_offsets(admin, topics, start=start, group=args.input_group),
             topics=topics, group=args.input_group, start=args.input_start,
             offsets_transactional_id=offsets_transactional_id(args.transactional_id_prefix),

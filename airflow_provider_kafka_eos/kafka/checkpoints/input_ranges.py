@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from airflow_provider_kafka_eos.kafka.checkpoints.kafka_input import (
@@ -312,15 +312,20 @@ def plans_without_manifest(base_uri: str, pipeline_id: str, manifests: Sequence[
 
 
 def plan_checkpoint_input(store: Any, *, pipeline_id: str, checkpoint_id: int, facts_for: Any,
-                          **kwargs: Any) -> KafkaInput:
+                          settle: Callable[[], object] | None = None, **kwargs: Any) -> KafkaInput:
     """Plan and record checkpoint ``checkpoint_id``'s input (a retry gets the stored plan back).
 
     ``store``: a ``ManifestStore``; ``facts_for(start)`` returns the Kafka facts (asked only when no
-    plan is stored yet, so a retry does not even look at Kafka's offsets again).
+    plan is stored yet, so a retry does not even look at Kafka's offsets again). ``settle()``
+    settles the pipeline's older PREPARED checkpoints before the manifests are read (the job
+    passes restore's ``settle_before_planning``); without it an older PREPARED checkpoint is
+    refused by name (``InputCheckpointPendingError``).
     """
     stored = read_plan(store.base_uri, pipeline_id, checkpoint_id, access=store.access)
     if stored is not None:
         return stored
+    if settle is not None:
+        settle()
     manifests = [m for _, m in store.manifests(pipeline_id)]
     pending = plans_without_manifest(store.base_uri, pipeline_id, manifests, access=store.access)
     start = StartChoice.parse(kwargs.pop("start"))

@@ -51,7 +51,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 from airflow_provider_kafka_eos.runbook import reference as runbook_reference
 
-__all__ = ["RestoreReport", "check_committable", "restore_pipeline"]
+__all__ = ["RestoreReport", "check_committable", "restore_pipeline", "settle_before_planning"]
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +167,34 @@ def restore_pipeline(
     if report.existing is None and store.uri(pipeline_id, checkpoint_id) in report.marked_aborted:
         log.warning("checkpoint %d will be produced again: its previous manifest was aborted", checkpoint_id)
     return report
+
+
+def settle_before_planning(
+    admin: Any,
+    store: ManifestStore,
+    *,
+    pipeline_id: str,
+    transactional_id_prefix: str,
+    checkpoint_id: int,
+    now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+) -> RestoreReport:
+    """Restore's rules 1-3 before a checkpoint chooses what to read: the pipeline's earlier
+    PREPARED checkpoints committed when their transactions can be committed, marked ABORTED when
+    the coordinator says they are gone (their input range is then read again).
+
+    Why: the Kafka-input pipeline plans its range from the last checkpoint that COMMITTED, so an
+    older PREPARED one must be settled first; settling it with the writer's own restore (this
+    calls :func:`restore_pipeline`) keeps one rule for both pipelines. No open transaction is
+    fenced here (rules 4 and 5): the writer's restore does that after the plan, as for every
+    checkpoint. What restore cannot decide raises, as it does for the writer.
+    """
+    return restore_pipeline(admin, manifest_base_uri=store, pipeline_id=pipeline_id,
+                            transactional_id_prefix=transactional_id_prefix, checkpoint_id=checkpoint_id,
+                            abort_lingering=_fence_nothing, now_ms=now_ms)
+
+
+def _fence_nothing(admin: Any, prefix: str, prepared: Mapping[str, PreparedRef]) -> list[str]:
+    return []
 
 
 def _abort_own_ids(admin: Any, ids: Sequence[str], protected: Mapping[str, PreparedRef],
