@@ -134,15 +134,19 @@ def eos_cleanup() -> None:
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
         from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint
 
-        pending = Findings.from_dict(findings).of_kind(FindingKind.COMMIT_PENDING)
+        hook = KafkaEosHook(kafka_eos_conn_id=KAFKA_EOS_CONN_ID)
+        found = Findings.from_dict(findings, access=hook.store_access(findings.get("findings_uri")))
+        pending = found.of_kind(FindingKind.COMMIT_PENDING)
         uris = sorted({f.manifest_uri for f in pending if f.manifest_uri})
         if not uris or params["commit_pending_action"] != COMMIT:
             return []
         reports = []
-        with KafkaEosHook(kafka_eos_conn_id=KAFKA_EOS_CONN_ID).transaction_admin() as admin:
+        with hook.transaction_admin() as admin:
             for uri in uris:
+                # The store's credentials from the connection (else the standard chain), per manifest.
                 report = commit_checkpoint(
-                    admin, uri, committed_by="eos_cleanup", dry_run=bool(params["dry_run"])
+                    admin, uri, committed_by="eos_cleanup", dry_run=bool(params["dry_run"]),
+                    access=hook.store_access(uri),
                 )
                 print(report.summary())
                 reports.append(report.to_dict())
@@ -169,7 +173,10 @@ def eos_cleanup() -> None:
         if not findings:
             print("no lingering transactions")
             return {"findings": {}, "aborted": [], "committed_manifests": [], "committed_inputs": []}
-        found = Findings.from_dict(findings)
+        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+
+        access = KafkaEosHook(kafka_eos_conn_id=KAFKA_EOS_CONN_ID).store_access(findings.get("findings_uri"))
+        found = Findings.from_dict(findings, access=access)
         dry = bool(params["dry_run"])
         print(f"found: {found.summary()}\n{found.table()}")
         result = {

@@ -117,6 +117,7 @@ def _result(args: Any, env: Any, stdout: TextIO, stderr: TextIO) -> Any:
         _manifest_base,
         _properties,
         _request,
+        _store_access,
         airflow_connection,
     )
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
@@ -134,8 +135,9 @@ def _result(args: Any, env: Any, stdout: TextIO, stderr: TextIO) -> Any:
     path, props = _properties(args, env)
     manifest_base = _manifest_base(args, env, props, connection)
     if args.action == CHECKPOINTS:
-        return _checkpoints(args, manifest_base)
+        return _checkpoints(args, manifest_base, _store_access(connection, manifest_base))
     request = _request(args, manifest_base)
+    access = _store_access(connection, request.manifest_uri or request.manifest_base_uri)
     if not request.protect:
         stderr.write(
             f"{PROG}: WARNING: --unprotected: transactions listed in PREPARED manifests will be "
@@ -153,16 +155,18 @@ def _result(args: Any, env: Any, stdout: TextIO, stderr: TextIO) -> Any:
         ) as admin,
         ProgressBar(interactive, stderr) as bar,
     ):
-        return run_resolution(admin, request, progress=bar if interactive else None, config=config)
+        return run_resolution(admin, request, progress=bar if interactive else None, config=config,
+                              access=access)
 
 
-def _checkpoints(args: Any, manifest_base: str | None) -> Any:
+def _checkpoints(args: Any, manifest_base: str | None, access: Any) -> Any:
     """``checkpoints``: the store's checkpoints (status, input, run); reads no Kafka."""
     from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
     from airflow_provider_kafka_eos.kafka.checkpoints.listing import COLUMNS, checkpoint_rows
     from airflow_provider_kafka_eos.kafka.operations.resolution import ResolutionResult
 
-    store = ManifestStore.configured(manifest_base, source="--manifest-base / manifest_base_uri")
+    store = ManifestStore.configured(manifest_base, source="--manifest-base / manifest_base_uri",
+                                     access=access)
     rows = checkpoint_rows(store, pipeline_id=args.pipeline_id, input_id=args.input_id)
     return ResolutionResult(rows, f"{len(rows)} checkpoint(s) in {store.base_uri}", True, COLUMNS)
 

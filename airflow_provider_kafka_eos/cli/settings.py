@@ -49,6 +49,10 @@ class _Airflow:
     def manifest_base_uri(self) -> str | None:
         return self._ask(self.hook.manifest_base_uri)
 
+    def store_access(self, uri: str | None) -> Any:
+        """How to reach the store of ``uri``: the connection's store credentials, as a task would."""
+        return self._ask(lambda: self.hook.store_access(uri))
+
     def _ask(self, call: Callable[[], Any]) -> Any:
         """``call()``; Airflow's own failures (no such connection, no database) named as ours."""
         from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError
@@ -132,6 +136,14 @@ def _manifest_base(
     if connection is not None and connection.manifest_base_uri():
         return connection.manifest_base_uri()
     return env.get(ENV_MANIFEST_BASE) or None
+
+
+def _store_access(connection: _Airflow | None, uri: str | None) -> Any:
+    """The store credentials for ``uri``: ``--conn-id``'s (the task's rule), else the store client's
+    standard chain (``AWS_*`` variables, profile, instance role)."""
+    from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import STANDARD_CHAIN
+
+    return connection.store_access(uri) if connection is not None and uri else STANDARD_CHAIN
 
 
 def _request(args: argparse.Namespace, manifest_base: str | None = None) -> Any:

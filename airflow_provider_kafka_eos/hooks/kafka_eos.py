@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from airflow_provider_kafka_eos.kafka.admin.capabilities import ClusterCapabilities
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
     from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
+    from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import StoreAccess
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
     from airflow_provider_kafka_eos.kafka.operations.preflight import PreflightReport, RetrySchedule
 
@@ -135,12 +136,7 @@ class KafkaEosHook(BaseHook):
         A malformed URI (relative path, unknown scheme) is a ConfigError naming the key.
         """
         value, source = self._provider_setting(MANIFEST_BASE_URI_KEY)
-        uri = form.validate_manifest_base_uri(value, source=source)
-        if uri:
-            # Whoever asks for the store will open it: its credentials from the connection first
-            # (every caller, the UI's and the Test button's included, gets them this way).
-            self.store_options(uri)
-        return uri
+        return form.validate_manifest_base_uri(value, source=source)
 
     def two_phase_commit(self) -> bool:
         """Whether pipelines on this connection expect KIP-939 2PC (extra ``two_phase_commit``)."""
@@ -162,25 +158,26 @@ class KafkaEosHook(BaseHook):
         The base URI may be None (neither set): a caller that needs a store uses
         :meth:`manifest_store`, which refuses that."""
         if base_uri:
-            self.store_options(base_uri)
             return base_uri, MANIFEST_BASE_URI_KEY
         return self.manifest_base_uri(), self.manifest_store_source()
 
-    def store_options(self, uri: str) -> dict[str, Any]:
-        """Credentials and endpoint of the store holding ``uri`` from an Airflow connection
-        (``hooks/store_credentials.py`` says which), in effect for this process from now on;
-        ``{}`` when the store client's standard chain applies. Secrets masked, never logged."""
+    def store_access(self, uri: str | None) -> StoreAccess:
+        """How a task reaches the store holding ``uri`` (a base or an object under it): the
+        credentials and endpoint of the Airflow connection ``hooks/store_credentials.py`` names,
+        else the store client's standard chain. Returned, never remembered: each caller hands it
+        to the store functions it calls (``manifest_store()`` puts it in the store). Secrets
+        masked, never logged."""
         from airflow_provider_kafka_eos.hooks import store_credentials
         from airflow_provider_kafka_eos.kafka.checkpoints import store_objects
         from airflow_provider_kafka_eos.kafka.errors import ConfigError
 
-        if store_objects.is_local_uri(uri):
-            return {}
+        if not uri or store_objects.is_local_uri(uri):
+            return store_objects.STANDARD_CHAIN
         source = f"connection {self.kafka_eos_conn_id!r} extra"
         extra = self._extra_settings(self.get_connection(self.kafka_eos_conn_id), source)
         conn_id, named = store_credentials.store_connection_id(extra, uri, source=source)
         if conn_id is None:
-            return {}
+            return store_objects.STANDARD_CHAIN
         try:
             conn = self.get_connection(conn_id)
         except Exception as exc:
@@ -193,19 +190,19 @@ class KafkaEosHook(BaseHook):
                     "endpoint_url and region_name in the extra) or remove the key",
                     runbook="configuration",
                 ) from None
-            return {}
+            return store_objects.STANDARD_CHAIN
         options = store_credentials.storage_options_from_connection(
             conn, source=f"connection {conn_id!r} (credentials of manifest store {uri})", mask=_mask)
-        store_objects.use_storage_options(uri, options)
         self.log.info("manifest store %s: credentials and endpoint from connection %r", uri, conn_id)
-        return options
+        return store_objects.StoreAccess(options, source=f"connection {conn_id!r}")
 
     def manifest_store(self, base_uri: str | None = None) -> ManifestStore:
-        """The store :meth:`manifest_store_setting` names (ManifestStoreError naming it when unset)."""
+        """The store :meth:`manifest_store_setting` names (ManifestStoreError naming it when unset),
+        carrying how this task reaches it (:meth:`store_access`): the one way a task gets a store."""
         from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
 
         base, source = self.manifest_store_setting(base_uri)
-        return ManifestStore.configured(base, source=source)
+        return ManifestStore.configured(base, source=source, access=self.store_access(base))
 
     def get_conn(self) -> KafkaClientConfig:
         return self.client_config()
@@ -302,11 +299,12 @@ class KafkaEosHook(BaseHook):
         try:
             config = self.client_config()
             store_uri = self.manifest_base_uri()
+            access = self.store_access(store_uri)
             wants_2pc = self.two_phase_commit()
             timeout_ms = self.transaction_timeout_ms()
             caps = self.capabilities()
             problems = _expectation_problems(caps, wants_2pc=wants_2pc, timeout_ms=timeout_ms)
-            store = _store_status(store_uri)
+            store = _store_status(store_uri, access)
         except KafkaEosError as err:
             return False, str(err)
         except Exception as err:
@@ -352,15 +350,15 @@ def _expectation_problems(
     return problems
 
 
-def _store_status(store_uri: str | None) -> str:
+def _store_status(store_uri: str | None, access: StoreAccess) -> str:
     """One phrase on the manifest store; ManifestStoreError when it exists but cannot be listed."""
     if store_uri is None:
         return "manifest store: not configured (pipelines and eos_cleanup need Manifest store URI)"
-    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStoreError
     from airflow_provider_kafka_eos.kafka.checkpoints.manifest import store_exists
+    from airflow_provider_kafka_eos.kafka.errors import ManifestStoreError
 
     try:
-        exists = store_exists(store_uri)
+        exists = store_exists(store_uri, access=access)
     except Exception as err:  # the text may echo storage credentials: name the type only
         raise ManifestStoreError(
             f"manifest store {store_uri} ({MANIFEST_BASE_URI_KEY}) cannot be listed: {type(err).__name__}; "

@@ -16,8 +16,9 @@ login = access key id, password = secret access key, extra ``aws_session_token``
 ``region_name``, and ``endpoint_url`` (or ``service_config.s3.endpoint_url``). Other extra keys
 (``role_arn``, ``profile_name``, ...) need the Amazon provider's session logic: refused, naming
 the key, rather than silently ignored. The secret values are registered with the secrets masker
-and go to ``kafka/checkpoints/store_objects.use_storage_options`` (process memory) and, for the
-Spark driver, into the submit operator's 0600 private file; never argv, logs or XCom.
+and go into the ``StoreAccess`` the hook returns (``kafka/checkpoints/store_objects.py``: handed to
+every store call, never kept process-wide) and, for the Spark driver, into the submit operator's
+0600 private file; never argv, logs or XCom.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ __all__ = [
     "DataLossError",
     "KafkaEosError",
     "ManifestError",
+    "ManifestStoreError",
     "MissingExtraError",
     "PreflightError",
     "ProducerFencedError",
@@ -182,6 +183,13 @@ class ManifestError(KafkaEosError):
     """A checkpoint manifest is missing, unreadable or fails validation (the message names uri and field)."""
 
     default_runbook = "malformed-manifest"
+
+
+class ManifestStoreError(ManifestError):
+    """The manifest store is not configured, does not exist or cannot be read or written (its
+    endpoint does not answer, its credentials are refused): the message names the store's URI."""
+
+    default_runbook = "manifest-store"
 
 
 class PreflightError(KafkaEosError):

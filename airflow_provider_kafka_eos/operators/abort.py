@@ -144,7 +144,8 @@ class KafkaAbortTransactionsOperator(BaseOperator):
                 "aborted too; their checkpoints' batches are lost"
             )
         base, source = hook.manifest_store_setting(self.manifest_base_uri)
-        prepared = load_prepared(base, protect=protect, source=source)  # before Kafka is touched
+        prepared = load_prepared(base, protect=protect, source=source,  # before Kafka is touched
+                                 access=hook.store_access(base))
         with hook.transaction_admin() as admin:
             report = self.abort_with(admin, prepared, protect=protect)
         if not report["dry_run"]:
@@ -239,8 +240,17 @@ class KafkaAbortTransactionsOperator(BaseOperator):
         if isinstance(self.findings, str):
             import json
 
-            return Findings.from_dict(json.loads(self.findings))
-        return Findings.from_dict(self.findings)
+            data = json.loads(self.findings)
+        else:
+            data = self.findings
+        return Findings.from_dict(data, access=self._findings_access(data))
+
+    def _findings_access(self, data: Mapping[str, Any]) -> Any:
+        """How to reach the findings file a cut payload names (the store's credentials)."""
+        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+
+        uri = data.get("findings_uri") if isinstance(data, Mapping) else None
+        return KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id).store_access(uri)
 
     @staticmethod
     def table(rows: Sequence[Mapping[str, Any]]) -> str:

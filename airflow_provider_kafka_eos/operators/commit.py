@@ -77,19 +77,18 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
 
         uri = self._resolve_uri(context)
         hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
-        # The store's credentials from the Airflow connection, if one has them, for the whole store
-        # (<base>/<pipeline>/checkpoint-<id>.json: a restore reads the pipeline's other objects too).
-        hook.store_options(uri.rsplit("/", 2)[0])
-        manifest = read_manifest(uri)
+        access = hook.store_access(uri)  # the store's credentials: the connection's, else the standard chain
+        manifest = read_manifest(uri, access=access)
         remember_checkpoint(self, self.kafka_eos_conn_id, manifest.pipeline_id, manifest.checkpoint_id)
         was_prepared = manifest.status is ManifestStatus.PREPARED  # also the Asset event rule
         if not was_prepared:  # COMMITTED: reported again; ABORTED: DataLossError. Neither needs Kafka.
-            report = commit_checkpoint(None, uri, committed_by=f"task {self.task_id}")
+            report = commit_checkpoint(None, uri, committed_by=f"task {self.task_id}", access=access)
         else:
             with hook.transaction_admin() as admin:
                 # Verifies every committable (state, producer id/epoch, deadline) before committing any.
                 report = commit_checkpoint(
-                    admin, uri, committed_by=f"task {self.task_id}", max_workers=self.max_workers
+                    admin, uri, committed_by=f"task {self.task_id}", max_workers=self.max_workers,
+                    access=access,
                 )
         self.log.info(
             "%s: %d record(s), outcomes %s, commit took %d ms (%d ms after prepare)",

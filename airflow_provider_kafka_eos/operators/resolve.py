@@ -157,8 +157,9 @@ class KafkaTransactionResolutionOperator(BaseOperator):
                 "UNPROTECTED ABORT (unprotected=true): transactions listed in PREPARED manifests will be "
                 "aborted too; their checkpoints' batches are lost"
             )
+        access = hook.store_access(request.manifest_uri or request.manifest_base_uri)  # store credentials
         with hook.transaction_admin() as admin:
-            result = run_resolution(admin, request, progress=self._progress)
+            result = run_resolution(admin, request, progress=self._progress, access=access)
         rows = [dict(row) for row in result.rows]
         self.log.info("%s\n%s", result.summary, self.table(rows))
         for warning in result.warnings:  # e.g. a listing Kafka filtered by the principal's rights

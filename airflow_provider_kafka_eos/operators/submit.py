@@ -498,7 +498,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         if reported and reported != expected_uri:
             raise ManifestError(f"the job reported manifest {reported}, expected {expected_uri}",
                                 runbook="commit-task-failed")
-        manifest = read_manifest(expected_uri)
+        manifest = read_manifest(expected_uri, access=store.access)
         if manifest.status not in (ManifestStatus.PREPARED, ManifestStatus.COMMITTED):
             raise ManifestError(
                 f"{expected_uri}: the job finished but the manifest is {manifest.status.value}",
@@ -672,7 +672,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             return checkpoint
         uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, legacy)
         try:
-            found = read_manifest(uri)
+            found = read_manifest(uri, access=self._manifest_store().access)
         except ManifestError:
             return checkpoint  # none there (the normal case), or unreadable: restore will say so
         if found.prepared_by is not None:
@@ -804,7 +804,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
 
         hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
         config = hook.client_config()
-        store_options = hook.store_options(str(self.manifest_base_uri))
+        store_options = dict(hook.store_access(str(self.manifest_base_uri)).options)
         self.set_lineage(
             outputs=[(kafka_namespace(config.bootstrap_servers), str(self.topic))],
             inputs=[(str(ns), str(name)) for ns, name in (self.lineage_inputs or [])],

@@ -159,7 +159,8 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
                 "no transaction Ongoing for more than %d ms (%s)", findings.min_age_ms, findings.summary()
             )
             return PokeReturnValue(is_done=False)
-        payload = bounded_findings(findings, self._findings_base_uri(), self.xcom_max_findings)
+        payload = bounded_findings(findings, self._findings_base_uri(), self.xcom_max_findings,
+                                   conn_id=self.kafka_eos_conn_id)
         self._log_findings(findings, payload.get("findings_uri"))
         return PokeReturnValue(is_done=True, xcom_value=payload)
 
@@ -194,9 +195,14 @@ class KafkaLingeringTransactionSensor(BaseSensorOperator):
         if not event or event.get("status") != STATUS_FOUND:
             raise error_from_event(event or {"cause": "the lingering-transaction trigger sent no event"})
         payload = event["findings"]
-        findings = Findings.from_dict(payload)  # the full list (read from the findings file if cut)
+        from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+
+        hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
+        access = hook.store_access(payload.get("findings_uri"))
+        findings = Findings.from_dict(payload, access=access)  # the full list (from the findings file if cut)
         if "omitted" not in payload:  # an event of a trigger started before the XCom was bounded
-            payload = bounded_findings(findings, self._findings_base_uri(), self.xcom_max_findings)
+            payload = bounded_findings(findings, self._findings_base_uri(), self.xcom_max_findings,
+                                       conn_id=self.kafka_eos_conn_id)
         self._log_findings(findings, payload.get("findings_uri"))
         return payload
 

@@ -31,7 +31,10 @@ import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import StoreAccess
 
 __all__ = [
     "CONFIG_ENV",
@@ -46,7 +49,7 @@ __all__ = [
     "RESULT_PREFIX",
     "load_client_config",
     "load_params",
-    "load_store_options",
+    "load_store_access",
     "manifest_uri_of",
     "private_dir",
     "result_line",
@@ -208,32 +211,32 @@ def load_params(args_params: str | None, environ: Mapping[str, str] | None = Non
     return json_object(args_params or "{}", "--params")
 
 
-def load_store_options(base_uri: str, environ: Mapping[str, str] | None = None) -> bool:
-    """Use the store options of the operator's private file for ``base_uri`` (True when it had some).
+def load_store_access(environ: Mapping[str, str] | None = None) -> StoreAccess:
+    """How the job reaches the manifest store: the store options of the operator's private file.
 
     Without them the store client's standard chain applies (``AWS_*`` variables, profile,
     instance role): how a job run by hand, or in cluster mode with a mounted file, is configured.
+    The job hands the result to every store call it makes (nothing is kept process-wide).
     """
-    from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import use_storage_options
+    from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import STANDARD_CHAIN, StoreAccess
     from airflow_provider_kafka_eos.kafka.errors import UsageError
 
     env = os.environ if environ is None else environ
     path = env.get(CONFIG_FILE_ENV)
     if not path:
-        return False
+        return STANDARD_CHAIN
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError:
-        return False  # load_client_config reports the unreadable file
+        return STANDARD_CHAIN  # load_client_config reports the unreadable file
     if not text.lstrip().startswith("{"):
-        return False
+        return STANDARD_CHAIN
     options = json_object(text, CONFIG_FILE_ENV).get(PRIVATE_FILE_STORE_KEY)
     if options is None:
-        return False
+        return STANDARD_CHAIN
     if not isinstance(options, dict):
         raise UsageError(f"{CONFIG_FILE_ENV}: {PRIVATE_FILE_STORE_KEY!r} must be a JSON object")
-    use_storage_options(base_uri, options)
-    return bool(options)
+    return StoreAccess(options, source="the operator's private file") if options else STANDARD_CHAIN
 
 
 def json_object(text: str, where: str) -> dict:

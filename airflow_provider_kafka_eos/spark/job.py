@@ -53,7 +53,7 @@ from airflow_provider_kafka_eos.spark.handoff import (
     RESULT_PREFIX,
     load_client_config,
     load_params,
-    load_store_options,
+    load_store_access,
     result_line,
 )
 
@@ -70,7 +70,7 @@ __all__ = [
     "load_application",
     "load_client_config",
     "load_params",
-    "load_store_options",
+    "load_store_access",
     "main",
 ]
 
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
     check_job_side(_choose_producer(args.producer, args.two_phase_commit))
     params = load_params(args.params)
     config = load_client_config()
-    load_store_options(args.manifest_base_uri)
+    access = load_store_access()  # the store's credentials from the operator's private file, if any
     application = load_application(args.application)
     plan = fault_plan if fault_plan is not None else FaultPlan()
     if plan.active:
@@ -185,7 +185,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
         from airflow_provider_kafka_eos.spark.kafka_source import input_loss_translated, source_options
 
         source_options(config)  # a connection the input reader cannot use is refused before the plan
-        kafka_input = plan_kafka_input(args, config)
+        kafka_input = plan_kafka_input(args, config, access)
         record = InputRecord(record.id if record is not None else f"kafka:{args.checkpoint_id}",
                              record.reprocess_of if record is not None else None, kafka_input)
         log.info("checkpoint %d reads %s", args.checkpoint_id,
@@ -194,7 +194,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
         translated = input_loss_translated(kafka_input, pipeline_id=args.pipeline_id,
                                            checkpoint_id=args.checkpoint_id, base_uri=args.manifest_base_uri)
     with translated:
-        manifest = _build_and_write(args, spark, application, params, record, config, plan)
+        manifest = _build_and_write(args, spark, application, params, record, config, plan, access)
     plan.after_manifest()
     uri = manifest.uri
     log.info("checkpoint %d: manifest %s is %s with %d transaction(s)", manifest.checkpoint_id, uri,
@@ -203,7 +203,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
 
 
 def _build_and_write(args: argparse.Namespace, spark: Any, application: Any, params: Any, record: Any,
-                     config: Any, plan: Any) -> Any:
+                     config: Any, plan: Any, access: Any) -> Any:
     """The user's DataFrame (from the input range when the input is Kafka), prepared by the writer."""
     from airflow_provider_kafka_eos.kafka.errors import UsageError
     from airflow_provider_kafka_eos.spark.writer import DEFAULT_TRANSACTION_TIMEOUT_MS, write_exactly_once
@@ -223,6 +223,7 @@ def _build_and_write(args: argparse.Namespace, spark: Any, application: Any, par
         transactional_id_prefix=args.transactional_id_prefix,
         checkpoint_id=args.checkpoint_id,
         manifest_base_uri=args.manifest_base_uri,
+        store_access=access,
         naming_strategy=args.naming_strategy,
         key_col=args.key_col,
         value_col=args.value_col,
@@ -239,7 +240,7 @@ def _build_and_write(args: argparse.Namespace, spark: Any, application: Any, par
     )
 
 
-def plan_kafka_input(args: argparse.Namespace, config: Any) -> Any:
+def plan_kafka_input(args: argparse.Namespace, config: Any, access: Any = None) -> Any:
     """Plan (or, on a retry, read back) this checkpoint's input range, before anything is read."""
     from airflow_provider_kafka_eos.kafka.admin.input_offsets import read_input_offsets
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
@@ -248,6 +249,7 @@ def plan_kafka_input(args: argparse.Namespace, config: Any) -> Any:
         plan_checkpoint_input,
     )
     from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
+    from airflow_provider_kafka_eos.kafka.checkpoints.restore import settle_before_planning
     from airflow_provider_kafka_eos.kafka.errors import UsageError
 
     topics = [t.strip() for t in args.input_topics.split(",") if t.strip()]
@@ -257,11 +259,19 @@ def plan_kafka_input(args: argparse.Namespace, config: Any) -> Any:
                          "--input-start (group, earliest, latest or timestamp:<ms>: where the first "
                          "checkpoint "
                          "starts)")
-    store = ManifestStore.configured(args.manifest_base_uri, source="--manifest-base-uri")
+    from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import STANDARD_CHAIN
+
+    store = ManifestStore.configured(args.manifest_base_uri, source="--manifest-base-uri",
+                                     access=access or STANDARD_CHAIN)
     store.create()
     with TransactionAdmin(config) as admin:
+        # An older checkpoint left PREPARED (its run died before the commit) is settled by restore's
+        # rules first: committed, or marked ABORTED and its range read again. No person is needed.
         return plan_checkpoint_input(
             store, pipeline_id=args.pipeline_id, checkpoint_id=args.checkpoint_id,
+            settle=lambda: settle_before_planning(admin, store, pipeline_id=args.pipeline_id,
+                                                  transactional_id_prefix=args.transactional_id_prefix,
+                                                  checkpoint_id=args.checkpoint_id),
             facts_for=lambda start: read_input_offsets(admin, topics, start=start, group=args.input_group),
             topics=topics, group=args.input_group, start=args.input_start,
             offsets_transactional_id=offsets_transactional_id(args.transactional_id_prefix),

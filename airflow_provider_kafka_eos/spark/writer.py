@@ -29,6 +29,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus, write_manifest
 from airflow_provider_kafka_eos.kafka.checkpoints.naming import NamingStrategy, pipeline_identity
+from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import STANDARD_CHAIN, StoreAccess
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import (
     KafkaEosError,
@@ -81,6 +82,7 @@ def write_exactly_once(
     producer: str | None = None,
     manifest_uri: str | None = None,
     input_record: InputRecord | None = None,
+    store_access: StoreAccess = STANDARD_CHAIN,
 ) -> Manifest:
     """Prepare checkpoint ``checkpoint_id`` of ``df`` in Kafka and return its PREPARED manifest.
 
@@ -97,13 +99,17 @@ def write_exactly_once(
     check itself (the input's claim) is the caller's, before the job starts
     (``kafka/checkpoints/input_claims.py``).
 
+    ``store_access`` is how the job reaches the store (credentials, endpoint; default: the store
+    client's standard chain); the Spark job passes what the operator's private file holds.
+
     ``two_phase_commit=True`` opens every partition's transaction with KIP-939's Enable2Pc (the
     coordinator never times it out; each committable records ``two_phase``); it needs the Arrow
     producer. ``producer`` is ``"arrow"`` or ``"librdkafka"`` (default :data:`DEFAULT_PRODUCER`).
     ``timestamp_col`` (a timestamp, or a long of epoch milliseconds) is each record's CreateTime on
     both paths; without it (or where it is null) the producer stamps the record when it sends it.
     """
-    store = ManifestStore.configured(_base_uri(manifest_base_uri, manifest_uri), source="manifest_base_uri")
+    store = ManifestStore.configured(_base_uri(manifest_base_uri, manifest_uri), source="manifest_base_uri",
+                                     access=store_access)
     pipeline_id, transactional_id_prefix = pipeline_identity(pipeline_id, transactional_id_prefix)
     naming = NamingStrategy.parse(naming_strategy)
     config = kafka_config if isinstance(kafka_config, KafkaClientConfig) else \
@@ -235,7 +241,7 @@ def _write_vote(store: ManifestStore, committables: list[Committable], *, pipeli
         input=input_record,
     )
     uri = store.uri(pipeline_id, checkpoint_id)
-    write_manifest(uri, manifest)
+    write_manifest(uri, manifest, access=store.access)
     log.info("checkpoint %d of %s prepared: %d transaction(s), %d record(s) in %.1fs -> %s",
              checkpoint_id, pipeline_id, len(committables),
              sum(c.record_count for c in manifest.output_committables),

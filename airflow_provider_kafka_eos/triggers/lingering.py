@@ -9,6 +9,7 @@ thread (``asyncio.to_thread``) and the triggerer's event loop never blocks.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -41,21 +42,26 @@ def scan_with_connection(conn_id: str, spec: ScanSpec, tracker: LsoStallTracker 
     base, _ = hook.manifest_store_setting(spec.manifest_base_uri)  # the spec's, else the connection's
     spec = dataclasses.replace(spec, manifest_base_uri=base)
     with hook.transaction_admin() as admin:
-        findings = scan(admin, spec, tracker=tracker)
+        findings = scan(admin, spec, tracker=tracker, access=hook.store_access(base))
     record_scan(findings)  # kafka_eos.lingering.found / kafka_eos.lso.oldest_stall_age, every poll
     return findings
 
 
-def bounded_findings(findings: Findings, findings_base_uri: str | None, limit: int) -> dict[str, Any]:
+def bounded_findings(findings: Findings, findings_base_uri: str | None, limit: int, *,
+                     conn_id: str) -> dict[str, Any]:
     """What the sensor pushes to XCom and the trigger's event carries (both land in the metadata
     database): counts and at most ``limit`` findings per list. When more were found, all of them
     are written to a JSON file under ``findings_base_uri`` (default: the manifest store the scan
-    read, the sensor's or its connection's) whose URI the payload names."""
+    read, the sensor's or its connection's) whose URI the payload names, reached with the store
+    credentials of connection ``conn_id``."""
+    from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+
     uri = None
     full = findings.to_dict()
     findings_base_uri = findings_base_uri or findings.manifest_base_uri
     if findings_base_uri and max(len(findings.transactions), len(findings.lso_stalls)) > limit:
-        uri = write_findings(findings_base_uri, findings, full)
+        access = KafkaEosHook(kafka_eos_conn_id=conn_id).store_access(findings_base_uri)
+        uri = write_findings(findings_base_uri, findings, full, access=access)
     return xcom_payload(findings, limit=limit, findings_uri=uri, full=full)
 
 
@@ -145,7 +151,8 @@ class LingeringTransactionTrigger(BaseTrigger):
             if findings:
                 try:
                     payload = await asyncio.to_thread(
-                        bounded_findings, findings, self.findings_base_uri, self.xcom_max_findings
+                        functools.partial(bounded_findings, findings, self.findings_base_uri,
+                                          self.xcom_max_findings, conn_id=self.kafka_eos_conn_id)
                     )
                 except Exception as err:  # the findings file could not be written
                     yield TriggerEvent(error_event(err))

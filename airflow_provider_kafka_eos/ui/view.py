@@ -93,11 +93,10 @@ async def _transactions_for(conn_id: str, prefixes: str | None, min_age_s: int, 
     hook = KafkaEosHook(kafka_eos_conn_id=conn_id)
 
     def blocking() -> Any:
-        spec = ScanSpec(
-            min_age_ms=min_age_s * 1000, prefixes=wanted, manifest_base_uri=hook.manifest_base_uri()
-        )
+        base = hook.manifest_base_uri()
+        spec = ScanSpec(min_age_ms=min_age_s * 1000, prefixes=wanted, manifest_base_uri=base)
         with hook.transaction_admin() as admin:
-            return scan(admin, spec)
+            return scan(admin, spec, access=hook.store_access(base))
 
     findings = await asyncio.to_thread(blocking)
     return {"conn_id": conn_id, "prefixes": list(wanted or ()), "min_age_s": min_age_s,
@@ -107,10 +106,8 @@ async def _transactions_for(conn_id: str, prefixes: str | None, min_age_s: int, 
 async def _rows_for(conn_id: str, pipeline_id: str | None, user: Any) -> dict[str, Any]:
     _require_connection_read(conn_id, user)
     from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
 
-    hook = KafkaEosHook(kafka_eos_conn_id=conn_id)
-    store = ManifestStore.configured(hook.manifest_base_uri(), source=hook.manifest_store_source())
+    store = KafkaEosHook(kafka_eos_conn_id=conn_id).manifest_store()  # with the store's credentials
     manifests = store.manifests(pipeline_id or None)
     return {
         "conn_id": conn_id,

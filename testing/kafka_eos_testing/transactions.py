@@ -92,8 +92,10 @@ def write_prepared_manifest(
     *,
     checkpoint_id: int = 1,
     prefix: str = "",
+    access: Any = None,
 ) -> str:
-    """A PREPARED manifest listing these open transactions, as the Spark driver would write it."""
+    """A PREPARED manifest listing these open transactions, as the Spark driver would write it
+    (``access``: the store's ``StoreAccess``; None: the store client's standard chain)."""
     described = admin.describe(transactional_ids)
     tv = admin.transaction_version()
     committables = [
@@ -126,6 +128,7 @@ def write_prepared_manifest(
             created_at_ms=now,
             updated_at_ms=now,
         ),
+        **({"access": access} if access is not None else {}),
     )
     return uri
 

@@ -23,12 +23,6 @@ def _conn(monkeypatch, conn_id: str, conn_type: str, **fields) -> None:
     monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": conn_type, **fields}))
 
 
-@pytest.fixture(autouse=True)
-def _clean_table():
-    yield
-    store_objects._storage_options.clear()
-
-
 def _kafka_eos(monkeypatch, **extra) -> KafkaEosHook:
     _conn(monkeypatch, "eos_store", "kafka_eos",
           extra={"bootstrap.servers": "b:9092", "manifest_base_uri": STORE, **extra})
@@ -41,22 +35,25 @@ def test_a_named_connection_gives_key_secret_endpoint_and_region_to_every_store_
           extra={"endpoint_url": "http://127.0.0.1:9", "region_name": "eu-west-1"})
     store = hook.manifest_store()
     logged = capsys.readouterr()
-    fs, _ = store_objects.fsspec_for(f"{store.base_uri}/p/checkpoint-1.json")
+    fs, _ = store.access.filesystem(f"{store.base_uri}/p/checkpoint-1.json")
     assert fs.storage_options["key"] == "AKIDEXAMPLE" and fs.storage_options["secret"] == SECRET
     assert fs.storage_options["endpoint_url"] == "http://127.0.0.1:9"
     assert fs.storage_options["client_kwargs"] == {"region_name": "eu-west-1"}
     assert "from connection 'store_aws'" in logged.out and SECRET not in logged.out + logged.err
-    # Another bucket is not this store: the client's own defaults apply there.
-    other, _ = store_objects.fsspec_for("s3://other-bucket/x.json")
-    assert "key" not in other.storage_options
+    assert store.access.source == "connection 'store_aws'" and SECRET not in repr(store)
+    # Nothing is left behind in the process: a path not handed the store's access has none of it.
+    plain, _ = store_objects.STANDARD_CHAIN.filesystem(f"{store.base_uri}/p/checkpoint-1.json")
+    assert "key" not in plain.storage_options
 
 
 def test_aws_default_is_used_when_no_connection_is_named_and_absent_means_the_standard_chain(monkeypatch):
     hook = _kafka_eos(monkeypatch)
-    assert hook.store_options(STORE) == {}  # no aws_default: AWS_* variables, profile, instance role
+    # no aws_default: AWS_* variables, profile, instance role
+    assert hook.store_access(STORE) is store_objects.STANDARD_CHAIN
     _conn(monkeypatch, "aws_default", "aws", login="AKIDDEFAULT", password=SECRET)
-    assert hook.store_options(STORE) == {"key": "AKIDDEFAULT", "secret": SECRET}
-    assert hook.store_options("/var/lib/manifests") == {}  # a local store needs none
+    assert dict(hook.store_access(STORE).options) == {"key": "AKIDDEFAULT", "secret": SECRET}
+    assert hook.manifest_store().access.source == "connection 'aws_default'"
+    assert hook.store_access("/var/lib/manifests") is store_objects.STANDARD_CHAIN  # a local store needs none
 
 
 def test_a_named_connection_that_does_not_exist_is_refused_naming_the_key(monkeypatch):
@@ -100,7 +97,7 @@ def test_the_spark_job_takes_the_store_options_from_its_private_file(tmp_path):
     private = tmp_path / "private.json"
     private.write_text(json.dumps({job.PRIVATE_FILE_CONFIG_KEY: {"bootstrap.servers": "b:9092"},
                                    job.PRIVATE_FILE_STORE_KEY: {"key": "AKID", "secret": SECRET}}))
-    assert job.load_store_options(STORE, {job.CONFIG_FILE_ENV: str(private)})
-    fs, _ = store_objects.fsspec_for(f"{STORE}/p/checkpoint-1.json")
-    assert fs.storage_options["secret"] == SECRET
-    assert not job.load_store_options(STORE, {})  # run by hand: the standard chain
+    access = job.load_store_access({job.CONFIG_FILE_ENV: str(private)})
+    fs, _ = access.filesystem(f"{STORE}/p/checkpoint-1.json")
+    assert fs.storage_options["secret"] == SECRET and SECRET not in repr(access)
+    assert job.load_store_access({}) is store_objects.STANDARD_CHAIN  # run by hand: the standard chain

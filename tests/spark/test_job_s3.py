@@ -45,17 +45,16 @@ def test_the_job_writes_its_manifest_to_s3_with_credentials_from_its_private_fil
                 "AWS_PROFILE"):
         monkeypatch.delenv(key, raising=False)
     s3fs.S3FileSystem.clear_instance_cache()
-    monkeypatch.setattr(store_objects, "_storage_options", {})
     bucket = unique_name("spark-store").lower().replace("_", "-")[:60]
     base = s3_server.create_bucket(bucket) + "/manifests"
     (tmp_path / "app.py").write_text(APP)
+    options = {"key": s3.ACCESS_KEY, "secret": s3.SECRET_KEY, "endpoint_url": s3_server.endpoint,
+               "client_kwargs": {"region_name": s3.REGION}}
     private = tmp_path / "private.json"
     private.write_text(json.dumps({
         job.PRIVATE_FILE_CONFIG_KEY: {"bootstrap.servers": kafka_broker.bootstrap},
         job.PRIVATE_FILE_PARAMS_KEY: {"n": 60},
-        job.PRIVATE_FILE_STORE_KEY: {"key": s3.ACCESS_KEY, "secret": s3.SECRET_KEY,
-                                     "endpoint_url": s3_server.endpoint,
-                                     "client_kwargs": {"region_name": s3.REGION}},
+        job.PRIVATE_FILE_STORE_KEY: options,
     }))
     monkeypatch.setenv(job.CONFIG_FILE_ENV, str(private))
     pipeline, topic = unique_name("s3job"), unique_name("s3job-out")
@@ -71,7 +70,8 @@ def test_the_job_writes_its_manifest_to_s3_with_credentials_from_its_private_fil
     assert manifest["status"] == "PREPARED" and sum(c["record_count"] for c in manifest["committables"]) == 60
     config = KafkaClientConfig.from_mapping({"bootstrap.servers": kafka_broker.bootstrap})
     with TransactionAdmin(config) as admin:
-        report = commit_checkpoint(admin, uri, committed_by="test")
+        # The job's credentials stayed in the job: the commit is handed the store's access itself.
+        report = commit_checkpoint(admin, uri, committed_by="test", access=store_objects.StoreAccess(options))
     assert report.status == "committed", report
     stored = s3_server.client().get_object(Bucket=bucket, Key=uri.removeprefix(f"s3://{bucket}/"))
     assert json.loads(stored["Body"].read())["status"] == "COMMITTED"

@@ -193,7 +193,7 @@ def _read_versioned_claim(
     """The claim and its version in the store (what a compare-and-set of it is conditioned on)."""
     uri = claim_uri(store, pipeline_id, input_id)
     try:
-        found = read_versioned(uri)
+        found = read_versioned(uri, access=store.access)
     except (OSError, ManifestError) as exc:
         raise _unreadable(store, uri, exc) from None
     if found is None:
@@ -371,7 +371,7 @@ def _manifest_of(store: ManifestStore, claim: InputClaim) -> Manifest | None:
     """The claimed checkpoint's manifest; None when it does not exist (yet)."""
     uri = _manifest_uri(store, claim)
     try:
-        data = read_object(uri)
+        data = read_object(uri, access=store.access)
     except (OSError, ManifestError) as exc:
         raise _unreadable(store, uri, exc) from None
     if data is None:
@@ -383,7 +383,7 @@ def _manifest_of(store: ManifestStore, claim: InputClaim) -> Manifest | None:
 
 def _create(store: ManifestStore, uri: str, claim: InputClaim) -> bool:
     try:
-        return create_object(uri, claim.to_json())
+        return create_object(uri, claim.to_json(), access=store.access)
     except (OSError, ManifestError) as exc:
         raise _unreadable(store, uri, exc) from None
 
@@ -391,7 +391,7 @@ def _create(store: ManifestStore, uri: str, claim: InputClaim) -> bool:
 def _replace(store: ManifestStore, uri: str, version: str, new: InputClaim) -> bool:
     """Compare-and-set: write ``new`` only if the claim is still the one read (``version``)."""
     try:
-        return replace_if(uri, new.to_json(), version)
+        return replace_if(uri, new.to_json(), version, access=store.access)
     except OSError as exc:
         raise _unreadable(store, uri, exc) from None
 
@@ -400,7 +400,7 @@ def _note_first_claim(store: ManifestStore, pipeline_id: str) -> bool:
     """Say once per pipeline that checkpoints from before input identities are not checked."""
     folder = f"{store.base_uri}/{pipeline_id}/{CLAIMS_FOLDER}"
     try:
-        if not store_exists(folder):
+        if not store_exists(folder, access=store.access):
             log.info("pipeline %s: first input claim (%s); checkpoints written without an input identity "
                      "are treated as unknown input and not checked for duplicates", pipeline_id, folder)
     except (OSError, ManifestError):
@@ -421,7 +421,7 @@ def _unreadable(store: ManifestStore, uri: str, exc: Exception) -> ManifestStore
     return ManifestStoreError(
         f"manifest store {store.base_uri} ({store.source}): input claim {uri} cannot be read or "
         f"written ({exc}). Nothing was written: without the claim this run cannot know whether its input "
-        "was already written. Retry once the store is reachable", runbook=RUNBOOK)
+        "was already written. Retry once the store is reachable")  # the store's runbook page
 
 
 def _now_ms() -> int:

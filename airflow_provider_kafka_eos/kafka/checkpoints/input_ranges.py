@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from airflow_provider_kafka_eos.kafka.checkpoints.kafka_input import (
@@ -37,8 +37,15 @@ from airflow_provider_kafka_eos.kafka.checkpoints.kafka_input import (
     SkippedRange,
     StartChoice,
 )
-from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus, _list_files
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
+    Manifest,
+    ManifestStatus,
+    _list_files,
+    store_unreachable,
+)
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
+    STANDARD_CHAIN,
+    StoreAccess,
     create_object,
     read_object,
     read_versioned,
@@ -249,12 +256,13 @@ def plan_uri(base_uri: str, pipeline_id: str, checkpoint_id: int) -> str:
     return f"{base_uri.rstrip('/')}/{pipeline_id}/_inputs/{_PLAN_PREFIX}{checkpoint_id:012d}.json"
 
 
-def read_plan(base_uri: str, pipeline_id: str, checkpoint_id: int) -> KafkaInput | None:
+def read_plan(base_uri: str, pipeline_id: str, checkpoint_id: int, *,
+              access: StoreAccess = STANDARD_CHAIN) -> KafkaInput | None:
     uri = plan_uri(base_uri, pipeline_id, checkpoint_id)
     try:
-        data = read_object(uri)
+        data = read_object(uri, access=access)
     except OSError as exc:
-        raise ManifestError(f"{uri}: the input plan cannot be read ({exc}); nothing was read") from None
+        raise store_unreachable(uri, exc, "read", "; nothing was read") from None
     if data is None:
         return None
     try:
@@ -263,7 +271,8 @@ def read_plan(base_uri: str, pipeline_id: str, checkpoint_id: int) -> KafkaInput
         raise ManifestError(f"{uri}: the input plan is not valid JSON") from None
 
 
-def record_plan(base_uri: str, pipeline_id: str, checkpoint_id: int, plan: KafkaInput) -> KafkaInput:
+def record_plan(base_uri: str, pipeline_id: str, checkpoint_id: int, plan: KafkaInput, *,
+                access: StoreAccess = STANDARD_CHAIN) -> KafkaInput:
     """Store the plan unless one is stored already; return the one that stands (a retry's is the first).
 
     A stored plan for other topics or another group is a conflict (the checkpoint would read
@@ -272,11 +281,11 @@ def record_plan(base_uri: str, pipeline_id: str, checkpoint_id: int, plan: Kafka
     uri = plan_uri(base_uri, pipeline_id, checkpoint_id)
     data = (json.dumps(plan.to_dict(), indent=2, sort_keys=True) + "\n").encode("utf-8")
     try:
-        if create_object(uri, data):
+        if create_object(uri, data, access=access):
             return plan
     except OSError as exc:
-        raise ManifestError(f"{uri}: the input plan cannot be written ({exc}); nothing was read") from None
-    stored = read_plan(base_uri, pipeline_id, checkpoint_id)
+        raise store_unreachable(uri, exc, "written", "; nothing was read") from None
+    stored = read_plan(base_uri, pipeline_id, checkpoint_id, access=access)
     if stored is None:
         raise ManifestError(f"{uri}: the input plan vanished while it was being recorded; run again")
     if (stored.topics, stored.group) != (plan.topics, plan.group):
@@ -289,11 +298,12 @@ def record_plan(base_uri: str, pipeline_id: str, checkpoint_id: int, plan: Kafka
     return stored
 
 
-def plans_without_manifest(base_uri: str, pipeline_id: str, manifests: Sequence[Manifest]) -> list[int]:
+def plans_without_manifest(base_uri: str, pipeline_id: str, manifests: Sequence[Manifest], *,
+                           access: StoreAccess = STANDARD_CHAIN) -> list[int]:
     """Checkpoint ids with a stored plan but no manifest (their job has not voted, or died)."""
     have = {m.checkpoint_id for m in manifests}
     found = []
-    for name in _list_files(f"{base_uri.rstrip('/')}/{pipeline_id}/_inputs"):
+    for name in _list_files(f"{base_uri.rstrip('/')}/{pipeline_id}/_inputs", access):
         if name.startswith(_PLAN_PREFIX) and name.endswith(".json"):
             digits = name[len(_PLAN_PREFIX):-len(".json")]
             if digits.isdigit() and int(digits) not in have:
@@ -302,22 +312,28 @@ def plans_without_manifest(base_uri: str, pipeline_id: str, manifests: Sequence[
 
 
 def plan_checkpoint_input(store: Any, *, pipeline_id: str, checkpoint_id: int, facts_for: Any,
-                          **kwargs: Any) -> KafkaInput:
+                          settle: Callable[[], object] | None = None, **kwargs: Any) -> KafkaInput:
     """Plan and record checkpoint ``checkpoint_id``'s input (a retry gets the stored plan back).
 
     ``store``: a ``ManifestStore``; ``facts_for(start)`` returns the Kafka facts (asked only when no
-    plan is stored yet, so a retry does not even look at Kafka's offsets again).
+    plan is stored yet, so a retry does not even look at Kafka's offsets again). ``settle()``
+    settles the pipeline's older PREPARED checkpoints before the manifests are read (the job
+    passes restore's ``settle_before_planning``); without it an older PREPARED checkpoint is
+    refused by name (``InputCheckpointPendingError``).
     """
-    stored = read_plan(store.base_uri, pipeline_id, checkpoint_id)
+    stored = read_plan(store.base_uri, pipeline_id, checkpoint_id, access=store.access)
     if stored is not None:
         return stored
+    if settle is not None:
+        settle()
     manifests = [m for _, m in store.manifests(pipeline_id)]
-    pending = plans_without_manifest(store.base_uri, pipeline_id, manifests)
+    pending = plans_without_manifest(store.base_uri, pipeline_id, manifests, access=store.access)
     start = StartChoice.parse(kwargs.pop("start"))
     plan = plan_input(pipeline_id=pipeline_id, checkpoint_id=checkpoint_id, manifests=manifests,
                       start=start, facts=facts_for(start), planned_without_manifest=pending, **kwargs)
-    claim_basis(store.base_uri, pipeline_id, checkpoint_id, previous_id(checkpoint_id, manifests), manifests)
-    return record_plan(store.base_uri, pipeline_id, checkpoint_id, plan)
+    claim_basis(store.base_uri, pipeline_id, checkpoint_id, previous_id(checkpoint_id, manifests), manifests,
+                access=store.access)
+    return record_plan(store.base_uri, pipeline_id, checkpoint_id, plan, access=store.access)
 
 
 def basis_uri(base_uri: str, pipeline_id: str, previous: int | None) -> str:
@@ -328,7 +344,7 @@ def basis_uri(base_uri: str, pipeline_id: str, previous: int | None) -> str:
 
 
 def claim_basis(base_uri: str, pipeline_id: str, checkpoint_id: int, previous: int | None,
-                manifests: Sequence[Manifest]) -> None:
+                manifests: Sequence[Manifest], *, access: StoreAccess = STANDARD_CHAIN) -> None:
     """Make ``checkpoint_id`` the one checkpoint reading on from ``previous``, or refuse by name.
 
     Why: the pending checks above read the store, then the plan is written; two runs planning at
@@ -341,9 +357,9 @@ def claim_basis(base_uri: str, pipeline_id: str, checkpoint_id: int, previous: i
     mine = (json.dumps({"checkpoint_id": checkpoint_id}) + "\n").encode("utf-8")
     try:
         for _ in range(5):
-            if create_object(uri, mine):
+            if create_object(uri, mine, access=access):
                 return
-            current = read_versioned(uri)
+            current = read_versioned(uri, access=access)
             if current is None:
                 continue  # removed in between: create it again
             data, version = current
@@ -356,10 +372,10 @@ def claim_basis(base_uri: str, pipeline_id: str, checkpoint_id: int, previous: i
                     f"checkpoint {checkpoint_id} of {pipeline_id} cannot plan its input: checkpoint {holder} "
                     f"already reads on from {after} ({uri}); two checkpoints reading one range would write "
                     "it twice. Let that run commit (or give it up), then run again; nothing was read")
-            if replace_if(uri, mine, version):
+            if replace_if(uri, mine, version, access=access):
                 return
     except OSError as exc:
-        raise ManifestError(f"{uri}: the input claim cannot be written ({exc}); nothing was read") from None
+        raise store_unreachable(uri, exc, "written", "; nothing was read") from None
     raise InputCheckpointPendingError(
         f"checkpoint {checkpoint_id} of {pipeline_id}: the input claim {uri} kept changing under five "
         "attempts (other runs of this pipeline planning at the same time); run again; nothing was read")

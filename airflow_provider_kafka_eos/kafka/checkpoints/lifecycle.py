@@ -45,13 +45,21 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     manifest_uri,
     read_manifest,
     store_exists,
+    store_unreachable,
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
+    STANDARD_CHAIN,
+    StoreAccess,
     create_object,
     read_versioned,
     replace_if,
 )
-from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError, ManifestError
+from airflow_provider_kafka_eos.kafka.errors import (
+    DataLossError,
+    KafkaEosError,
+    ManifestError,
+    ManifestStoreError,
+)
 from airflow_provider_kafka_eos.kafka.protocol.verdicts import Verdict
 
 __all__ = [
@@ -80,17 +88,10 @@ log = logging.getLogger(__name__)
 # one source for the writer's default timeout and for the default minimum age of a bulk abort.
 DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
 ENV_MANIFEST_BASE_URI = "KAFKA_EOS_MANIFEST_BASE_URI"
-RUNBOOK_STORE = "manifest-store"
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-class ManifestStoreError(ManifestError):
-    """The manifest store is not configured, does not exist or cannot be read."""
-
-    default_runbook = RUNBOOK_STORE
 
 
 STORE_MARKER = ".kafka-eos-store"
@@ -103,14 +104,18 @@ class ManifestStore:
     """Where a deployment's checkpoint manifests live: ``<base>/<pipeline_id>/checkpoint-<id>.json``.
 
     ``source`` says where the base URI came from (shown in errors, so a user can fix the right
-    setting).
+    setting). ``access`` is how this process reaches it (credentials, endpoint: built by the
+    Airflow hook from the connection, by the Spark job from its private file); every read and
+    write of the store and of its manifests goes through it.
     """
 
     base_uri: str
     source: str = "manifest_base_uri"
+    access: StoreAccess = field(default=STANDARD_CHAIN, compare=False)
 
     @classmethod
-    def configured(cls, base_uri: str | None, *, source: str = "manifest_base_uri") -> ManifestStore:
+    def configured(cls, base_uri: str | None, *, source: str = "manifest_base_uri",
+                   access: StoreAccess = STANDARD_CHAIN) -> ManifestStore:
         """The store, or :class:`ManifestStoreError` when no base URI was given."""
         base = (base_uri or "").strip()
         if not base:
@@ -120,7 +125,7 @@ class ManifestStore:
                 "manifest_base_uri in the kafka_eos connection extra (Airflow), or pass --manifest-base URI "
                 f"(or ${ENV_MANIFEST_BASE_URI}) to kafka-eos-txn"
             )
-        return cls(base.rstrip("/") or base, source)
+        return cls(base.rstrip("/") or base, source, access)
 
     def uri(self, pipeline_id: str, checkpoint_id: int) -> str:
         return manifest_uri(self.base_uri, pipeline_id, checkpoint_id)
@@ -136,15 +141,16 @@ class ManifestStore:
             os.makedirs(local_path(self.base_uri), exist_ok=True)
             return
         try:
-            if not store_exists(self.base_uri):
-                create_object(f"{self.base_uri}/{STORE_MARKER}", b"kafka-eos manifest store\n")
+            if not store_exists(self.base_uri, access=self.access):
+                create_object(f"{self.base_uri}/{STORE_MARKER}", b"kafka-eos manifest store\n",
+                              access=self.access)
         except Exception as exc:  # a missing bucket, refused credentials, an unreachable endpoint
             raise self._unreadable(f"{type(exc).__name__}: {exc}") from None
 
     def check(self) -> None:
         """Raise :class:`ManifestStoreError` unless the store exists and can be listed."""
         try:
-            exists = store_exists(self.base_uri)
+            exists = store_exists(self.base_uri, access=self.access)
         except Exception as exc:  # any failure to answer (a store client's own types too): refuse
             raise self._unreadable(f"{type(exc).__name__}: {exc}") from None
         if not exists:
@@ -156,7 +162,7 @@ class ManifestStore:
         """Every manifest (of one pipeline / one status); strict: a bad store or manifest raises."""
         self.check()
         try:
-            return find_manifests(self.base_uri, pipeline_id, status)
+            return find_manifests(self.base_uri, pipeline_id, status, access=self.access)
         except ManifestError:
             raise
         except Exception as exc:  # OSError, or a store client's own type for an unreachable endpoint
@@ -210,7 +216,11 @@ def prepared_index(manifests: Iterable[tuple[str, Manifest]]) -> dict[str, Prepa
 
 
 def load_prepared(
-    base_uri: str | None, *, protect: bool = True, source: str = "manifest_base_uri"
+    base_uri: str | None,
+    *,
+    protect: bool = True,
+    source: str = "manifest_base_uri",
+    access: StoreAccess = STANDARD_CHAIN,
 ) -> dict[str, PreparedRef]:
     """The PREPARED index an abort must respect.
 
@@ -219,12 +229,12 @@ def load_prepared(
     it can be (to label what is being lost), and an unreadable one is logged loudly and ignored.
     """
     if protect:
-        return ManifestStore.configured(base_uri, source=source).prepared()
+        return ManifestStore.configured(base_uri, source=source, access=access).prepared()
     log.warning(
         "UNPROTECTED abort: transactions listed in PREPARED manifests may be aborted (their batches are lost)"
     )
     try:
-        return ManifestStore.configured(base_uri, source=source).prepared()
+        return ManifestStore.configured(base_uri, source=source, access=access).prepared()
     except ManifestError as exc:
         log.warning("UNPROTECTED abort: the manifest store is not consulted (%s)", exc)
         return {}
@@ -565,6 +575,7 @@ def commit_checkpoint(
     max_workers: int = 16,
     now_ms: Callable[[], int] = _now_ms,
     progress: Callable[[int, int, str], None] | None = None,
+    access: StoreAccess = STANDARD_CHAIN,
 ) -> CommitReport:
     """Commit every transaction of the manifest at ``uri`` and mark it COMMITTED (commit-and-mark).
 
@@ -572,9 +583,10 @@ def commit_checkpoint(
     is not used then, and may be None); an ABORTED one raises DataLossError. All or nothing:
     ``TransactionAdmin.commit`` verifies every committable before the first EndTxn. A dry run
     runs the same verification and raises the same error. A failed commit leaves the manifest
-    PREPARED (restore decides about it).
+    PREPARED (restore decides about it). ``access``: how this process reaches the store (the
+    hook's ``manifest_store(...).access``).
     """
-    manifest = read_manifest(uri)
+    manifest = read_manifest(uri, access=access)
     if manifest.status is ManifestStatus.COMMITTED:
         return _previous_report(uri, manifest)
     if manifest.status is ManifestStatus.ABORTED:
@@ -588,7 +600,7 @@ def commit_checkpoint(
             else "would_commit"
         )
         return _report(uri, manifest, status, committed_by, plan, started, now_ms())
-    _decide(uri, "commit", committed_by, now_ms)  # a give-up decided first wins; nothing is sent then
+    _decide(uri, "commit", committed_by, now_ms, access)  # a give-up decided first wins; nothing is sent then
     outcomes = (
         admin.commit(manifest.committables, max_workers=max_workers, **_progress_kw(progress))
         if manifest.committables
@@ -600,10 +612,11 @@ def commit_checkpoint(
     report = _report(uri, manifest, mine, committed_by, by_id, started, finished)
     report.answered_pairs = {o.transactional_id: [o.producer_id, o.producer_epoch] for o in outcomes
                              if o.producer_id is not None and o.producer_epoch is not None}
-    return _mark_committed(uri, report, finished)
+    return _mark_committed(uri, report, finished, access)
 
 
-def _mark_committed(uri: str, report: CommitReport, at_ms: int) -> CommitReport:
+def _mark_committed(uri: str, report: CommitReport, at_ms: int,
+                    access: StoreAccess = STANDARD_CHAIN) -> CommitReport:
     """Write COMMITTED + report as a compare-and-set, keeping the truth when racing.
 
     If a concurrent committer marked it first: a report of ours that committed nothing itself
@@ -631,7 +644,7 @@ def _mark_committed(uri: str, report: CommitReport, at_ms: int) -> CommitReport:
         current.commit_report = report.to_dict()
         return current
 
-    _transition(uri, decide)
+    _transition(uri, decide, access)
     return report
 
 
@@ -639,7 +652,8 @@ def _given_up(manifest: Manifest) -> bool:
     return manifest.decision is not None and manifest.decision.outcome == "abort"
 
 
-def _decide(uri: str, outcome: str, by: str, now_ms: Callable[[], int], *, over_commit: bool = False) -> None:
+def _decide(uri: str, outcome: str, by: str, now_ms: Callable[[], int],
+            access: StoreAccess = STANDARD_CHAIN, *, over_commit: bool = False) -> None:
     """Record the decision (commit or give up) in the manifest before acting on it in Kafka.
 
     A compare-and-set: of a commit and a give-up racing for one PREPARED checkpoint, exactly one
@@ -682,10 +696,11 @@ def _decide(uri: str, outcome: str, by: str, now_ms: Callable[[], int], *, over_
         current.updated_at_ms = current.decision.at_ms
         return current
 
-    _transition(uri, decide)
+    _transition(uri, decide, access)
 
 
-def _transition(uri: str, decide: Callable[[Manifest], Manifest | None], *, attempts: int = 20) -> None:
+def _transition(uri: str, decide: Callable[[Manifest], Manifest | None],
+                access: StoreAccess = STANDARD_CHAIN, *, attempts: int = 20) -> None:
     """Compare-and-set one manifest: ``decide`` sees the current manifest and returns the new one
     (or None: nothing to write); written only if nobody changed it meanwhile, else decided again.
 
@@ -694,9 +709,9 @@ def _transition(uri: str, decide: Callable[[Manifest], Manifest | None], *, atte
     """
     for _ in range(attempts):
         try:
-            found = read_versioned(uri)
+            found = read_versioned(uri, access=access)
         except OSError as exc:
-            raise ManifestError(f"{uri}: manifest cannot be read ({exc})") from None
+            raise store_unreachable(uri, exc, "read", "; nothing was changed") from None
         if found is None:
             raise ManifestError(f"{uri}: manifest does not exist")
         data, version = found
@@ -706,10 +721,10 @@ def _transition(uri: str, decide: Callable[[Manifest], Manifest | None], *, atte
         if new is None:
             return
         try:
-            if replace_if(uri, manifest_bytes(new, uri), version):
+            if replace_if(uri, manifest_bytes(new, uri), version, access=access):
                 return
         except OSError as exc:
-            raise ManifestError(f"{uri}: manifest cannot be written ({exc}); nothing was changed") from None
+            raise store_unreachable(uri, exc, "written", "; nothing was changed") from None
         log.info("%s changed while it was being updated; reading it again", uri)
     raise ManifestError(f"{uri}: the manifest kept changing under {attempts} updates; nothing was changed "
                         "by this one. Check who else writes it (kafka-eos-txn --action checkpoints)")
@@ -719,7 +734,12 @@ def _transition(uri: str, decide: Callable[[Manifest], Manifest | None], *, atte
 
 
 def mark_aborted(
-    uri: str, reasons: Sequence[str], *, aborted_by: str, now_ms: Callable[[], int] = _now_ms
+    uri: str,
+    reasons: Sequence[str],
+    *,
+    aborted_by: str,
+    now_ms: Callable[[], int] = _now_ms,
+    access: StoreAccess = STANDARD_CHAIN,
 ) -> None:
     """Mark the manifest ABORTED with the reasons (the only writer of ABORTED).
 
@@ -737,7 +757,7 @@ def mark_aborted(
         current.commit_report = {"aborted_by": aborted_by, "reasons": list(reasons)}
         return current
 
-    _transition(uri, decide)
+    _transition(uri, decide, access)
 
 
 @dataclass
@@ -765,6 +785,7 @@ def abort_checkpoint(
     dry_run: bool = False,
     aborted_by: str = "kafka-eos-txn",
     progress: Callable[[int, int, str], None] | None = None,
+    access: StoreAccess = STANDARD_CHAIN,
 ) -> CheckpointAbortReport:
     """Abort what the manifest at ``uri`` still holds open, then mark it ABORTED.
 
@@ -772,7 +793,7 @@ def abort_checkpoint(
     transaction that was committed (part of the batch is visible) refuses the whole abort, and an
     id another producer holds now is left alone (it is no longer this checkpoint's transaction).
     """
-    manifest = read_manifest(uri)
+    manifest = read_manifest(uri, access=access)
     report = CheckpointAbortReport(uri, manifest.checkpoint_id, "already_aborted")
     if manifest.status is ManifestStatus.ABORTED:
         return report
@@ -806,7 +827,7 @@ def abort_checkpoint(
     # A commit decided first wins (nothing is aborted then), unless the verdict proved every
     # transaction of the checkpoint aborted: then no commit can ever succeed and the give-up is the way on.
     lost = all(v.verdict is Verdict.ABORTED for v in verdicts.values())
-    _decide(uri, "abort", aborted_by, _now_ms, over_commit=lost)
+    _decide(uri, "abort", aborted_by, _now_ms, access, over_commit=lost)
     for outcome in admin.abort(mine, **_progress_kw(progress)) if mine else []:
         report.outcomes[outcome.transactional_id] = outcome.outcome
     committed = sorted(t for t, o in report.outcomes.items() if o == "already_committed")
@@ -820,7 +841,7 @@ def abort_checkpoint(
             transactional_id=committed[0],
             runbook="data-loss" if aborted else "commit-pending-transaction",
         )
-    mark_aborted(uri, [f"aborted on request ({aborted_by})"], aborted_by=aborted_by)
+    mark_aborted(uri, [f"aborted on request ({aborted_by})"], aborted_by=aborted_by, access=access)
     report.status = "aborted"
     return report
 

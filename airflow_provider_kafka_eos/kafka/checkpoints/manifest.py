@@ -20,14 +20,15 @@ from typing import Any
 
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord, RunIdentity
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
+    STANDARD_CHAIN,
+    StoreAccess,
     create_object,
-    fsspec_for,
     is_local_uri,
     local_path,
     read_object,
     replace_object,
 )
-from airflow_provider_kafka_eos.kafka.errors import ManifestError, UsageError
+from airflow_provider_kafka_eos.kafka.errors import ManifestError, ManifestStoreError, UsageError
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, _reject_unknown, _require
 from airflow_provider_kafka_eos.kafka.validation import (
     validate_prefix,
@@ -49,6 +50,7 @@ __all__ = [
     "read_object",
     "replace_object",
     "store_exists",
+    "store_unreachable",
     "write_manifest",
 ]
 
@@ -288,26 +290,31 @@ def manifest_uri(base_uri: str, pipeline_id: str, checkpoint_id: int) -> str:
     return f"{base_uri.rstrip('/')}/{pipeline_id}/checkpoint-{checkpoint_id:012d}.json"
 
 
-def read_manifest(uri: str) -> Manifest:
-    """Read and validate one manifest; ManifestError naming the uri on any defect (missing included)."""
+def read_manifest(uri: str, *, access: StoreAccess = STANDARD_CHAIN) -> Manifest:
+    """Read and validate one manifest; ManifestError naming the uri on any defect (missing included).
+
+    A store that does not answer (an unreachable endpoint, refused credentials, a local folder
+    that cannot be read) is a :class:`ManifestStoreError` naming the uri and the store's runbook
+    page, whatever the store client raised: the manifest itself may be fine.
+    """
     try:
-        if _is_local(uri):
-            with open(_local_path(uri), encoding="utf-8") as fh:
-                text = fh.read()
-        else:
-            fs, path = _fsspec(uri)
-            text = fs.cat_file(path).decode("utf-8")
-    except FileNotFoundError:
-        raise ManifestError(f"{uri}: manifest does not exist") from None
-    except UnicodeDecodeError:
-        raise ManifestError(f"{uri}: manifest is not UTF-8 text") from None
-    except OSError as exc:
-        raise ManifestError(f"{uri}: manifest cannot be read ({exc.strerror or exc})") from None
+        data = read_object(uri, access=access)
     except ValueError:  # a NUL or an unencodable character in the path
         raise ManifestError(f"{uri!r}: not a usable manifest path") from None
-    manifest = Manifest.from_json(text, source=uri)
-    manifest.uri = uri
-    return manifest
+    except OSError as exc:
+        raise store_unreachable(uri, exc, "read") from None
+    if data is None:
+        raise ManifestError(f"{uri}: manifest does not exist")
+    return _parse_manifest(uri, data)
+
+
+def store_unreachable(uri: str, exc: BaseException, verb: str, consequence: str = "") -> ManifestStoreError:
+    """The one wording of "the manifest store did not answer" for an object of it (``uri``)."""
+    cause = (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or type(exc).__name__
+    return ManifestStoreError(
+        f"{uri}: the manifest store cannot be {verb} ({cause}){consequence}. Check that the store's "
+        "endpoint answers and that this process has its credentials (the kafka_eos connection's "
+        "manifest_store_conn_id, or the store client's standard chain)")
 
 
 def _parse_manifest(uri: str, data: bytes) -> Manifest:
@@ -327,19 +334,26 @@ def manifest_bytes(manifest: Manifest, uri: str) -> bytes:
     return text.encode("utf-8")
 
 
-def write_manifest(uri: str, manifest: Manifest) -> None:
+def write_manifest(uri: str, manifest: Manifest, *, access: StoreAccess = STANDARD_CHAIN) -> None:
     """Write atomically and unconditionally: readers see the previous manifest or this one, never a part.
 
     Only the job's vote is written this way (its checkpoint is its own: the input claim and
     fencing see to that); every later transition is a compare-and-set (``checkpoint.py``).
     """
     data = manifest_bytes(manifest, uri)
-    replace_object(uri, data)
+    try:
+        replace_object(uri, data, access=access)
+    except OSError as exc:
+        raise store_unreachable(uri, exc, "written", "; the manifest was not written") from None
     manifest.uri = uri
 
 
 def find_manifests(
-    base_uri: str, pipeline_id: str | None = None, status: ManifestStatus | str | None = None
+    base_uri: str,
+    pipeline_id: str | None = None,
+    status: ManifestStatus | str | None = None,
+    *,
+    access: StoreAccess = STANDARD_CHAIN,
 ) -> list[tuple[str, Manifest]]:
     """All manifests under ``base_uri`` (one pipeline, or all), sorted by pipeline then checkpoint.
 
@@ -348,27 +362,27 @@ def find_manifests(
     """
     wanted = ManifestStatus(status) if status is not None else None
     base = base_uri.rstrip("/")
-    pipelines = [pipeline_id] if pipeline_id else _list_dirs(base)
+    pipelines = [pipeline_id] if pipeline_id else _list_dirs(base, access)
     found: list[tuple[str, Manifest]] = []
     for pipeline in sorted(pipelines):
-        names = [n for n in _list_files(f"{base}/{pipeline}") if _CHECKPOINT_FILE.match(n)]
+        names = [n for n in _list_files(f"{base}/{pipeline}", access) if _CHECKPOINT_FILE.match(n)]
         # Numeric order: ids of different lengths (12-digit padded seconds, 16-digit microseconds,
         # explicit ones) must not sort as text.
         ordered = sorted(names, key=lambda n: int(_CHECKPOINT_FILE.match(n).group(1)))
         uris = [f"{base}/{pipeline}/{name}" for name in ordered]
-        for uri, manifest in zip(uris, _read_manifests(uris), strict=True):
+        for uri, manifest in zip(uris, _read_manifests(uris, access), strict=True):
             if wanted is None or manifest.status is wanted:
                 found.append((uri, manifest))
     return found
 
 
-def _read_manifests(uris: list[str]) -> list[Manifest]:
+def _read_manifests(uris: list[str], access: StoreAccess) -> list[Manifest]:
     """:func:`read_manifest` of each, in order; on an object store the GETs go out concurrently
     (fsspec's bulk ``cat``): one at a time, 10,000 manifests took minutes (docs/benchmarks.md)."""
     if not uris or _is_local(uris[0]):
-        return [read_manifest(uri) for uri in uris]
-    fs, _ = _fsspec(uris[0])
-    paths = [_fsspec(uri)[1] for uri in uris]
+        return [read_manifest(uri, access=access) for uri in uris]
+    fs, _ = access.filesystem(uris[0])
+    paths = [access.filesystem(uri)[1] for uri in uris]
     bodies = fs.cat(paths, on_error="return")  # a list in: a dict out, failures as exception values
     manifests = []
     for uri, path in zip(uris, paths, strict=True):
@@ -376,12 +390,12 @@ def _read_manifests(uris: list[str]) -> list[Manifest]:
         if isinstance(body, FileNotFoundError):
             raise ManifestError(f"{uri}: manifest does not exist")
         if isinstance(body, BaseException):
-            raise ManifestError(f"{uri}: manifest cannot be read ({type(body).__name__}: {body})")
+            raise store_unreachable(uri, OSError(f"{type(body).__name__}: {body}"), "read")
         manifests.append(_parse_manifest(uri, body))
     return manifests
 
 
-def store_exists(base_uri: str) -> bool:
+def store_exists(base_uri: str, *, access: StoreAccess = STANDARD_CHAIN) -> bool:
     """Whether a manifest store's base exists (a folder locally; a listable prefix elsewhere).
 
     Raises OSError / ManifestError when the store cannot be reached; callers name the store.
@@ -392,7 +406,7 @@ def store_exists(base_uri: str) -> bool:
             os.listdir(root)  # PermissionError for a store we cannot list
             return True
         return False
-    fs, path = _fresh(base_uri)
+    fs, path = _fresh(base_uri, access)
     return bool(fs.exists(path))
 
 
@@ -400,26 +414,25 @@ def store_exists(base_uri: str) -> bool:
 
 _is_local = is_local_uri
 _local_path = local_path
-_fsspec = fsspec_for
 
 
-def _fresh(uri: str) -> tuple[Any, str]:
+def _fresh(uri: str, access: StoreAccess) -> tuple[Any, str]:
     """The filesystem with its cached listings of ``uri`` dropped: s3fs (and other fsspec stores)
     keep a listing for the life of the process by default, and a long-lived triggerer or worker
     listing from that cache would miss a PREPARED manifest another process wrote since, and
     abort what it protects."""
-    fs, path = _fsspec(uri)
+    fs, path = access.filesystem(uri)
     fs.invalidate_cache(path)
     return fs, path
 
 
-def _list_dirs(base: str) -> list[str]:
+def _list_dirs(base: str, access: StoreAccess) -> list[str]:
     if _is_local(base):
         root = _local_path(base)
         if not os.path.isdir(root):
             return []
         return [n for n in os.listdir(root) if os.path.isdir(os.path.join(root, n))]
-    fs, path = _fresh(base)
+    fs, path = _fresh(base, access)
     if not fs.exists(path):
         return []
     return [
@@ -427,11 +440,11 @@ def _list_dirs(base: str) -> list[str]:
     ]
 
 
-def _list_files(folder: str) -> list[str]:
+def _list_files(folder: str, access: StoreAccess) -> list[str]:
     if _is_local(folder):
         root = _local_path(folder)
         return os.listdir(root) if os.path.isdir(root) else []
-    fs, path = _fresh(folder)
+    fs, path = _fresh(folder, access)
     if not fs.exists(path):
         return []
     return [

@@ -41,12 +41,13 @@ from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
     prepared_index,
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus, read_manifest
+from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import STANDARD_CHAIN, StoreAccess
 from airflow_provider_kafka_eos.kafka.errors import DataLossError, VerdictUnknownError
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 from airflow_provider_kafka_eos.kafka.protocol.verdicts import TxnVerdict, Verdict, checkpoint_verdict
 from airflow_provider_kafka_eos.runbook import reference as runbook_reference
 
-__all__ = ["RestoreReport", "check_committable", "restore_pipeline"]
+__all__ = ["RestoreReport", "check_committable", "restore_pipeline", "settle_before_planning"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,8 @@ class RestoreReport:
     marked_aborted: list[str] = field(default_factory=list)  # manifest uris that lost their data
     aborted_transactions: list[str] = field(default_factory=list)
     protected_transactions: list[str] = field(default_factory=list)
+    # How restore reaches the store (the store's own access); not part of the report's content.
+    access: StoreAccess = field(default=STANDARD_CHAIN, repr=False, compare=False)
 
     def summary(self) -> str:
         text = (f"restore before checkpoint {self.checkpoint_id}: {len(self.recommitted)} prepared "
@@ -118,7 +121,7 @@ def restore_pipeline(
     store = manifest_base_uri if isinstance(manifest_base_uri, ManifestStore) else \
         ManifestStore.configured(manifest_base_uri, source="write_exactly_once(manifest_base_uri=...)")
     store.create()
-    report = RestoreReport(checkpoint_id=checkpoint_id)
+    report = RestoreReport(checkpoint_id=checkpoint_id, access=store.access)
     for uri, manifest in store.manifests(pipeline_id):
         if manifest.transactional_id_prefix != transactional_id_prefix:
             log.warning("%s was written with transactional id prefix %r, this run uses %r; it is settled all "
@@ -147,6 +150,34 @@ def restore_pipeline(
     if report.existing is None and store.uri(pipeline_id, checkpoint_id) in report.marked_aborted:
         log.warning("checkpoint %d will be produced again: its previous manifest was aborted", checkpoint_id)
     return report
+
+
+def settle_before_planning(
+    admin: Any,
+    store: ManifestStore,
+    *,
+    pipeline_id: str,
+    transactional_id_prefix: str,
+    checkpoint_id: int,
+    now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+) -> RestoreReport:
+    """Restore's rules 1-3 before a checkpoint chooses what to read: the pipeline's earlier
+    PREPARED checkpoints committed when their transactions can be committed, marked ABORTED when
+    the coordinator says they are gone (their input range is then read again).
+
+    Why: the Kafka-input pipeline plans its range from the last checkpoint that COMMITTED, so an
+    older PREPARED one must be settled first; settling it with the writer's own restore (this
+    calls :func:`restore_pipeline`) keeps one rule for both pipelines. No open transaction is
+    fenced here (rules 4 and 5): the writer's restore does that after the plan, as for every
+    checkpoint. What restore cannot decide raises, as it does for the writer.
+    """
+    return restore_pipeline(admin, manifest_base_uri=store, pipeline_id=pipeline_id,
+                            transactional_id_prefix=transactional_id_prefix, checkpoint_id=checkpoint_id,
+                            abort_lingering=_fence_nothing, now_ms=now_ms)
+
+
+def _fence_nothing(admin: Any, prefix: str, prepared: Mapping[str, PreparedRef]) -> list[str]:
+    return []
 
 
 def _abort_own_ids(admin: Any, ids: Sequence[str], protected: Mapping[str, PreparedRef],
@@ -202,7 +233,7 @@ def _settle_this_checkpoint(admin: Any, uri: str, manifest: Manifest, report: Re
     outcome = checkpoint_verdict(verdicts)
     if outcome is Verdict.COMMITTED:
         _recommit(admin, uri, manifest, report, now_ms)  # mark it, with the pairs the coordinator holds now
-        report.existing, report.existing_uri = read_manifest(uri), uri
+        report.existing, report.existing_uri = read_manifest(uri, access=report.access), uri
         return
     if outcome is Verdict.OPEN and not any(v.error for v in verdicts.values()):
         report.existing, report.existing_uri = manifest, uri  # the commit task commits it
@@ -212,7 +243,7 @@ def _settle_this_checkpoint(admin: Any, uri: str, manifest: Manifest, report: Re
         # A commit was decided, or part of the batch is visible already: finish it, never give it up
         # (producing it again would duplicate what is visible).
         _recommit(admin, uri, manifest, report, now_ms)
-        report.existing, report.existing_uri = read_manifest(uri), uri
+        report.existing, report.existing_uri = read_manifest(uri, access=report.access), uri
         return
     _refuse_unproven(uri, manifest, verdicts, outcome)
     reasons = [str(v.error) for v in verdicts.values() if v.error is not None]
@@ -249,7 +280,7 @@ def _recommit(admin: Any, uri: str, manifest: Manifest, report: RestoreReport,
     """Commit a PREPARED manifest (its vote stands). Marked ABORTED only when the commit proved that
     none of it can be visible (every transaction aborted); partly committed or unknown: raised."""
     try:
-        committed = commit_checkpoint(admin, uri, committed_by="restore", now_ms=now_ms)
+        committed = commit_checkpoint(admin, uri, committed_by="restore", now_ms=now_ms, access=report.access)
     except DataLossError as exc:
         verdicts = admin.judge(manifest.committables, ask_coordinator=True)
         outcome = checkpoint_verdict(verdicts)
@@ -269,7 +300,7 @@ def _recommit(admin: Any, uri: str, manifest: Manifest, report: RestoreReport,
 
 def _mark_aborted(uri: str, manifest: Manifest, problems: list[str], report: RestoreReport,
                   now_ms: Callable[[], int]) -> None:
-    mark_aborted(uri, problems, aborted_by="restore", now_ms=now_ms)
+    mark_aborted(uri, problems, aborted_by="restore", now_ms=now_ms, access=report.access)
     report.marked_aborted.append(uri)
     log.error(
         "DATA LOSS: checkpoint %d of pipeline %s (%s) was prepared but can no longer be committed: %s. "

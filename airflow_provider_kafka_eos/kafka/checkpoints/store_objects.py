@@ -20,6 +20,15 @@ Stores, and what "only if" means on each:
   name first and replace-if re-reads and compares first, which leaves a race window of one
   round trip; a warning says so once per process (docs/manifest-format.md, "Stores").
 
+How a process reaches a store (its credentials and endpoint) is a :class:`StoreAccess` that every
+call is handed (``access=``): built by the Airflow hook from the connection's store credentials,
+by the Spark job from the operator's private file, else :data:`STANDARD_CHAIN` (the store client's
+own chain: ``AWS_*`` variables, profile, instance role). Nothing is remembered between calls, so
+no path depends on another having run first in the same process.
+
+A store that does not answer (an unreachable endpoint, refused credentials) raises ``OSError``
+whatever the store client's own exception type: callers name the store by it.
+
 No Airflow imports (the Spark driver and the CLI use it).
 """
 
@@ -32,15 +41,17 @@ import hashlib
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from airflow_provider_kafka_eos.kafka.errors import ManifestError
 
 __all__ = [
+    "STANDARD_CHAIN",
+    "StoreAccess",
     "create_object",
-    "fsspec_for",
     "is_local_uri",
     "local_path",
     "object_lock",
@@ -48,7 +59,6 @@ __all__ = [
     "read_versioned",
     "replace_if",
     "replace_object",
-    "use_storage_options",
     "write_local_atomic",
 ]
 
@@ -56,33 +66,37 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 _S3_PROTOCOLS = frozenset({"s3", "s3a"})
 _warned_weak: set[str] = set()
-# Base URI -> fsspec options (credentials, endpoint) for every object under it, in this process.
-# Filled by whoever knows them: the Airflow hook from a connection, the Spark job from its
-# private file. Never logged, never written anywhere (the values include secrets).
-_storage_options: dict[str, dict[str, Any]] = {}
 
 
-def use_storage_options(base_uri: str, options: dict[str, Any]) -> None:
-    """Reach every object under ``base_uri`` with these fsspec options (s3fs: ``key``, ``secret``,
-    ``token``, ``endpoint_url``, ``client_kwargs``) instead of the store client's own defaults.
+@dataclass(frozen=True)
+class StoreAccess:
+    """How this process reaches the objects of a store: the store client's options and their origin.
 
-    Why a process-wide table: a manifest travels as a URI (XCom, the job's argv, the CLI), and
-    every reader and writer of it opens it by URI; the credentials must not travel with it.
-    The longest registered prefix of a URI wins. Empty ``options`` removes the entry (defaults again).
+    ``options`` are fsspec's (s3fs: ``key``, ``secret``, ``token``, ``endpoint_url``,
+    ``client_kwargs``); they include secrets, so they are never in a repr, a log or an error.
+    ``source`` says where they came from, for errors ("connection 'aws_store'").
+    Why an object handed to every call and not a table the process fills: a path that was not
+    handed the store's credentials must not work by accident because another path ran first in
+    the same process, nor fail because none did (issue 35's cleanup DAG did).
     """
-    base = base_uri.rstrip("/")
-    if options:
-        _storage_options[base] = dict(options)
-    else:
-        _storage_options.pop(base, None)
+
+    options: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    source: str = "the store client's standard credential chain"
+
+    def filesystem(self, uri: str) -> tuple[Any, str]:
+        """The fsspec filesystem and path of a non-local URI (ManifestError when none can serve it)."""
+        try:
+            import fsspec
+        except ImportError:  # pragma: no cover - fsspec is a declared dependency
+            raise ManifestError(f"{uri}: non-local manifest storage needs the fsspec package") from None
+        try:
+            fs, path = fsspec.core.url_to_fs(uri, **dict(self.options))
+        except (ImportError, ValueError) as exc:
+            raise ManifestError(f"{uri}: no filesystem for this URL ({exc})") from None
+        return fs, path
 
 
-def _options_for(uri: str) -> dict[str, Any]:
-    best = ""
-    for base in _storage_options:
-        if (uri == base or uri.startswith(base + "/")) and len(base) > len(best):
-            best = base
-    return dict(_storage_options[best]) if best else {}
+STANDARD_CHAIN = StoreAccess()
 
 
 def is_local_uri(uri: str) -> bool:
@@ -93,19 +107,6 @@ def is_local_uri(uri: str) -> bool:
 
 def local_path(uri: str) -> str:
     return urlparse(uri).path if uri.startswith("file://") else uri
-
-
-def fsspec_for(uri: str) -> tuple[Any, str]:
-    """The fsspec filesystem and path of a non-local URI (ManifestError when none can serve it)."""
-    try:
-        import fsspec
-    except ImportError:  # pragma: no cover - fsspec is a declared dependency
-        raise ManifestError(f"{uri}: non-local manifest storage needs the fsspec package") from None
-    try:
-        fs, path = fsspec.core.url_to_fs(uri, **_options_for(uri))
-    except (ImportError, ValueError) as exc:
-        raise ManifestError(f"{uri}: no filesystem for this URL ({exc})") from None
-    return fs, path
 
 
 def _is_s3(fs: Any) -> bool:
@@ -141,7 +142,7 @@ def _as_oserror(fn: Callable[..., T]) -> Callable[..., T]:
     def wrapper(*args: Any, **kwargs: Any) -> T:
         try:
             return fn(*args, **kwargs)
-        except (OSError, ManifestError):
+        except (OSError, ManifestError, ValueError):  # ValueError: a path no store can hold (a NUL)
             raise
         except Exception as exc:  # the store client's own failure types
             raise OSError(f"{type(exc).__name__}: {exc}") from exc
@@ -150,21 +151,21 @@ def _as_oserror(fn: Callable[..., T]) -> Callable[..., T]:
 
 
 @_as_oserror
-def read_object(uri: str) -> bytes | None:
+def read_object(uri: str, *, access: StoreAccess = STANDARD_CHAIN) -> bytes | None:
     """One object of the store, or None when it does not exist; other failures raise ``OSError``."""
-    found = read_versioned(uri)
+    found = read_versioned(uri, access=access)
     return found[0] if found is not None else None
 
 
 @_as_oserror
-def read_versioned(uri: str) -> tuple[bytes, str] | None:
+def read_versioned(uri: str, *, access: StoreAccess = STANDARD_CHAIN) -> tuple[bytes, str] | None:
     """The object and its version (see the module doc), or None when it does not exist."""
     try:
         if is_local_uri(uri):
             with open(local_path(uri), "rb") as fh:
                 data = fh.read()
             return data, hashlib.sha256(data).hexdigest()
-        fs, path = fsspec_for(uri)
+        fs, path = access.filesystem(uri)
         if _is_s3(fs):
             return _read_s3_versioned(fs, path)
         data = bytes(fs.cat_file(path))
@@ -191,7 +192,7 @@ def _read_s3_versioned(fs: Any, path: str, attempts: int = 10) -> tuple[bytes, s
 
 
 @_as_oserror
-def create_object(uri: str, data: bytes) -> bool:
+def create_object(uri: str, data: bytes, *, access: StoreAccess = STANDARD_CHAIN) -> bool:
     """Create ``uri`` with ``data`` only if it does not exist yet; False when it already does."""
     if is_local_uri(uri):
         path = local_path(uri)
@@ -206,7 +207,7 @@ def create_object(uri: str, data: bytes) -> bool:
                 os.unlink(tmp)
         _fsync_directory(directory)
         return True
-    fs, path = fsspec_for(uri)
+    fs, path = access.filesystem(uri)
     if _is_s3(fs):
         try:
             fs.pipe_file(path, data, mode="create")  # If-None-Match: *
@@ -224,16 +225,16 @@ def create_object(uri: str, data: bytes) -> bool:
 
 
 @_as_oserror
-def replace_if(uri: str, data: bytes, version: str) -> bool:
+def replace_if(uri: str, data: bytes, version: str, *, access: StoreAccess = STANDARD_CHAIN) -> bool:
     """Replace ``uri`` with ``data`` only if it still is ``version``; False when it changed (or vanished)."""
     if is_local_uri(uri):
         with object_lock(uri):
-            current = read_versioned(uri)
+            current = read_versioned(uri, access=access)
             if current is None or current[1] != version:
                 return False
             write_local_atomic(local_path(uri), data)
             return True
-    fs, path = fsspec_for(uri)
+    fs, path = access.filesystem(uri)
     if _is_s3(fs):
         try:
             fs.pipe_file(path, data, IfMatch=version)
@@ -243,7 +244,7 @@ def replace_if(uri: str, data: bytes, version: str) -> bool:
                 return False
             raise
     _warn_weak(fs, uri)
-    current = read_versioned(uri)
+    current = read_versioned(uri, access=access)
     if current is None or current[1] != version:
         return False
     fs.pipe_file(path, data)
@@ -251,12 +252,12 @@ def replace_if(uri: str, data: bytes, version: str) -> bool:
 
 
 @_as_oserror
-def replace_object(uri: str, data: bytes) -> None:
+def replace_object(uri: str, data: bytes, *, access: StoreAccess = STANDARD_CHAIN) -> None:
     """Write ``uri`` whole, unconditionally (readers see the old object or the new one, never a part)."""
     if is_local_uri(uri):
         write_local_atomic(local_path(uri), data)
         return
-    fs, path = fsspec_for(uri)
+    fs, path = access.filesystem(uri)
     _make_parent(fs, path)
     fs.pipe_file(path, data)
 

@@ -28,6 +28,7 @@ from enum import Enum
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import AbortPolicy, PreparedRef, load_prepared
+from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import STANDARD_CHAIN, StoreAccess
 from airflow_provider_kafka_eos.runbook import reference as runbook_reference
 
 RUNBOOK_ORPHAN = "orphaned-transaction"
@@ -457,12 +458,13 @@ class Findings:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Findings:
+    def from_dict(cls, data: Mapping[str, Any], *, access: StoreAccess = STANDARD_CHAIN) -> Findings:
         """From ``to_dict()`` or the sensor's bounded XCom (``findings_store.xcom_payload``): a
-        payload whose lists were cut is replaced by the full findings file it names."""
+        payload whose lists were cut is replaced by the full findings file it names (read with
+        ``access``, the store's credentials)."""
         from airflow_provider_kafka_eos.kafka.operations.findings_store import resolve
 
-        data = resolve(data)
+        data = resolve(data, access=access)
         prefixes = data.get("prefixes")
         return cls(
             checked_at_ms=int(data.get("checked_at_ms", 0)),
@@ -572,14 +574,16 @@ class ScanSpec:
         )
 
 
-def scan(admin: Any, spec: ScanSpec, *, tracker: LsoStallTracker | None = None) -> Findings:
+def scan(admin: Any, spec: ScanSpec, *, tracker: LsoStallTracker | None = None,
+         access: StoreAccess = STANDARD_CHAIN) -> Findings:
     """One poll: lingering transactions (and LSO stalls, if asked) classified against the manifests.
 
     ``admin`` is an open ``TransactionAdmin``. Blocking: async callers use ``asyncio.to_thread``.
     The manifest store must be readable (``ManifestStoreError`` otherwise): a store that cannot
-    be read would make every commit-pending transaction look like an orphan.
+    be read would make every commit-pending transaction look like an orphan. ``access``: how
+    this process reaches the store (the hook's ``store_access``).
     """
-    prepared = load_prepared(spec.manifest_base_uri, source="the sensor's manifest_base_uri")
+    prepared = load_prepared(spec.manifest_base_uri, source="the sensor's manifest_base_uri", access=access)
     lingering = admin.find_lingering(
         prefixes=list(spec.prefixes) if spec.prefixes else None, min_age_ms=spec.min_age_ms
     )

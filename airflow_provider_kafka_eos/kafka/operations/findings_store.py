@@ -17,7 +17,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import read_object, replace_object
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import store_unreachable
+from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
+    STANDARD_CHAIN,
+    StoreAccess,
+    read_object,
+    replace_object,
+)
 from airflow_provider_kafka_eos.kafka.errors import ManifestError
 
 __all__ = ["FINDINGS_DIR", "XCOM_MAX_FINDINGS", "read_findings", "write_findings", "xcom_payload"]
@@ -26,7 +32,8 @@ FINDINGS_DIR = "_lingering-findings"
 XCOM_MAX_FINDINGS = 100  # per list (transactions, LSO stalls): ~30 KB of XCom at most
 
 
-def write_findings(base_uri: str, findings: Any, full: Mapping[str, Any] | None = None) -> str:
+def write_findings(base_uri: str, findings: Any, full: Mapping[str, Any] | None = None, *,
+                   access: StoreAccess = STANDARD_CHAIN) -> str:
     """Write the whole findings as JSON under ``base_uri``; returns the file's URI.
 
     The name holds the poll time and a hash of the content, so a retried write of the same
@@ -37,14 +44,17 @@ def write_findings(base_uri: str, findings: Any, full: Mapping[str, Any] | None 
     data = json.dumps(full if full is not None else findings.to_dict(), separators=(",", ":")).encode("utf-8")
     digest = hashlib.sha256(data).hexdigest()[:12]
     uri = f"{base_uri.rstrip('/')}/{FINDINGS_DIR}/findings-{findings.checked_at_ms}-{digest}.json"
-    replace_object(uri, data)
+    try:
+        replace_object(uri, data, access=access)
+    except OSError as exc:
+        raise store_unreachable(uri, exc, "written", "; the findings file was not written") from None
     return uri
 
 
-def read_findings(uri: str) -> dict[str, Any]:
+def read_findings(uri: str, *, access: StoreAccess = STANDARD_CHAIN) -> dict[str, Any]:
     """The full findings dict written by :func:`write_findings`; ManifestError naming the file."""
     try:
-        raw = read_object(uri)
+        raw = read_object(uri, access=access)
         if raw is None:
             raise FileNotFoundError(uri)
         data = json.loads(raw.decode("utf-8"))
@@ -53,7 +63,9 @@ def read_findings(uri: str) -> dict[str, Any]:
             f"{uri}: the lingering-transaction findings file is gone; run the sensor again",
             runbook="troubleshooting",
         ) from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:  # the store did not answer: the store's failure, named as such
+        raise store_unreachable(uri, exc, "read", "; run the sensor again once it answers") from None
+    except ValueError as exc:
         raise ManifestError(
             f"{uri}: the lingering-transaction findings file cannot be read ({exc}); run the sensor again",
             runbook="troubleshooting",
@@ -91,10 +103,10 @@ def xcom_payload(
     return full
 
 
-def resolve(data: Mapping[str, Any]) -> Mapping[str, Any]:
+def resolve(data: Mapping[str, Any], *, access: StoreAccess = STANDARD_CHAIN) -> Mapping[str, Any]:
     """The full findings for a payload: itself, or the file it names when lists were cut."""
     omitted = data.get("omitted") or {}
     uri = data.get("findings_uri")
     if uri and any(int(n or 0) > 0 for n in omitted.values()):
-        return read_findings(str(uri))
+        return read_findings(str(uri), access=access)
     return data

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import STANDARD_CHAIN, StoreAccess
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
 from airflow_provider_kafka_eos.kafka.protocol.verdicts import Verdict
 from airflow_provider_kafka_eos.kafka.validation import (
@@ -270,25 +271,35 @@ class ResolutionResult:
 
 
 def run_resolution(
-    admin: Any, request: ResolutionRequest, progress: Progress | None = None, *, config: Any = None
+    admin: Any,
+    request: ResolutionRequest,
+    progress: Progress | None = None,
+    *,
+    config: Any = None,
+    access: StoreAccess = STANDARD_CHAIN,
 ) -> ResolutionResult:
     """Execute a validated request with an open ``TransactionAdmin``.
 
     ``progress(done, total, label)`` is called during bulk work. ``config`` (the
     ``KafkaClientConfig``, default: the admin's) is used only by ``preflight``, to name the
-    principal whose ACLs are checked.
+    principal whose ACLs are checked. ``access``: how this process reaches the manifest store
+    (the hook's ``store_access``; the CLI's ``--conn-id``), for every action that reads it.
     """
     request = request.validate()
+    with_store = {
+        "abort": _abort,
+        ABORT_CHECKPOINT: _abort_checkpoint,
+        "commit-from-manifest": _commit_from_manifest,
+        "find-hanging": _find_hanging,
+        "abort-partition": _abort_partition,
+    }
+    if request.action in with_store:
+        return with_store[request.action](admin, request, progress, access)
     handler = {
         "list": _list,
         "describe": _describe,
-        "abort": _abort,
-        ABORT_CHECKPOINT: _abort_checkpoint,
         "commit": _commit,
-        "commit-from-manifest": _commit_from_manifest,
-        "find-hanging": _find_hanging,
         "preflight": _preflight,
-        "abort-partition": _abort_partition,
     }[request.action]
     if request.action == "preflight":
         return _preflight(
@@ -327,12 +338,13 @@ def _description_row(desc: Any) -> dict[str, Any]:
     }
 
 
-def _prepared(request: ResolutionRequest) -> dict[str, Any]:
+def _prepared(request: ResolutionRequest, access: StoreAccess) -> dict[str, Any]:
     """The PREPARED index this abort must respect (``ManifestStoreError`` if the store is unusable)."""
     from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import load_prepared
 
     return load_prepared(
-        request.manifest_base_uri, protect=request.protect, source="--manifest-base / manifest_base_uri"
+        request.manifest_base_uri, protect=request.protect, source="--manifest-base / manifest_base_uri",
+        access=access,
     )
 
 
@@ -381,7 +393,9 @@ def _describe(admin: Any, request: ResolutionRequest, progress: Progress | None)
     )
 
 
-def _abort(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
+def _abort(
+    admin: Any, request: ResolutionRequest, progress: Progress | None, access: StoreAccess
+) -> ResolutionResult:
     """Abort one id (optionally compare-and-abort) or every Ongoing one under prefixes.
 
     The store is read before Kafka is asked anything, so an unusable store changes nothing.
@@ -393,7 +407,7 @@ def _abort(admin: Any, request: ResolutionRequest, progress: Progress | None) ->
         plan_abort,
     )
 
-    prepared = _prepared(request)
+    prepared = _prepared(request, access)
     if request.transactional_id:
         return _abort_one(admin, request, prepared)
     min_age = DEFAULT_TRANSACTION_TIMEOUT_MS if request.min_age_ms is None else request.min_age_ms
@@ -484,12 +498,15 @@ def _abort_one(admin: Any, request: ResolutionRequest, prepared: dict[str, Any])
     return ResolutionResult([row], f"{txn_id}: {outcome.outcome}", True, columns)
 
 
-def _abort_checkpoint(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
+def _abort_checkpoint(
+    admin: Any, request: ResolutionRequest, progress: Progress | None, access: StoreAccess
+) -> ResolutionResult:
     """``--action abort --manifest URI``: abort what the checkpoint holds open, mark it ABORTED."""
     from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import abort_checkpoint
 
     assert request.manifest_uri is not None
-    report = abort_checkpoint(admin, request.manifest_uri, dry_run=request.dry_run, progress=progress)
+    report = abort_checkpoint(admin, request.manifest_uri, dry_run=request.dry_run, progress=progress,
+                              access=access)
     rows = [{"transactional_id": t, "outcome": o} for t, o in sorted(report.outcomes.items())]
     return ResolutionResult(rows, report.summary(), True, ("transactional_id", "outcome"))
 
@@ -575,7 +592,7 @@ def dry_run_outcome(admin: Any, committable: Any) -> str:
 
 
 def _commit_from_manifest(
-    admin: Any, request: ResolutionRequest, progress: Progress | None
+    admin: Any, request: ResolutionRequest, progress: Progress | None, access: StoreAccess
 ) -> ResolutionResult:
     """Commit a checkpoint from its manifest and mark it (``checkpoint.commit_checkpoint``)."""
     from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint
@@ -588,8 +605,9 @@ def _commit_from_manifest(
         committed_by="kafka-eos-txn resolution",
         dry_run=request.dry_run,
         progress=progress,
+        access=access,
     )
-    manifest = read_manifest(request.manifest_uri)
+    manifest = read_manifest(request.manifest_uri, access=access)
     columns = ("transactional_id", "producer_id", "producer_epoch", "record_count", "outcome")
     rows = [
         {
@@ -610,14 +628,16 @@ def _outcome_text(status: str, outcome: str | None) -> str:
     return outcome or "already_committed"
 
 
-def _find_hanging(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
+def _find_hanging(
+    admin: Any, request: ResolutionRequest, progress: Progress | None, access: StoreAccess
+) -> ResolutionResult:
     if request.topics:
         return _find_hanging_partitions(admin, request)
     min_age = DEFAULT_HANGING_MIN_AGE_MS if request.min_age_ms is None else request.min_age_ms
     lingering = admin.find_lingering(prefixes=list(request.prefixes) or None, min_age_ms=min_age)
     from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import load_prepared
 
-    prepared = load_prepared(request.manifest_base_uri) if request.manifest_base_uri else {}
+    prepared = load_prepared(request.manifest_base_uri, access=access) if request.manifest_base_uri else {}
     protected = {tid: ref.manifest_uri for tid, ref in prepared.items()}
     rows = []
     for desc in sorted(lingering, key=lambda d: d.transactional_id):
@@ -777,7 +797,9 @@ def _find_hanging_partitions(admin: Any, request: ResolutionRequest) -> Resoluti
     )
 
 
-def _abort_partition(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
+def _abort_partition(
+    admin: Any, request: ResolutionRequest, progress: Progress | None, access: StoreAccess
+) -> ResolutionResult:
     """KIP-664 admin abort of one partition's open transaction (WriteTxnMarkers, no JVM tool).
 
     The manifest store is read first, as for every abort: a producer id a PREPARED manifest lists
@@ -787,7 +809,7 @@ def _abort_partition(admin: Any, request: ResolutionRequest, progress: Progress 
     """
     from airflow_provider_kafka_eos.kafka.admin.hanging import abort_on_partition, open_transactions
 
-    prepared = _prepared(request)
+    prepared = _prepared(request, access)
     topic, partition = request.topics[0], request.partition
     assert partition is not None
     where = f"{topic}-{partition}"

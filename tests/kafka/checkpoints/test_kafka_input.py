@@ -328,3 +328,55 @@ def test_restore_fences_a_dead_attempts_offsets_transaction_and_never_a_prepared
     counts = count_keys(bootstrap, topic_out)
     assert_exactly_once(counts, expected)
     assert not set(aborted_input) & set(counts)
+
+
+@pytest.mark.parametrize("coordinator", ["still-open", "gone"])
+def test_the_next_run_settles_an_older_prepared_checkpoint_by_itself_and_reads_on(
+        kafka_broker, admin, tmp_path, coordinator):
+    """Issue 35: a run prepared checkpoint 1 and died before its commit; the next run, with no person in
+    between, settles it with restore's rules in the Spark job's own planning step: committed while its
+    transactions can be committed, else (the coordinator aborted them: "gone") marked ABORTED and its
+    range read again. Every input record once in the output, the group's lag 0."""
+    from kafka_input_support import commit_and_wait, kafka_input_job_arguments
+
+    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import read_manifest
+    from airflow_provider_kafka_eos.spark import job as eos_job
+
+    bootstrap = kafka_broker.bootstrap
+    topic_in = create_topic(bootstrap, unique("kin-in"), partitions=3)
+    topic_out = create_topic(bootstrap, unique("kin-out"), partitions=2)
+    base = tmp_path / "manifests"
+    pipe = Pipeline(bootstrap, admin, ManifestStore(str(base)), topic_in, topic_out, unique("kin-group"))
+
+    def job_plan(checkpoint_id: int):  # the job's planning step (spark/job.py), in this process
+        args = eos_job.build_arg_parser().parse_args(kafka_input_job_arguments(
+            prefix=pipe.prefix, topic_in=topic_in, topic_out=topic_out, group=pipe.group, manifest_base=base,
+            checkpoint=checkpoint_id))
+        return eos_job.plan_kafka_input(args, client_config(bootstrap))
+
+    first, _ = _produce_input(bootstrap, topic_in, "a")
+    plan1 = job_plan(1)
+    uri1 = pipe.prepare(1, plan1)  # ... and the run dies: no commit task, nobody resolves it
+    if coordinator == "gone":  # what the coordinator does at the transaction timeout
+        admin.abort([c.transactional_id for c in read_manifest(uri1).committables])
+    second, _ = _produce_input(bootstrap, topic_in, "b")
+
+    plan2 = job_plan(2)
+    settled = read_manifest(uri1)
+    if coordinator == "gone":
+        assert settled.status is ManifestStatus.ABORTED and settled.commit_report["aborted_by"] == "restore"
+        assert plan2.based_on is None and {r.start for r in plan2.ranges} == {r.start for r in plan1.ranges}
+    else:
+        assert settled.status is ManifestStatus.COMMITTED
+        assert settled.commit_report["committed_by"] == "restore"
+        assert plan2.based_on == 1 and plan2.ranges != plan1.ranges
+    commit_and_wait(admin, pipe.prepare(2, plan2))
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("watermarks")})
+    try:
+        ends = {(topic_in, p): consumer.get_watermark_offsets(ConfluentPartition(topic_in, p), timeout=10)[1]
+                for p in range(3)}
+    finally:
+        consumer.close()
+    assert pipe.group_offsets() == ends == plan2.end_offsets()  # lag 0: the group is at the input's end
+    assert_exactly_once(count_keys(bootstrap, topic_out), first + second)

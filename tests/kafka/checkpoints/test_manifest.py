@@ -16,7 +16,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     read_manifest,
     write_manifest,
 )
-from airflow_provider_kafka_eos.kafka.errors import ManifestError
+from airflow_provider_kafka_eos.kafka.errors import ManifestError, ManifestStoreError
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
 
 
@@ -151,7 +151,7 @@ def test_overwrite_is_atomic_replace(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", crash)
     committed = manifest(status=ManifestStatus.COMMITTED)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(ManifestStoreError, match="manifest store cannot be written \\(disk full\\)"):
         write_manifest(uri, committed)
     monkeypatch.undo()
     assert read_manifest(uri).status is ManifestStatus.PREPARED
