@@ -224,27 +224,32 @@ def age_transactional_ids(
     admin: Any, transactional_ids: Sequence[str], epoch: int, *, transaction_timeout_ms: int = 60_000,
     deadline_s: float = 600.0,
 ) -> dict[str, int]:
-    """Raise the producer epoch of idle ids to ``epoch`` with raw InitProducerId rounds, as a
-    long-lived POOLING pipeline would over weeks (each InitProducerId on an Empty/Complete id bumps
-    the epoch once): the only way to reach the TV2 epoch limit (32766) on a real Kafka, about a
-    minute for 32,763 rounds. The ids are bumped side by side, one pipelined request each per round.
-    Returns id -> epoch reached. ``admin``: a TransactionAdmin (its wire and coordinator lookup).
+    """Raise the producer epoch of idle ids to ``epoch`` (at most 32766) with raw InitProducerId
+    requests, as a long-lived POOLING pipeline would over weeks (each InitProducerId on an
+    Empty/Complete id bumps the epoch once): the only way to reach the TV2 epoch limit on a real
+    Kafka. A broker handles one connection's requests in order, so each id's requests are
+    pipelined in chunks (no round trip between two bumps) and exactly as many are sent as the
+    epoch still needs. Returns id -> epoch reached. ``admin``: a TransactionAdmin.
     """
     from kafka.protocol.producer.transaction import InitProducerIdRequest
 
     reached = {tid: -1 for tid in transactional_ids}
     stop_at = time.monotonic() + deadline_s
     while True:
-        todo = [tid for tid, e in reached.items() if e < epoch]
+        todo = {tid: epoch - e for tid, e in reached.items() if e < epoch}
         if not todo:
             return reached
         if time.monotonic() > stop_at:
             raise TimeoutError(f"aging {len(todo)} id(s) to epoch {epoch} took over {deadline_s} s")
-        nodes = admin.wire.coordinators(todo)
-        batch = [(InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=transaction_timeout_ms,
-                                        producer_id=-1, producer_epoch=-1), nodes.get(tid)) for tid in todo]
-        for tid, response in zip(todo, admin.wire.send_all(batch), strict=True):
+        nodes = admin.wire.coordinators(list(todo))
+        batch, order = [], []
+        for tid, missing in todo.items():
+            request = InitProducerIdRequest(transactional_id=tid, producer_id=-1, producer_epoch=-1,
+                                            transaction_timeout_ms=transaction_timeout_ms)
+            batch += [(request, nodes.get(tid))] * min(missing, 4096)
+            order += [tid] * min(missing, 4096)
+        for tid, response in zip(order, admin.wire.send_all(batch), strict=True):
             if response.error_code == 0:
-                reached[tid] = response.producer_epoch
+                reached[tid] = max(reached[tid], response.producer_epoch)
             elif response.error_code not in (51, 14, 15):  # CONCURRENT_TRANSACTIONS, coordinator moving
                 raise RuntimeError(f"InitProducerId for {tid} answered error code {response.error_code}")

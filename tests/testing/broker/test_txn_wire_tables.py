@@ -23,7 +23,9 @@ from kafka_eos_testing.broker.txn_testkit import (
     WireProbe,
     admin,
     create_topic,
+    describe,
     describe_settled,
+    wait_for,
 )
 
 pytestmark = [pytest.mark.broker, pytest.mark.broker_double]
@@ -213,3 +215,54 @@ def test_end_txn_v5_on_a_tv1_broker_takes_the_tv2_path(kafka_broker_factory, uni
         settle(txn)
         assert txn.add() == Err.PRODUCER_FENCED  # the old epoch is gone
         assert txn.add(epoch=txn.epoch + 1) == 0
+
+
+# -- the epoch limit under TV2 (kafka-txn-semantics.md, "The epoch limit under TV2") ---------------
+
+
+@pytest.fixture(scope="module")
+def aged_ids(kafka_broker):
+    """Two ids at epoch 32765 (raw InitProducerId rounds, pipelined: the way a real Kafka gets there)."""
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+    from kafka_eos_testing.embedded import unique_name
+    from kafka_eos_testing.transactions import age_transactional_ids
+
+    ids = [unique_name("limit-commit"), unique_name("limit-timeout")]
+    with TransactionAdmin(KafkaClientConfig({"bootstrap.servers": kafka_broker.bootstrap})) as txn_admin:
+        if txn_admin.transaction_version() < 2:
+            pytest.skip("the epoch limit's rotation is transaction version 2's")
+        assert set(age_transactional_ids(txn_admin, ids, 32765).values()) == {32765}
+    return ids
+
+
+def test_tv2_commit_at_the_epoch_limit_rotates_and_the_old_pair_is_a_recognised_retry(probe, topic, aged_ids):
+    txn = Txn(probe, aged_ids[0], topic)
+    assert txn.init() == 0 and txn.epoch == 32766
+    assert txn.add() == 0
+    done = txn.end(True, version=TV2)
+    assert done.error_code == Err.NONE and done.producer_id != txn.pid and done.producer_epoch == 0
+    settle(txn)
+    retry = txn.end(True, version=TV2)  # the recorded pair, again: the coordinator recognises it
+    assert (retry.error_code, retry.producer_id, retry.producer_epoch) == (Err.NONE, done.producer_id, 0)
+    assert txn.end(False, version=TV2).error_code == Err.INVALID_TXN_STATE
+    with closing(admin(probe.bootstrap)) as kafka_admin:
+        d = describe_settled(kafka_admin, txn.tid)
+    assert (d.state, d.producer_id, d.producer_epoch) == ("CompleteCommit", done.producer_id, 0)
+
+
+def test_tv2_timeout_abort_at_the_epoch_limit_rotates_too(probe, topic, aged_ids):
+    txn = Txn(probe, aged_ids[1], topic)
+    r = probe.send(InitProducerIdRequest(transactional_id=txn.tid, transaction_timeout_ms=1000), version=4)
+    assert r.error_code == 0 and r.producer_epoch == 32766
+    txn.pid, txn.epoch = r.producer_id, r.producer_epoch
+    assert txn.add() == 0
+    with closing(admin(probe.bootstrap)) as kafka_admin:  # the coordinator's scan: 10 s by default
+        def aborted():
+            d = describe(kafka_admin, txn.tid)
+            return d if d.state == "CompleteAbort" else None
+
+        d = wait_for(aborted, "the coordinator's timeout-abort", timeout_s=40)
+    assert d.producer_id != txn.pid and d.producer_epoch == 0
+    assert txn.end(True, version=TV2).error_code == Err.INVALID_TXN_STATE  # a retry, of an abort
+    assert txn.end(False, version=TV2).error_code == Err.NONE
