@@ -122,7 +122,7 @@ def checkpoint_id_for_run(context: Mapping[str, Any]) -> int:
       manual trigger) is told apart by the microsecond it was triggered, so two runs triggered
       within the same second no longer share a checkpoint (whole seconds did, and the second
       run's records were silently not written);
-    * increasing from run to run of a schedule and across the upgrade from whole-second ids.
+    * increasing from run to run of a schedule.
       A backfill of an older interval gets a *smaller* id than checkpoints already committed;
       restore and both abort strategies handle that (tests/kafka/checkpoints/test_identity.py).
     """
@@ -132,19 +132,6 @@ def checkpoint_id_for_run(context: Mapping[str, Any]) -> int:
             return checkpoint_id_from_datetime(value)
     raise UsageError("cannot derive a checkpoint id: the run has neither a logical date nor run_after; "
                      "pass checkpoint_id explicitly", runbook="rerun-a-checkpoint")
-
-
-def legacy_checkpoint_id_for_run(context: Mapping[str, Any]) -> int | None:
-    """The whole-second id releases before manifest schema 2 derived (data interval end, else run_after).
-
-    Only for runs in flight across the upgrade: see ``SparkEosSubmitOperator._adopt_legacy``.
-    """
-    dag_run = context.get("dag_run")
-    for value in (getattr(dag_run, "data_interval_end", None), context.get("data_interval_end"),
-                  getattr(dag_run, "run_after", None)):
-        if isinstance(value, datetime):
-            return int(value.timestamp())
-    return None
 
 
 def run_identity(context: Mapping[str, Any]) -> RunIdentity | None:
@@ -422,7 +409,6 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         self.skip_lost_input_ranges = skip_lost_input_ranges
         self._input: ClaimOutcome | None = None
         self._config_file: str | None = None
-        self._legacy_adopted = False
 
     # -- Airflow entry points ----------------------------------------------------------------
 
@@ -434,7 +420,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         self._require_spark_connection()
         store = self._manifest_store()
         self.manifest_base_uri = store.base_uri
-        checkpoint = self._adopt_legacy(context, self._checkpoint_id(context))
+        checkpoint = self._checkpoint_id(context)
         run = run_identity(context)
         checkpoint = self._claim_input(context, store, checkpoint, run)
         remember_checkpoint(self, self.kafka_eos_conn_id, self.pipeline_id, checkpoint)
@@ -533,11 +519,6 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         if run is not None and run.same_run(owner) and owner.try_number == run.try_number:
             outcome, message = "prepared", f"checkpoint {manifest.checkpoint_id} prepared by this try"
             verdict = None
-        elif owner is None and self._legacy_adopted:
-            outcome, verdict = "legacy", None
-            message = (f"checkpoint {manifest.checkpoint_id} was prepared for this run's data interval by a "
-                       "release with whole-second checkpoint ids: nothing written again")
-            self.log.warning("%s", message)
         else:
             verdict = reuse_verdict(manifest, uri, run, explicit_checkpoint=explicit)
             outcome, message = verdict.reuse.value, verdict.message
@@ -653,34 +634,6 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
                 raise UsageError(f"checkpoint_id must be >= 0, got {value}")
             return value
         return checkpoint_id_for_run(context)
-
-    def _adopt_legacy(self, context: Any, checkpoint: int) -> int:
-        """A run whose batch a release with whole-second ids already prepared keeps that checkpoint.
-
-        Without this, a run whose first try wrote a version 1 manifest under the old id and whose
-        retry (or clear) runs after the upgrade would derive a new (microsecond) id and write its
-        batch again. A manifest at the run's old id that names no run was written by the old
-        release for this run's data interval end (else its run_after second), which is exactly
-        what the old release treated as the same checkpoint: keep that meaning for it, loudly.
-        Runs of this release record themselves (``prepared_by``), so this never matches them.
-        """
-        self._legacy_adopted = False
-        if self.checkpoint_id not in (None, ""):
-            return checkpoint
-        legacy = legacy_checkpoint_id_for_run(context)
-        if legacy is None or legacy == checkpoint:
-            return checkpoint
-        uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, legacy)
-        try:
-            found = read_manifest(uri)
-        except ManifestError:
-            return checkpoint  # none there (the normal case), or unreadable: restore will say so
-        if found.prepared_by is not None:
-            return checkpoint
-        self._legacy_adopted = True
-        self.log.warning("checkpoint %d (%s) was prepared for this run by a release with whole-second "
-                         "checkpoint ids: keeping it instead of the new id %d", legacy, uri, checkpoint)
-        return legacy
 
     def _job_args(self, checkpoint: int) -> list[str]:
         args = [

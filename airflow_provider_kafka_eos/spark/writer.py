@@ -17,7 +17,6 @@ import contextlib
 import json
 import logging
 import time
-import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -79,14 +78,13 @@ def write_exactly_once(
     prepared_by: RunIdentity | None = None,
     two_phase_commit: bool = False,
     producer: str | None = None,
-    manifest_uri: str | None = None,
     input_record: InputRecord | None = None,
 ) -> Manifest:
     """Prepare checkpoint ``checkpoint_id`` of ``df`` in Kafka and return its PREPARED manifest.
 
     ``manifest_base_uri`` is the manifest store (a local path, ``file://``, or any fsspec URI);
     this checkpoint's manifest is ``<base>/<pipeline_id>/checkpoint-<id>.json`` and the returned
-    manifest's ``uri`` says where. ``manifest_uri`` is the deprecated name of the same keyword.
+    manifest's ``uri`` says where.
     Before producing, earlier checkpoints are restored (see ``kafka/checkpoints/restore.py``); when this
     checkpoint already has a PREPARED or COMMITTED manifest, nothing is produced and that
     manifest is returned (a retried or rerun job is idempotent); whether that existing manifest
@@ -103,7 +101,7 @@ def write_exactly_once(
     ``timestamp_col`` (a timestamp, or a long of epoch milliseconds) is each record's CreateTime on
     both paths; without it (or where it is null) the producer stamps the record when it sends it.
     """
-    store = ManifestStore.configured(_base_uri(manifest_base_uri, manifest_uri), source="manifest_base_uri")
+    store = ManifestStore.configured(manifest_base_uri, source="manifest_base_uri")
     pipeline_id, transactional_id_prefix = pipeline_identity(pipeline_id, transactional_id_prefix)
     naming = NamingStrategy.parse(naming_strategy)
     config = kafka_config if isinstance(kafka_config, KafkaClientConfig) else \
@@ -241,18 +239,6 @@ def _write_vote(store: ManifestStore, committables: list[Committable], *, pipeli
              sum(c.record_count for c in manifest.output_committables),
              (now - started_ms) / 1000, uri)
     return manifest
-
-
-def _base_uri(manifest_base_uri: str | None, manifest_uri: str | None) -> str | None:
-    """``manifest_base_uri``, or the deprecated ``manifest_uri`` (one release of grace)."""
-    if manifest_uri is not None:
-        if manifest_base_uri is not None and manifest_base_uri != manifest_uri:
-            raise UsageError("write_exactly_once got manifest_base_uri and the deprecated manifest_uri with "
-                             "different values; pass manifest_base_uri only")
-        warnings.warn("write_exactly_once(manifest_uri=...) is deprecated; it is the manifest *base* URI: "
-                      "pass manifest_base_uri=...", DeprecationWarning, stacklevel=3)
-        return manifest_uri
-    return manifest_base_uri
 
 
 def _prepare_all(df: Any, *, config: KafkaClientConfig, topic: str, id_for_partition: Any,

@@ -171,7 +171,6 @@ def test_the_runtime_zip_holds_the_job_side_code_and_imports_on_its_own(tmp_path
         "airflow_provider_kafka_eos/__init__.py",
         "airflow_provider_kafka_eos/spark/writer.py",
         "airflow_provider_kafka_eos/kafka/producers/librdkafka.py",
-        "airflow_provider_kafka_eos/_moved.py",  # old module paths resolve on executors too
     } <= names
     assert not any(n.split("/")[1] in ("operators", "hooks", "sensors", "triggers", "testing") for n in names)
     # A Python that finds the provider only in the zip (isolated mode, zip first on the path).

@@ -252,28 +252,3 @@ def test_operator_fails_a_conflict_and_accepts_its_own_run():
     assert ti.pushed["checkpoint"]["outcome"] == "same_run"
     _judge(_manifest(prepared_by=RunIdentity("eos_pipeline", "manual__b", 2)), context=context)
     assert ti.pushed["checkpoint"]["outcome"] == "prepared"
-
-
-def test_a_run_whose_batch_an_older_release_prepared_keeps_that_whole_second_checkpoint(tmp_path):
-    """Upgrade safety: try 1 (old release) wrote a version 1 manifest at the whole-second id; the
-    retry (new release) must not derive a new id and write the batch again."""
-    from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator, run_identity
-
-    operator = SparkEosSubmitOperator(task_id="submit", pipeline_id="orders", topic="orders",
-                                      manifest_base_uri=str(tmp_path), application_callable="m:f")
-    context = dict(_context(run_id="manual__a", try_number=2), ti=_TI(try_number=2))
-    new_id, legacy_id = checkpoint_id_from_datetime(T0), int(T0.timestamp())
-    assert operator._adopt_legacy(context, new_id) == new_id  # nothing there: the new id
-
-    legacy = _manifest(legacy_id)
-    write_manifest(manifest_uri(str(tmp_path), "orders", legacy_id), legacy)
-    assert operator._adopt_legacy(context, new_id) == legacy_id
-    operator._judge_reuse(context, legacy, "u", run_identity(context))
-    assert context["ti"].pushed["checkpoint"]["outcome"] == "legacy"
-
-    # A manifest that names a run is never taken over, nor is an explicit id overridden.
-    write_manifest(manifest_uri(str(tmp_path), "orders", legacy_id),
-                   _manifest(legacy_id, prepared_by=RunIdentity("eos_pipeline", "manual__z", 1)))
-    assert operator._adopt_legacy(context, new_id) == new_id
-    operator.checkpoint_id = "42"
-    assert operator._adopt_legacy(context, 42) == 42

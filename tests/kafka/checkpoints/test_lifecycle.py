@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_kafka_eos.kafka.admin.transactions import TxnOutcome
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
     AbortCandidate,
     AbortPolicy,
@@ -35,6 +34,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
 )
 from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
+from airflow_provider_kafka_eos.kafka.protocol.transaction_types import TxnOutcome
 
 STATES = ["Ongoing", "Empty", "CompleteCommit", "CompleteAbort", "PrepareCommit", "PrepareAbort"]
 

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_kafka_eos.kafka.admin.transactions import (
-    TransactionDescription,
-    TxnState,
-    verify_committable,
-)
+from airflow_provider_kafka_eos.kafka.admin.commit_rules import verify_committable
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import prepared_index
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus
 from airflow_provider_kafka_eos.kafka.checkpoints.naming import (
@@ -28,6 +24,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
     TransactionTimeoutRiskError,
 )
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
+from airflow_provider_kafka_eos.kafka.protocol.transaction_types import TransactionDescription, TxnState
 
 # -- naming ---------------------------------------------------------------------------------------
 
