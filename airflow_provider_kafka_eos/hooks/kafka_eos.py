@@ -356,8 +356,8 @@ def _store_status(store_uri: str | None) -> str:
     """One phrase on the manifest store; ManifestStoreError when it exists but cannot be listed."""
     if store_uri is None:
         return "manifest store: not configured (pipelines and eos_cleanup need Manifest store URI)"
-    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStoreError
     from airflow_provider_kafka_eos.kafka.checkpoints.manifest import store_exists
+    from airflow_provider_kafka_eos.kafka.errors import ManifestStoreError
 
     try:
         exists = store_exists(store_uri)

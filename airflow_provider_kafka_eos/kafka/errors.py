@@ -24,8 +24,12 @@ __all__ = [
     "CheckpointConflictError",
     "ConfigError",
     "DataLossError",
+    "InputBusyError",
+    "InputCheckpointPendingError",
+    "InputRangeLostError",
     "KafkaEosError",
     "ManifestError",
+    "ManifestStoreError",
     "MissingExtraError",
     "PreflightError",
     "ProducerFencedError",
@@ -181,6 +185,30 @@ class ManifestError(KafkaEosError):
     """A checkpoint manifest is missing, unreadable or fails validation (the message names uri and field)."""
 
     default_runbook = "malformed-manifest"
+
+
+class ManifestStoreError(ManifestError):
+    """The manifest store is not configured, does not exist or cannot be read (the message names its URI)."""
+
+    default_runbook = "manifest-store"
+
+
+class InputBusyError(KafkaEosError):
+    """Another run holds the input's claim, has not prepared it yet and may still be running."""
+
+    default_runbook = "duplicate-input"
+
+
+class InputCheckpointPendingError(KafkaEosError):
+    """An older checkpoint of the pipeline still holds the Kafka input: the new one would read it twice."""
+
+    default_runbook = "input-offsets"
+
+
+class InputRangeLostError(KafkaEosError):
+    """Kafka no longer has (part of) an input range the pipeline has not read yet."""
+
+    default_runbook = "lost-input-ranges"
 
 
 class PreflightError(KafkaEosError):

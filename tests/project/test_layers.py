@@ -163,3 +163,26 @@ def test_no_runtime_module_imports_the_test_double():
                 targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
             wrong += [f"{name} -> {t}" for t in targets if t.startswith(TEST_DOUBLE)]
     assert wrong == []
+
+
+def _error_classes_outside_errors_py() -> list[str]:
+    """Classes of the runtime package, outside ``kafka/errors.py``, that derive from one of its errors."""
+    errors_path = ROOT / "kafka" / "errors.py"
+    ours = {n.name for n in ast.walk(ast.parse(errors_path.read_text())) if isinstance(n, ast.ClassDef)}
+    found = []
+    for name, path in _runtime_modules().items():
+        if path == errors_path:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+            if bases & ours:
+                found.append(f"{name}.{node.name}")
+    return found
+
+
+def test_every_provider_error_class_lives_in_kafka_errors():
+    """One file answers "which errors can the provider raise, and which runbook page does each
+    name": a ``KafkaEosError`` subclass defined anywhere else is a second list."""
+    assert _error_classes_outside_errors_py() == []

@@ -51,7 +51,12 @@ from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
     read_versioned,
     replace_if,
 )
-from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError, ManifestError
+from airflow_provider_kafka_eos.kafka.errors import (
+    DataLossError,
+    KafkaEosError,
+    ManifestError,
+    ManifestStoreError,
+)
 
 __all__ = [
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
@@ -63,7 +68,6 @@ __all__ = [
     "CheckpointAbortReport",
     "CommitReport",
     "ManifestStore",
-    "ManifestStoreError",
     "PreparedRef",
     "abort_checkpoint",
     "commit_checkpoint",
@@ -79,17 +83,10 @@ log = logging.getLogger(__name__)
 # one source for the writer's default timeout and for the default minimum age of a bulk abort.
 DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
 ENV_MANIFEST_BASE_URI = "KAFKA_EOS_MANIFEST_BASE_URI"
-RUNBOOK_STORE = "manifest-store"
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-class ManifestStoreError(ManifestError):
-    """The manifest store is not configured, does not exist or cannot be read."""
-
-    default_runbook = RUNBOOK_STORE
 
 
 STORE_MARKER = ".kafka-eos-store"

@@ -19,20 +19,24 @@ from airflow_provider_kafka_eos.kafka.checkpoints.identity import (
     RunIdentity,
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import (
-    InputBusyError,
     InputVerdict,
     claim_input,
     claim_uri,
     read_claim,
 )
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore, ManifestStoreError
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     Manifest,
     ManifestStatus,
     read_manifest,
     write_manifest,
 )
-from airflow_provider_kafka_eos.kafka.errors import ManifestError, UsageError
+from airflow_provider_kafka_eos.kafka.errors import (
+    InputBusyError,
+    ManifestError,
+    ManifestStoreError,
+    UsageError,
+)
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
 
 PIPELINE = "orders"

@@ -19,7 +19,6 @@ from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
     AbortCandidate,
     AbortPolicy,
     ManifestStore,
-    ManifestStoreError,
     commit_checkpoint,
     load_prepared,
     mark_aborted,
@@ -32,7 +31,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     read_manifest,
     write_manifest,
 )
-from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError
+from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError, ManifestStoreError
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
 from airflow_provider_kafka_eos.kafka.protocol.transaction_types import TxnOutcome
 
