@@ -164,6 +164,7 @@ def _checkpoints(args: Any, manifest_base: str | None) -> Any:
     from airflow_provider_kafka_eos.kafka.checkpoints.listing import COLUMNS, checkpoint_rows
     from airflow_provider_kafka_eos.kafka.errors import ManifestStoreError
     from airflow_provider_kafka_eos.kafka.operations.resolution import ResolutionResult
+    from airflow_provider_kafka_eos.kafka.validation import validate_input_id, validate_pipeline_id
 
     if not (manifest_base or "").strip():
         raise ManifestStoreError(
@@ -171,8 +172,10 @@ def _checkpoints(args: Any, manifest_base: str | None) -> Any:
             f"--manifest-base URI, or set {MANIFEST_BASE_KEY} in --command-config or the Airflow "
             f"connection, or ${ENV_MANIFEST_BASE}"
         )
+    pipeline_id = validate_pipeline_id(args.pipeline_id, field="--pipeline-id") if args.pipeline_id else None
+    input_id = validate_input_id(args.input_id, field="--input-id") if args.input_id is not None else None
     store = ManifestStore.configured(manifest_base, source="--manifest-base / manifest_base_uri")
-    rows = checkpoint_rows(store, pipeline_id=args.pipeline_id, input_id=args.input_id)
+    rows = checkpoint_rows(store, pipeline_id=pipeline_id, input_id=input_id)
     return ResolutionResult(rows, f"{len(rows)} checkpoint(s) in {store.base_uri}", True, COLUMNS)
 
 

@@ -55,7 +55,6 @@ from airflow_provider_kafka_eos.kafka.checkpoints.identity import (
     RunIdentity,
     checkpoint_id_from_datetime,
     reuse_verdict,
-    validate_input_id,
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import ClaimOutcome, InputVerdict, claim_input
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, manifest_uri, read_manifest
@@ -65,6 +64,13 @@ from airflow_provider_kafka_eos.kafka.errors import (
     ManifestError,
     MissingExtraError,
     UsageError,
+)
+from airflow_provider_kafka_eos.kafka.validation import (
+    validate_input_id,
+    validate_pipeline_id,
+    validate_positive_ms,
+    validate_prefix,
+    validate_topic,
 )
 from airflow_provider_kafka_eos.spark import handoff, shipping
 from airflow_provider_kafka_eos.spark import job as eos_job
@@ -409,6 +415,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         self.skip_lost_input_ranges = skip_lost_input_ranges
         self._input: ClaimOutcome | None = None
         self._config_file: str | None = None
+        self._validate_identity(skip_templates=True)  # the first door: a DAG with a bad id does not load
 
     # -- Airflow entry points ----------------------------------------------------------------
 
@@ -691,26 +698,29 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         skip = _as_bool(self.skip_lost_input_ranges, field="skip_lost_input_ranges")
         return [*args, "--skip-lost-input-ranges"] if skip else args
 
-    def _validate_arguments(self) -> None:
-        """Ids, topic and timeout as Kafka can carry them (``kafka/validation.py``, shared with
-        the CLI, the manual DAG and the manifest reader)."""
-        from airflow_provider_kafka_eos.kafka.validation import (
-            validate_positive_ms,
-            validate_prefix,
-            validate_topic,
-            validate_transactional_id,
+    def _validate_identity(self, *, skip_templates: bool) -> None:
+        """Pipeline id, prefix, topic and input id by ``kafka/validation.py``'s rules, the very
+        functions the Spark driver applies, so nothing the driver would refuse is submitted.
+        In ``__init__`` a value that is still a template is left to ``execute`` (rendered)."""
+        checks = (
+            (validate_pipeline_id, self.pipeline_id, "pipeline_id"),
+            (validate_prefix, self.transactional_id_prefix, "transactional_id_prefix"),
+            (validate_topic, self.topic, "topic"),
+            *(((validate_input_id, self.input_id, "input_id"),) if self.input_id is not None else ()),
         )
+        for check, value, field in checks:
+            if not (skip_templates and _is_template(value)):
+                check(value, field=field)
 
-        validate_transactional_id(self.pipeline_id, field="pipeline_id")
-        validate_prefix(self.transactional_id_prefix, field="transactional_id_prefix")
-        validate_topic(self.topic, field="topic")
+    def _validate_arguments(self) -> None:
+        """Every argument as rendered (``_validate_identity`` and the rest), before anything starts."""
+        self._validate_identity(skip_templates=False)
         if self.transaction_timeout_ms is not None:
             validate_positive_ms(self.transaction_timeout_ms, field="transaction_timeout_ms")
         self._validate_kafka_input()
 
     def _validate_kafka_input(self) -> None:
         from airflow_provider_kafka_eos.kafka.checkpoints.kafka_input import StartChoice
-        from airflow_provider_kafka_eos.kafka.validation import validate_topic
 
         topics = self._kafka_input_topics()
         if not topics:
@@ -788,6 +798,11 @@ def _push_checkpoint_result(context: Any, result: Mapping[str, Any]) -> None:
     ti = context.get("ti") if hasattr(context, "get") else None
     if ti is not None:
         ti.xcom_push(key=XCOM_CHECKPOINT_KEY, value=dict(result))
+
+
+def _is_template(value: Any) -> bool:
+    """Whether Airflow will render ``value`` (a Jinja expression or statement) before execute."""
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
 
 
 def _as_bool(value: Any, *, field: str) -> bool:

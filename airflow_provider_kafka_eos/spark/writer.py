@@ -42,6 +42,7 @@ from airflow_provider_kafka_eos.kafka.producers.producer_config import (
     check_producer_settings,
 )
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
+from airflow_provider_kafka_eos.kafka.validation import validate_pipeline_id, validate_prefix, validate_topic
 from airflow_provider_kafka_eos.spark import client_files, requirements, shipping
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
 
@@ -106,7 +107,7 @@ def write_exactly_once(
     naming = NamingStrategy.parse(naming_strategy)
     config = kafka_config if isinstance(kafka_config, KafkaClientConfig) else \
         KafkaClientConfig.from_mapping(kafka_config)
-    _validate(topic, transactional_id_prefix, checkpoint_id, transaction_timeout_ms)
+    _validate(pipeline_id, topic, transactional_id_prefix, checkpoint_id, transaction_timeout_ms)
     producer = _choose_producer(producer, two_phase_commit)
     arrow_settings = _producer_settings(config, producer)  # refused by name before anything is written
     _check_session(df.sparkSession)
@@ -519,11 +520,12 @@ def _producer_settings(config: KafkaClientConfig, producer: str) -> ArrowProduce
     return None
 
 
-def _validate(topic: str, prefix: str, checkpoint_id: int, timeout_ms: int) -> None:
-    if not topic:
-        raise UsageError("write_exactly_once needs a topic")
-    if not prefix or "/" in prefix:
-        raise UsageError(f"transactional_id_prefix {prefix!r} must be non-empty and contain no '/'")
+def _validate(pipeline_id: str, topic: str, prefix: str, checkpoint_id: int, timeout_ms: int) -> None:
+    """The arguments by the rules of ``kafka/validation.py``: the ones the submit operator applied
+    before spark-submit, so the driver refuses nothing the operator let through."""
+    validate_pipeline_id(pipeline_id, field="pipeline_id")
+    validate_prefix(prefix, field="transactional_id_prefix")
+    validate_topic(topic, field="topic")
     if isinstance(checkpoint_id, bool) or not isinstance(checkpoint_id, int) or checkpoint_id < 0:
         raise UsageError(f"checkpoint_id must be an integer >= 0, got {checkpoint_id!r}")
     if timeout_ms <= 0:

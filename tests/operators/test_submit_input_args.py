@@ -54,8 +54,12 @@ def test_whether_a_claiming_run_still_runs_comes_from_airflow_and_doubt_counts_a
 
 @pytest.mark.parametrize("input_id", ["", "   ", "x" * 2000, "a\tb"])
 def test_a_bad_input_id_is_refused_before_the_store_is_touched(tmp_path, input_id):
+    with pytest.raises(UsageError, match="input_id"):  # the first door: the DAG does not load
+        SparkEosSubmitOperator(task_id="submit", pipeline_id="orders", topic="out",
+                               application_callable="m:f", input_id=input_id)
     op = SparkEosSubmitOperator(task_id="submit", pipeline_id="orders", topic="out",
-                                application_callable="m:f", input_id=input_id)
+                                application_callable="m:f", input_id="{{ params.batch }}")
+    op.input_id = input_id  # as rendered
     store = ManifestStore.configured(str(tmp_path / "store"))
     with pytest.raises(UsageError, match="input_id"):
         op._claim_input({}, store, 5, RUN)

@@ -119,7 +119,10 @@ def test_bad_operator_arguments_fail_before_anything_starts(private, kwargs, nee
     from airflow_provider_kafka_eos.kafka.errors import UsageError
     from airflow_provider_kafka_eos.tasks.fail_now import fail_now_exception
 
+    operator = _submit()
+    for name, value in kwargs.items():  # as rendered: templates pass __init__, their values are checked here
+        setattr(operator, name, value)
     with pytest.raises(fail_now_exception(), match=needle) as failed:
-        _submit(**kwargs).execute({})
+        operator.execute({})
     assert isinstance(failed.value.__cause__, UsageError)
     assert list(private.iterdir()) == []  # no private file was written

@@ -45,7 +45,7 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity, validate_input_id
+from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     Manifest,
@@ -64,6 +64,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
     ManifestStoreError,
     UsageError,
 )
+from airflow_provider_kafka_eos.kafka.validation import validate_input_id
 
 __all__ = [
     "CLAIMS_FOLDER",

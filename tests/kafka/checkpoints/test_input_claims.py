@@ -14,7 +14,6 @@ import threading
 import pytest
 
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import (
-    MAX_INPUT_ID_CHARS,
     InputRecord,
     RunIdentity,
 )
@@ -38,6 +37,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
     UsageError,
 )
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
+from airflow_provider_kafka_eos.kafka.validation import MAX_INPUT_ID_CHARS
 
 PIPELINE = "orders"
 RUN_A = RunIdentity("eos_pipeline", "manual__a", 1, None)
