@@ -45,6 +45,7 @@ __all__ = [
     "MAX_PREFIX_BYTES",
     "MAX_TOPIC_CHARS",
     "parse_duration_ms",
+    "validate_flag",
     "validate_input_id",
     "validate_pipeline_id",
     "validate_positive_ms",
@@ -209,6 +210,19 @@ def parse_duration_ms(
     if max_ms is not None and value > max_ms:
         raise UsageError(f"{what} is too long ({value} ms; at most {max_ms} ms)")
     return value
+
+
+def validate_flag(value: Any, *, field: str) -> bool:
+    """A templated flag: a bool, or its rendering ("True", "false", "1", "" ...); anything else refused
+    (a typo must not silently mean false)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower() if value is not None else ""
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off", "", "none"):
+        return False
+    raise UsageError(f"{field} must be true or false, got {value!r}")
 
 
 def validate_positive_ms(value: Any, *, field: str) -> int:

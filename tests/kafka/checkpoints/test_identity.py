@@ -62,7 +62,7 @@ def test_checkpoint_id_is_microseconds_exactly_and_naive_means_utc():
 
 
 def test_two_manual_runs_within_one_second_get_different_increasing_ids():
-    from airflow_provider_kafka_eos.operators.submit import checkpoint_id_for_run
+    from airflow_provider_kafka_eos.tasks.dag_run import checkpoint_id_for_run
 
     first = _context(run_after=T0, run_id="manual__a")
     second = _context(run_after=T0 + timedelta(milliseconds=300), run_id="manual__b")
@@ -71,14 +71,14 @@ def test_two_manual_runs_within_one_second_get_different_increasing_ids():
 
 
 def test_a_retry_and_a_clear_of_one_run_keep_its_checkpoint_id():
-    from airflow_provider_kafka_eos.operators.submit import checkpoint_id_for_run
+    from airflow_provider_kafka_eos.tasks.dag_run import checkpoint_id_for_run
 
     ids = {checkpoint_id_for_run(_context(try_number=n)) for n in (1, 2, 5)}
     assert ids == {checkpoint_id_from_datetime(T0)}
 
 
 def test_a_dated_run_is_named_by_its_logical_date_and_a_backfill_gets_a_smaller_id():
-    from airflow_provider_kafka_eos.operators.submit import checkpoint_id_for_run
+    from airflow_provider_kafka_eos.tasks.dag_run import checkpoint_id_for_run
 
     hour = timedelta(hours=1)
     scheduled = _context(logical_date=T0, run_after=T0 + hour)
@@ -88,14 +88,14 @@ def test_a_dated_run_is_named_by_its_logical_date_and_a_backfill_gets_a_smaller_
 
 
 def test_a_run_without_dates_is_a_usage_error():
-    from airflow_provider_kafka_eos.operators.submit import checkpoint_id_for_run
+    from airflow_provider_kafka_eos.tasks.dag_run import checkpoint_id_for_run
 
     with pytest.raises(UsageError, match="checkpoint_id explicitly"):
         checkpoint_id_for_run({"dag_run": SimpleNamespace(logical_date=None, run_after=None)})
 
 
 def test_run_identity_from_the_task_context():
-    from airflow_provider_kafka_eos.operators.submit import run_identity
+    from airflow_provider_kafka_eos.tasks.dag_run import run_identity
 
     run = run_identity(_context(logical_date=T0, run_id="scheduled__x", try_number=2))
     assert run == RunIdentity("eos_pipeline", "scheduled__x", 2, T0.isoformat())
@@ -222,7 +222,8 @@ class _TI:
 
 
 def _judge(manifest, *, context, explicit=None):
-    from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator, run_identity
+    from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
+    from airflow_provider_kafka_eos.tasks.dag_run import run_identity
 
     operator = SparkEosSubmitOperator(task_id="submit", pipeline_id="orders", topic="orders",
                                       manifest_base_uri="/m", application_callable="m:f",
