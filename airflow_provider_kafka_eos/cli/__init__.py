@@ -12,28 +12,5 @@ standard library: heavy parts load when a command needs them.
 from __future__ import annotations
 
 from airflow_provider_kafka_eos.cli.app import main, run
-from airflow_provider_kafka_eos.cli.options import (
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USAGE,
-    PROG,
-    build_command_parser,
-    build_parser,
-)
-from airflow_provider_kafka_eos.cli.output import print_runbook, render_table
-from airflow_provider_kafka_eos.cli.settings import _client_config, _request
 
-__all__ = [
-    "EXIT_FAILED",
-    "EXIT_OK",
-    "EXIT_USAGE",
-    "PROG",
-    "_client_config",
-    "_request",
-    "build_command_parser",
-    "build_parser",
-    "main",
-    "print_runbook",
-    "render_table",
-    "run",
-]
+__all__ = ["main", "run"]  # the console script's entry point and the same without sys.exit

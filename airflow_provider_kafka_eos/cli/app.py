@@ -160,14 +160,26 @@ def _result(args: Any, env: Any, stdout: TextIO, stderr: TextIO) -> Any:
 
 
 def _checkpoints(args: Any, manifest_base: str | None, access: Any) -> Any:
-    """``checkpoints``: the store's checkpoints (status, input, run); reads no Kafka."""
+    """``checkpoints``: the store's checkpoints (status, input, run); reads no Kafka and changes nothing,
+    so its errors say what is wrong with the store and nothing about aborts."""
+    from airflow_provider_kafka_eos.cli.options import ENV_MANIFEST_BASE, MANIFEST_BASE_KEY
     from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
     from airflow_provider_kafka_eos.kafka.checkpoints.listing import COLUMNS, checkpoint_rows
+    from airflow_provider_kafka_eos.kafka.errors import ManifestStoreError
     from airflow_provider_kafka_eos.kafka.operations.resolution import ResolutionResult
+    from airflow_provider_kafka_eos.kafka.validation import validate_input_id, validate_pipeline_id
 
+    if not (manifest_base or "").strip():
+        raise ManifestStoreError(
+            f"no manifest store is configured: {CHECKPOINTS} lists a store's checkpoints. Pass "
+            f"--manifest-base URI, or set {MANIFEST_BASE_KEY} in --command-config or the Airflow "
+            f"connection, or ${ENV_MANIFEST_BASE}"
+        )
+    pipeline_id = validate_pipeline_id(args.pipeline_id, field="--pipeline-id") if args.pipeline_id else None
+    input_id = validate_input_id(args.input_id, field="--input-id") if args.input_id is not None else None
     store = ManifestStore.configured(manifest_base, source="--manifest-base / manifest_base_uri",
                                      access=access)
-    rows = checkpoint_rows(store, pipeline_id=args.pipeline_id, input_id=args.input_id)
+    rows = checkpoint_rows(store, pipeline_id=pipeline_id, input_id=input_id)
     return ResolutionResult(rows, f"{len(rows)} checkpoint(s) in {store.base_uri}", True, COLUMNS)
 
 

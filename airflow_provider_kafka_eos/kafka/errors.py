@@ -24,6 +24,9 @@ __all__ = [
     "CheckpointConflictError",
     "ConfigError",
     "DataLossError",
+    "InputBusyError",
+    "InputCheckpointPendingError",
+    "InputRangeLostError",
     "KafkaEosError",
     "ManifestError",
     "ManifestStoreError",
@@ -190,6 +193,24 @@ class ManifestStoreError(ManifestError):
     endpoint does not answer, its credentials are refused): the message names the store's URI."""
 
     default_runbook = "manifest-store"
+
+
+class InputBusyError(KafkaEosError):
+    """Another run holds the input's claim, has not prepared it yet and may still be running."""
+
+    default_runbook = "duplicate-input"
+
+
+class InputCheckpointPendingError(KafkaEosError):
+    """An older checkpoint of the pipeline still holds the Kafka input: the new one would read it twice."""
+
+    default_runbook = "input-offsets"
+
+
+class InputRangeLostError(KafkaEosError):
+    """Kafka no longer has (part of) an input range the pipeline has not read yet."""
+
+    default_runbook = "lost-input-ranges"
 
 
 class PreflightError(KafkaEosError):

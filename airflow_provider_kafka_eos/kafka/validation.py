@@ -14,6 +14,16 @@ Why these rules:
 * **Durations** must be positive where they bound a wait (``--timeout 0s`` used to mean "the
   default", silently) and non-negative where they filter (``--min-age 0s`` = everything).
 * **Topics** follow Kafka's own rule (``[a-zA-Z0-9._-]``, at most 249 characters).
+* **Pipeline ids** name the pipeline's folder in the manifest store (``<base>/<pipeline_id>/``):
+  one path segment (no ``/`` or ``\\``, not ``.`` or ``..``), no control characters, at most 255
+  bytes of UTF-8 (a file name on common file systems).
+* **Input ids** name the batch a run reads; they are shown verbatim in logs and the UI: no control
+  characters, at most 1024 characters (longer is a payload, not a name).
+
+One function per input, and each input is checked at its first door (the operator's
+``__init__`` for values that are not templates, its ``execute`` for rendered ones, the CLI's
+parse) and by the same function wherever it arrives after (the Spark driver, the manifest
+reader), so a value the driver would refuse never gets as far as ``spark-submit``.
 
 Every function raises :class:`~airflow_provider_kafka_eos.kafka.errors.UsageError` (a
 ``KafkaEosError``) naming the field, the offending value (escaped, so a control character
@@ -29,10 +39,15 @@ from typing import Any
 from airflow_provider_kafka_eos.kafka.errors import UsageError
 
 __all__ = [
+    "MAX_INPUT_ID_CHARS",
     "MAX_KAFKA_STRING_BYTES",
+    "MAX_PIPELINE_ID_BYTES",
     "MAX_PREFIX_BYTES",
     "MAX_TOPIC_CHARS",
     "parse_duration_ms",
+    "validate_flag",
+    "validate_input_id",
+    "validate_pipeline_id",
     "validate_positive_ms",
     "validate_prefix",
     "validate_topic",
@@ -48,6 +63,11 @@ MAX_PREFIX_BYTES = MAX_KAFKA_STRING_BYTES - SUFFIX_ROOM_BYTES
 # Kafka's Topic.MAX_NAME_LENGTH and legal characters.
 MAX_TOPIC_CHARS = 249
 _TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+# A pipeline id is one folder name of the manifest store: 255 bytes is ext4's / XFS's NAME_MAX.
+MAX_PIPELINE_ID_BYTES = 255
+# An input identity names a batch; longer than this is a payload, not a name (and it is shown in
+# every log line and form that mentions the checkpoint).
+MAX_INPUT_ID_CHARS = 1024
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$", re.IGNORECASE)
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -89,8 +109,58 @@ def validate_transactional_id(value: Any, *, field: str = "transactional id") ->
 
 
 def validate_prefix(value: Any, *, field: str = "transactional-id prefix") -> str:
-    """A transactional-id prefix: like an id, with room for the naming strategy's suffix."""
-    return _kafka_string(value, field, MAX_PREFIX_BYTES)
+    """A transactional-id prefix: like an id, with room for the naming strategy's suffix, and no
+    blanks around it (they would be invisible in every id and log line).
+
+    The one rule for a pipeline's prefix and for a prefix that selects ids (the CLI's ``--prefix``,
+    the sensor's and the abort operator's ``prefixes``). A trailing ``-`` is allowed: ids are
+    parsed from their last two dashes, so ``orders-`` + ``-0-1`` reads back as prefix ``orders-``.
+    """
+    text = _kafka_string(value, field, MAX_PREFIX_BYTES)
+    if text != text.strip():
+        raise UsageError(f"{field} {_shown(text)} has blanks around it; remove them")
+    return text
+
+
+def validate_pipeline_id(value: Any, *, field: str = "pipeline_id") -> str:
+    """A pipeline id: one folder name of the manifest store, also the default transactional-id prefix."""
+    text = _kafka_string(value, field, MAX_PIPELINE_ID_BYTES)
+    if "/" in text or "\\" in text or text in (".", ".."):
+        raise UsageError(f"{field} {_shown(text)} must be one folder name of the manifest store (no '/' or "
+                         "'\\', not '.' or '..')")
+    if _control(text) is not None:
+        raise UsageError(f"{field} {_shown(text)} holds a control character")
+    return text
+
+
+def validate_input_id(value: Any, *, field: str = "input_id") -> str:
+    """The input identity as recorded (surrounding blanks removed), or UsageError naming ``field``.
+
+    Refused: not a string, empty (an empty identity would make every run "the same input"),
+    longer than :data:`MAX_INPUT_ID_CHARS`, or holding control characters (log lines and the
+    Airflow UI show it verbatim).
+    """
+    if not isinstance(value, str):
+        raise UsageError(f"{field} must be a string naming the run's input (e.g. the batch), "
+                         f"got {type(value).__name__}", runbook="duplicate-input")
+    text = value.strip()
+    if not text:
+        raise UsageError(f"{field} is empty: name the input this run reads (e.g. the batch name); nothing "
+                         "was written", runbook="duplicate-input")
+    if len(text) > MAX_INPUT_ID_CHARS:
+        raise UsageError(f"{field} is {len(text)} characters, more than {MAX_INPUT_ID_CHARS}: name the input "
+                         "(e.g. a digest of the file list), do not inline it; nothing was written",
+                         runbook="duplicate-input")
+    bad = _control(text)
+    if bad is not None:
+        raise UsageError(f"{field} holds the control character {bad!r}; nothing was written",
+                         runbook="duplicate-input")
+    return text
+
+
+def _control(text: str) -> str | None:
+    """The first control character of ``text`` (None: there is none)."""
+    return next((ch for ch in text if ord(ch) < 32 or ord(ch) == 127), None)
 
 
 def validate_topic(value: Any, *, field: str = "topic") -> str:
@@ -140,6 +210,19 @@ def parse_duration_ms(
     if max_ms is not None and value > max_ms:
         raise UsageError(f"{what} is too long ({value} ms; at most {max_ms} ms)")
     return value
+
+
+def validate_flag(value: Any, *, field: str) -> bool:
+    """A templated flag: a bool, or its rendering ("True", "false", "1", "" ...); anything else refused
+    (a typo must not silently mean false)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower() if value is not None else ""
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off", "", "none"):
+        return False
+    raise UsageError(f"{field} must be true or false, got {value!r}")
 
 
 def validate_positive_ms(value: Any, *, field: str) -> int:

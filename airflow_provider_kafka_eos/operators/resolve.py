@@ -8,7 +8,7 @@ messages, the same rows. This operator only translates the DAG run's form (``par
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -86,20 +86,29 @@ def _int_or_none(value: Any, name: str) -> int | None:
         raise UsageError(f"{name} must be a whole number, got {value!r}") from None
 
 
+# Which manifest store a task uses, given its own setting: KafkaEosHook.manifest_store_setting.
+StoreSetting = Callable[[str | None], tuple[str | None, str]]
+
+
 def request_from_form(
     form: Mapping[str, Any],
     *,
-    default_manifest_base_uri: str | None = None,
+    store_setting: StoreSetting | None = None,
     field_names: Mapping[str, str] | None = None,
 ) -> Any:
     """``ResolutionRequest`` from the manual DAG's params (blank text fields mean "not given").
 
-    ``manifest_base_uri`` (blank: the connection's store) is the store every abort reads first;
+    ``manifest_base_uri`` is the store every abort reads first; which store that is, given the
+    form's field, is the hook's one rule (``store_setting``: the form's URI, else the connection's,
+    with the form's store's credentials applied); without ``store_setting``, the form's field alone.
     ``unprotected`` is the form's explicit switch around its PREPARED protection.
     """
     from airflow_provider_kafka_eos.kafka.operations.resolution import ResolutionRequest
 
     names = {**form_field_names(), **(field_names or {})}
+    store = _blank_to_none(form.get("manifest_base_uri"))
+    if store_setting is not None:
+        store = store_setting(store)[0]
     return ResolutionRequest(
         action=str(form.get("action") or "").strip(),
         transactional_id=_blank_to_none(form.get("transactional_id")),
@@ -108,7 +117,7 @@ def request_from_form(
         prefixes=_split(form.get("prefix")),
         manifest_uri=_blank_to_none(form.get("manifest_uri")),
         dry_run=bool(form.get("dry_run")),
-        manifest_base_uri=_blank_to_none(form.get("manifest_base_uri")) or default_manifest_base_uri,
+        manifest_base_uri=store,
         protect=not bool(form.get("unprotected")),
     )
 
@@ -148,9 +157,7 @@ class KafkaTransactionResolutionOperator(BaseOperator):
         self.log.info("resolution request as submitted: %s", submitted)
         names = form_field_names(getattr(getattr(self, "dag", None), "params", None))
         hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
-        request = request_from_form(
-            form, default_manifest_base_uri=hook.manifest_base_uri(), field_names=names
-        )
+        request = request_from_form(form, store_setting=hook.manifest_store_setting, field_names=names)
         request.validate(names)  # the CLI's rules in the form's words, before any connection is opened
         if not request.protect and request.action == "abort":
             self.log.warning(

@@ -18,19 +18,11 @@ must get right done for you:
   explicit ``checkpoint_id``, or the same logical date) is skipped with "duplicate of run X,
   nothing written"; anything else fails with ``CheckpointConflictError``
   (``kafka/checkpoints/identity.py`` owns that rule);
-* the Kafka client configuration, secrets included, and the user's ``application_params``
-  reach the job through a private (0600) file named by an environment variable, never the
-  command line; the file is deleted when the task ends, and one left behind by a task that was
-  killed (SIGKILL runs no cleanup) is removed by the next task that starts on the host (see
-  :func:`sweep_private_files`); it lives in ``/dev/shm`` (memory, not disk) where there is one;
-* a missing Spark connection is an error, not the parent's silent fallback to YARN;
-* the provider's job-side code travels with the job (the writer's ``addPyFile``; ``--py-files``
-  for a cluster-mode driver or a ``python_executable`` of its own, see ``spark/shipping.py``), so
-  neither the executors nor such a driver need this provider installed;
-* ``PYSPARK_PYTHON`` is set so Spark's Python workers run this interpreter on a local master,
-  or ``executor_python`` on a cluster (a cluster's own setting is kept when neither is given);
 * the manifest URI the job printed is checked (the manifest must exist and be PREPARED or
   COMMITTED) and returned, i.e. pushed to XCom for the commit task.
+
+How the job is started (its arguments, environment and private file, spark-submit's process)
+is the hook layer's: ``hooks/spark_submit.py``, as the Spark provider keeps its own in its hook.
 """
 
 from __future__ import annotations
@@ -40,22 +32,26 @@ import inspect
 import json
 import logging
 import os
-import shutil
-import signal
-import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from airflow_provider_kafka_eos.assets.lineage import KafkaLineageMixin, kafka_namespace
+from airflow_provider_kafka_eos.hooks.spark_submit import (
+    SPARK_PROVIDER_INSTALLED,
+    EosSparkSubmitHook,
+    job_arguments,
+    launch_settings,
+    missing_spark_provider_error,
+    require_spark_connection,
+    spark_provider_missing,
+    write_private_config,
+)
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import (
     Reuse,
     RunIdentity,
-    checkpoint_id_from_datetime,
     reuse_verdict,
-    validate_input_id,
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import ClaimOutcome, InputVerdict, claim_input
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, manifest_uri, read_manifest
@@ -63,145 +59,44 @@ from airflow_provider_kafka_eos.kafka.errors import (
     ConfigError,
     KafkaEosError,
     ManifestError,
-    MissingExtraError,
     UsageError,
 )
-from airflow_provider_kafka_eos.spark import handoff, shipping
+from airflow_provider_kafka_eos.kafka.validation import (
+    validate_flag,
+    validate_input_id,
+    validate_pipeline_id,
+    validate_positive_ms,
+    validate_prefix,
+    validate_topic,
+)
+from airflow_provider_kafka_eos.spark import handoff
 from airflow_provider_kafka_eos.spark import job as eos_job
-from airflow_provider_kafka_eos.spark.handoff import private_dir, sweep_private_files, write_private_file
-from airflow_provider_kafka_eos.spark.log_config import quiet_driver_conf
+from airflow_provider_kafka_eos.tasks.dag_run import checkpoint_id_for_run, run_identity, run_state_probe
 from airflow_provider_kafka_eos.tasks.fail_now import fail_now_exception, raises_fail_now
 from airflow_provider_kafka_eos.tasks.job_summary import job_summary
 from airflow_provider_kafka_eos.ui.links import CheckpointViewLink, remember_checkpoint
 
-# The Spark provider (and the pyspark-client, pyarrow, pandas and numpy it requires) is in the
-# [spark] extra, not the base install (docs/install.md). Without it this module still imports and
-# the operator is still built, because every Airflow worker parses the whole DAG file to run any
-# one of its tasks: a worker that runs only the commit task of a pipeline DAG must be able to
-# define the submit task beside it. Running the submit task there fails with MissingExtraError
-# naming the extra, before anything is read or written.
-SPARK_PROVIDER = "apache-airflow-providers-apache-spark"
-try:
-    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+# The Spark provider is in the [spark] extra, not the base install (docs/install.md). Without it
+# this module still imports and the operator is still built, because every Airflow worker parses
+# the whole DAG file to run any one of its tasks: a worker that runs only the commit task of a
+# pipeline DAG must be able to define the submit task beside it. Running the submit task there
+# fails with MissingExtraError naming the extra, before anything is read or written.
+if SPARK_PROVIDER_INSTALLED:
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-except ModuleNotFoundError as _missing:
-    if not (_missing.name or "").startswith("airflow.providers"):
-        raise  # something else is broken: its own error says what
-    SPARK_PROVIDER_INSTALLED = False
-else:
-    SPARK_PROVIDER_INSTALLED = True
 
-__all__ = [
-    "SPARK_PROVIDER_INSTALLED",
-    "XCOM_CHECKPOINT_KEY",
-    "SparkEosSubmitOperator",
-    "checkpoint_id_for_run",
-    "missing_spark_provider_error",
-    "run_identity",
-]
+__all__ = ["XCOM_CHECKPOINT_KEY", "SparkEosSubmitOperator"]
 
 JOB_FILE = str(Path(eos_job.__file__).resolve())
 _log = logging.getLogger(__name__)
-_MISSING_CONNECTION_ERRORS = ("AirflowNotFoundException", "AirflowException", "ConnectionNotFound")
 # XCom key of the submit task's checkpoint result (checkpoint id, manifest, outcome, runs).
 XCOM_CHECKPOINT_KEY = "checkpoint"
-
-
-def _logical_date(context: Mapping[str, Any]) -> datetime | None:
-    value = getattr(context.get("dag_run"), "logical_date", None) or context.get("logical_date")
-    return value if isinstance(value, datetime) else None
-
-
-def checkpoint_id_for_run(context: Mapping[str, Any]) -> int:
-    """The run's checkpoint id: its logical date, else its ``run_after``, in microseconds.
-
-    Why these two (the reasons are in docs/design-notes.md, "Checkpoint ids"):
-
-    * stable for every try and every clear of one DAG run (neither value changes on a clear);
-    * unique per run: Airflow keeps logical dates unique per DAG, and a run without one (a
-      manual trigger) is told apart by the microsecond it was triggered, so two runs triggered
-      within the same second no longer share a checkpoint (whole seconds did, and the second
-      run's records were silently not written);
-    * increasing from run to run of a schedule and across the upgrade from whole-second ids.
-      A backfill of an older interval gets a *smaller* id than checkpoints already committed;
-      restore and both abort strategies handle that (tests/kafka/checkpoints/test_identity.py).
-    """
-    dag_run = context.get("dag_run")
-    for value in (_logical_date(context), getattr(dag_run, "run_after", None)):
-        if isinstance(value, datetime):
-            return checkpoint_id_from_datetime(value)
-    raise UsageError("cannot derive a checkpoint id: the run has neither a logical date nor run_after; "
-                     "pass checkpoint_id explicitly", runbook="rerun-a-checkpoint")
-
-
-def legacy_checkpoint_id_for_run(context: Mapping[str, Any]) -> int | None:
-    """The whole-second id releases before manifest schema 2 derived (data interval end, else run_after).
-
-    Only for runs in flight across the upgrade: see ``SparkEosSubmitOperator._adopt_legacy``.
-    """
-    dag_run = context.get("dag_run")
-    for value in (getattr(dag_run, "data_interval_end", None), context.get("data_interval_end"),
-                  getattr(dag_run, "run_after", None)):
-        if isinstance(value, datetime):
-            return int(value.timestamp())
-    return None
-
-
-def run_identity(context: Mapping[str, Any]) -> RunIdentity | None:
-    """The DAG run and try executing this task, as recorded in the manifest (None outside a run)."""
-    dag_run = context.get("dag_run")
-    dag_id = getattr(dag_run, "dag_id", None) or getattr(context.get("dag"), "dag_id", None)
-    run_id = getattr(dag_run, "run_id", None) or context.get("run_id")
-    if not dag_id or not run_id:
-        return None
-    try_number = getattr(context.get("ti"), "try_number", None)
-    logical_date = _logical_date(context)
-    return RunIdentity(
-        dag_id=str(dag_id),
-        run_id=str(run_id),
-        try_number=try_number if isinstance(try_number, int) else None,
-        logical_date=logical_date.isoformat() if logical_date is not None else None,
-    )
-
-
-def _path_with_spark_submit(python: str, path: str | None) -> dict[str, str]:
-    """Put the interpreter's bin folder on PATH when ``spark-submit`` is only found there.
-
-    pip-installed pyspark puts ``spark-submit`` next to the venv's python, which is often not on
-    the worker's PATH; the hook's Popen looks the binary up in the environment we pass.
-    """
-    current = path if path is not None else os.environ.get("PATH", "")
-    if shutil.which("spark-submit", path=current):
-        return {}
-    venv_bin = str(Path(python).parent)
-    if not Path(venv_bin, "spark-submit").exists():
-        return {}
-    return {"PATH": os.pathsep.join(p for p in (venv_bin, current) if p)}
-
-
-def _spark_provider_missing() -> str:
-    return (
-        f"SparkEosSubmitOperator needs the Apache Spark provider ({SPARK_PROVIDER}), which this Python "
-        f"({sys.executable}) lacks: it is part of this provider's [spark] extra"
-    )
-
-
-def missing_spark_provider_error() -> MissingExtraError:
-    """What running the submit task says on a worker without the [spark] extra."""
-    return MissingExtraError(
-        f"{_spark_provider_missing()}. On the workers that run the submit task, install "
-        "airflow-provider-kafka-eos[spark] (pip install 'airflow-provider-kafka-eos[spark]'); nothing was "
-        "read or written. The DAG's other tasks (commit, abort, sensor) run without it"
-    )
 
 
 if not SPARK_PROVIDER_INSTALLED:
     from airflow.sdk import BaseOperator
 
     _BASE_OPERATOR_ARGUMENTS = frozenset(inspect.signature(BaseOperator.__init__).parameters) - {
-        "self",
-        "kwargs",
-    }
+        "self", "kwargs"}
 
     class SparkSubmitOperator(BaseOperator):  # type: ignore[no-redef]
         """Stands in for the Spark provider's operator where it is not installed: the task is
@@ -217,51 +112,11 @@ if not SPARK_PROVIDER_INSTALLED:
             _log.warning(
                 "task %s: %s; it runs only on a worker with airflow-provider-kafka-eos[spark]",
                 self.task_id,
-                _spark_provider_missing(),
+                spark_provider_missing(),
             )
 
         def execute(self, context: Any) -> Any:
             raise missing_spark_provider_error()
-
-    class SparkSubmitHook:  # type: ignore[no-redef]
-        """Stands in for the Spark provider's hook (never built: the operator refuses first)."""
-
-
-class _ManifestCapturingHook(SparkSubmitHook):
-    """SparkSubmitHook that remembers the job's ``KAFKA_EOS_MANIFEST_URI=`` line and kills the
-    whole job on ``on_kill``.
-
-    In client mode spark-submit's JVM starts the Python driver as a child; killing only the
-    spark-submit process (what the parent does) leaves that driver running and writing. So the
-    job gets its own process group, and ``on_kill`` signals the group first.
-    """
-
-    reported_manifest_uri: str | None = None
-    reported_error: str | None = None
-
-    def submit(self, application: str = "", **kwargs: Any) -> Any:
-        kwargs.setdefault("start_new_session", True)
-        return super().submit(application, **kwargs)
-
-    def on_kill(self) -> None:
-        process = getattr(self, "_submit_sp", None)
-        if process is not None and process.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGTERM)
-        super().on_kill()
-
-    def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
-        def tee() -> Iterator[Any]:
-            for raw in itr:
-                line = str(raw).strip()
-                uri = handoff.manifest_uri_of(line)
-                if uri is not None:
-                    self.reported_manifest_uri = uri
-                elif line.startswith(handoff.ERROR_PREFIX):
-                    self.reported_error = line[len(handoff.ERROR_PREFIX):]
-                yield raw
-
-        super()._process_spark_submit_log(tee())
 
 
 class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
@@ -377,19 +232,10 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         skip_lost_input_ranges: bool | str = False,
         **kwargs: Any,
     ) -> None:
-        from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import AbortStrategy
-        from airflow_provider_kafka_eos.kafka.checkpoints.naming import NamingStrategy, pipeline_identity
+        from airflow_provider_kafka_eos.kafka.checkpoints.naming import pipeline_identity
 
-        try:  # strategy names are parsed once, here at the edge
-            naming_strategy = NamingStrategy.parse(naming_strategy).value
-        except KafkaEosError as err:
-            raise UsageError(err.cause) from None
-        abort_strategy = AbortStrategy.parse(abort_strategy).value if abort_strategy else None
-        if producer not in (None, "arrow", "librdkafka"):
-            raise UsageError(f"producer must be arrow or librdkafka, got {producer!r}")
-        if two_phase_commit and producer == "librdkafka":
-            raise UsageError("two_phase_commit=True needs producer='arrow' (librdkafka cannot set Enable2Pc)",
-                             runbook="two-phase-commit")
+        naming_strategy, abort_strategy = _parse_choices(naming_strategy, abort_strategy, producer,
+                                                         two_phase_commit)
         kwargs.setdefault("name", f"kafka-eos-{pipeline_id}")
         super().__init__(application=JOB_FILE, conn_id=conn_id, **kwargs)
         self.pipeline_id = pipeline_id
@@ -420,9 +266,11 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         self.input_group = input_group
         self.input_start = input_start
         self.skip_lost_input_ranges = skip_lost_input_ranges
+        self.spark_conn_id = conn_id
         self._input: ClaimOutcome | None = None
         self._config_file: str | None = None
-        self._legacy_adopted = False
+        self._eos_hook: EosSparkSubmitHook | None = None
+        self._validate_identity(skip_templates=True)  # the first door: a DAG with a bad id does not load
 
     # -- Airflow entry points ----------------------------------------------------------------
 
@@ -431,18 +279,35 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         if not SPARK_PROVIDER_INSTALLED:
             raise missing_spark_provider_error()  # before anything is read, claimed or written
         self._validate_arguments()  # rendered templates included; nothing is started on bad input
-        self._require_spark_connection()
+        require_spark_connection(self.spark_conn_id)
         store = self._manifest_store()
         self.manifest_base_uri = store.base_uri
-        checkpoint = self._adopt_legacy(context, self._checkpoint_id(context))
+        checkpoint = self._checkpoint_id(context)
         run = run_identity(context)
         checkpoint = self._claim_input(context, store, checkpoint, run)
         remember_checkpoint(self, self.kafka_eos_conn_id, self.pipeline_id, checkpoint)
         expected_uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, checkpoint)
-        self.application_args = (self._job_args(checkpoint) + self._identity_args(run) + self._input_args()
-                                  + self._kafka_input_args())
-        connection = self._get_hook()._connection  # master and deploy mode, resolved the parent's way
-        cluster_mode = connection.get("deploy_mode") == "cluster"
+        self._prepare_launch(checkpoint, run)
+        self.log.info("pipeline %s: preparing checkpoint %d -> %s",
+                      self.pipeline_id, checkpoint, expected_uri)
+        started = time.monotonic()
+        try:
+            super().execute(context)
+        except Exception as err:
+            self._fail_now_on_job_usage_error(err)
+            raise
+        finally:
+            self._remove_config_file()
+        manifest = self._read_result(expected_uri)
+        self._judge_reuse(context, manifest, expected_uri, run)
+        self.log.info("%s", job_summary(manifest, expected_uri, time.monotonic() - started))
+        return expected_uri
+
+    def _prepare_launch(self, checkpoint: int, run: RunIdentity | None) -> None:
+        """The job's arguments, and its environment, conf and files (``hooks/spark_submit.py``)."""
+        self.application_args = self._job_args(checkpoint, run)
+        # master and deploy mode, resolved the provider's way from this operator's arguments
+        master, cluster_mode = EosSparkSubmitHook.adopt(super()._get_hook()).deploy_target
         # In cluster deploy mode the driver runs on the cluster: the Kafka config must reach it
         # through the platform's secret mechanism (a mounted file named in env_vars), never argv.
         mounted_config = (self.env_vars or {}).get(handoff.CONFIG_FILE_ENV)
@@ -459,61 +324,33 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             # user guide) go on the command line, as when the job is run by hand.
             params = json.dumps(self.application_params, sort_keys=True, default=str)
             self.application_args += ["--params", params]
-        python = self.python_executable or sys.executable
-        driver_python = self.python_executable if cluster_mode else python
-        executor_python = self._executor_python(python, str(connection.get("master", "")))
-        self.env_vars = {
-            **(self.env_vars or {}),
-            handoff.CONFIG_FILE_ENV: mounted_config or self._config_file,
-            **({"PYSPARK_DRIVER_PYTHON": driver_python} if driver_python else {}),
-            **({"PYSPARK_PYTHON": executor_python} if executor_python else {}),
-            **_path_with_spark_submit(python, (self.env_vars or {}).get("PATH")),
-        }
-        self.conf = {
-            **(self.conf or {}),
-            "spark.speculation": "false",
-            **({"spark.pyspark.driver.python": driver_python} if driver_python else {}),
-            **({"spark.pyspark.python": executor_python} if executor_python else {}),
-        }
-        if cluster_mode or self.python_executable:
-            # A driver on the cluster, or in another Python, may lack this provider: its job-side
-            # code goes with --py-files (executors get it from the writer's addPyFile either way).
-            runtime = str(shipping.runtime_zip())
-            shipped = [f for f in (self.py_files or "").split(",") if f]
-            if runtime not in shipped:
-                self.py_files = ",".join([*shipped, runtime])
-        if not cluster_mode:  # a cluster-mode driver cannot read this worker's files
-            self.conf = quiet_driver_conf(self.conf)
-        self.log.info("pipeline %s: preparing checkpoint %d -> %s",
-                      self.pipeline_id, checkpoint, expected_uri)
-        started = time.monotonic()
-        try:
-            super().execute(context)
-        except Exception as err:
-            self._fail_now_on_job_usage_error(err)
-            raise
-        finally:
-            self._remove_config_file()
-        reported = getattr(self._hook, "reported_manifest_uri", None)
+        settings = launch_settings(
+            env_vars=self.env_vars, conf=self.conf, py_files=self.py_files,
+            config_file=str(mounted_config or self._config_file), python_executable=self.python_executable,
+            executor_python=self.executor_python, master=master, cluster_mode=cluster_mode,
+        )
+        self.env_vars, self.conf, self.py_files = settings.env_vars, settings.conf, settings.py_files
+
+    def _read_result(self, expected_uri: str) -> Any:
+        """The job's manifest, PREPARED or COMMITTED (the URI it reported must be the expected one)."""
+        reported = self._eos_hook.reported_manifest_uri if self._eos_hook is not None else None
         if reported and reported != expected_uri:
             raise ManifestError(f"the job reported manifest {reported}, expected {expected_uri}",
                                 runbook="commit-task-failed")
-        manifest = read_manifest(expected_uri, access=store.access)
+        manifest = read_manifest(expected_uri, access=self._manifest_store().access)
         if manifest.status not in (ManifestStatus.PREPARED, ManifestStatus.COMMITTED):
             raise ManifestError(
                 f"{expected_uri}: the job finished but the manifest is {manifest.status.value}",
                 runbook="rerun-a-checkpoint",
             )
-        self._judge_reuse(context, manifest, expected_uri, run)
-        self.log.info("%s", job_summary(manifest, expected_uri, time.monotonic() - started))
-        return expected_uri
+        return manifest
 
     def _fail_now_on_job_usage_error(self, err: Exception) -> None:
         """The job exits with ``EXIT_USAGE`` when its input or configuration is wrong: no retry helps."""
-        process = getattr(self._hook, "_submit_sp", None)
-        if getattr(process, "returncode", None) != handoff.EXIT_USAGE:
+        hook = self._eos_hook
+        if hook is None or hook.exit_code != handoff.EXIT_USAGE:
             return
-        reported = getattr(self._hook, "reported_error", None) or (
+        reported = hook.reported_error or (
             f"the Spark job refused its arguments or input (exit {handoff.EXIT_USAGE}); see the log above"
         )
         raise fail_now_exception()(reported) from err
@@ -533,11 +370,6 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         if run is not None and run.same_run(owner) and owner.try_number == run.try_number:
             outcome, message = "prepared", f"checkpoint {manifest.checkpoint_id} prepared by this try"
             verdict = None
-        elif owner is None and self._legacy_adopted:
-            outcome, verdict = "legacy", None
-            message = (f"checkpoint {manifest.checkpoint_id} was prepared for this run's data interval by a "
-                       "release with whole-second checkpoint ids: nothing written again")
-            self.log.warning("%s", message)
         else:
             verdict = reuse_verdict(manifest, uri, run, explicit_checkpoint=explicit)
             outcome, message = verdict.reuse.value, verdict.message
@@ -571,16 +403,15 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
 
     def on_kill(self) -> None:
         try:
-            if self._hook is not None:
+            if self._eos_hook is not None:  # the job was started: stop it (its process group)
                 super().on_kill()
         finally:
             self._remove_config_file()
 
-    def _get_hook(self) -> SparkSubmitHook:
-        """The parent's hook, built the parent's way, but one that captures our result line."""
-        hook = super()._get_hook()
-        hook.__class__ = _ManifestCapturingHook
-        return hook
+    def _get_hook(self) -> EosSparkSubmitHook:
+        """The provider's hook, built the provider's way, as ours (it captures the job's result line)."""
+        self._eos_hook = EosSparkSubmitHook.adopt(super()._get_hook())
+        return self._eos_hook
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -601,10 +432,10 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
                               "checkpoint id comes from the run); set input_id to the batch this run reads")
             return checkpoint
         input_id = validate_input_id(self.input_id, field="input_id")
-        reprocess = _as_bool(self.reprocess, field="reprocess")
+        reprocess = validate_flag(self.reprocess, field="reprocess")
         outcome = claim_input(
             store, pipeline_id=self.pipeline_id, input_id=input_id, checkpoint_id=checkpoint, run=run,
-            reprocess=reprocess, run_is_active=_run_state_probe(context), timeout_s=self.input_claim_timeout,
+            reprocess=reprocess, run_is_active=run_state_probe(context), timeout_s=self.input_claim_timeout,
         )
         self._input = outcome
         if outcome.verdict is InputVerdict.WRITE:
@@ -625,24 +456,6 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
 
         raise AirflowSkipException(outcome.message)
 
-    def _input_args(self) -> list[str]:
-        """The input identity for the manifest (a name, nothing secret)."""
-        if self._input is None:
-            return []
-        args = ["--input-id", self._input.input_id]
-        if self._input.reprocess_of is not None:
-            args += ["--reprocess-of", str(self._input.reprocess_of)]
-        return args
-
-    def _executor_python(self, driver_python: str, master: str) -> str | None:
-        """``executor_python``, else the user's ``spark.pyspark.python``, else (local master only)
-        the driver's Python; on a cluster without either, the cluster's own setting applies."""
-        if self.executor_python:
-            return self.executor_python
-        if (self.conf or {}).get("spark.pyspark.python"):
-            return str(self.conf["spark.pyspark.python"])
-        return driver_python if master.startswith("local") else None
-
     def _checkpoint_id(self, context: Any) -> int:
         if self.checkpoint_id not in (None, ""):
             try:
@@ -654,71 +467,23 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             return value
         return checkpoint_id_for_run(context)
 
-    def _adopt_legacy(self, context: Any, checkpoint: int) -> int:
-        """A run whose batch a release with whole-second ids already prepared keeps that checkpoint.
-
-        Without this, a run whose first try wrote a version 1 manifest under the old id and whose
-        retry (or clear) runs after the upgrade would derive a new (microsecond) id and write its
-        batch again. A manifest at the run's old id that names no run was written by the old
-        release for this run's data interval end (else its run_after second), which is exactly
-        what the old release treated as the same checkpoint: keep that meaning for it, loudly.
-        Runs of this release record themselves (``prepared_by``), so this never matches them.
-        """
-        self._legacy_adopted = False
-        if self.checkpoint_id not in (None, ""):
-            return checkpoint
-        legacy = legacy_checkpoint_id_for_run(context)
-        if legacy is None or legacy == checkpoint:
-            return checkpoint
-        uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, legacy)
-        try:
-            found = read_manifest(uri, access=self._manifest_store().access)
-        except ManifestError:
-            return checkpoint  # none there (the normal case), or unreadable: restore will say so
-        if found.prepared_by is not None:
-            return checkpoint
-        self._legacy_adopted = True
-        self.log.warning("checkpoint %d (%s) was prepared for this run by a release with whole-second "
-                         "checkpoint ids: keeping it instead of the new id %d", legacy, uri, checkpoint)
-        return legacy
-
-    def _job_args(self, checkpoint: int) -> list[str]:
-        args = [
-            "--pipeline-id", self.pipeline_id,
-            "--topic", self.topic,
-            "--transactional-id-prefix", self.transactional_id_prefix,
-            "--checkpoint-id", str(checkpoint),
-            "--manifest-base-uri", self.manifest_base_uri,
-            "--naming-strategy", self.naming_strategy,
-            "--application", self.application_callable,
-            "--key-col", self.key_col,
-            "--value-col", self.value_col,
-        ]
-        if self.abort_strategy:
-            args += ["--abort-strategy", self.abort_strategy]
-        if self.transaction_timeout_ms:
-            args += ["--transaction-timeout-ms", str(int(self.transaction_timeout_ms))]
-        if self.headers_col:
-            args += ["--headers-col", self.headers_col]
-        if self.partition_col:
-            args += ["--partition-col", self.partition_col]
-        if self.two_phase_commit:
-            args.append("--two-phase-commit")
-        if self.producer:
-            args += ["--producer", self.producer]
-        return args
-
-    @staticmethod
-    def _identity_args(run: RunIdentity | None) -> list[str]:
-        """The run that prepares the checkpoint, for its manifest (ids only, nothing secret)."""
-        if run is None:
-            return []
-        args = ["--dag-id", run.dag_id, "--run-id", run.run_id]
-        if run.try_number is not None:
-            args += ["--try-number", str(run.try_number)]
-        if run.logical_date is not None:
-            args += ["--logical-date", run.logical_date]
-        return args
+    def _job_args(self, checkpoint: int, run: RunIdentity | None = None) -> list[str]:
+        """``spark/job.py``'s command line: ids and names only, never a secret (those go in the
+        private file); the run that prepares the checkpoint and the input, for its manifest."""
+        claimed = self._input
+        return job_arguments({
+            "pipeline-id": self.pipeline_id, "topic": self.topic,
+            "transactional-id-prefix": self.transactional_id_prefix, "checkpoint-id": checkpoint,
+            "manifest-base-uri": self.manifest_base_uri, "naming-strategy": self.naming_strategy,
+            "application": self.application_callable, "key-col": self.key_col, "value-col": self.value_col,
+            "abort-strategy": self.abort_strategy, "headers-col": self.headers_col,
+            "partition-col": self.partition_col, "producer": self.producer,
+            "transaction-timeout-ms": int(self.transaction_timeout_ms or 0) or None,
+            "two-phase-commit": bool(self.two_phase_commit),
+            **({"dag-id": run.dag_id, "run-id": run.run_id, "try-number": run.try_number,
+                "logical-date": run.logical_date} if run is not None else {}),
+            **({"input-id": claimed.input_id, "reprocess-of": claimed.reprocess_of} if claimed else {}),
+        }) + self._kafka_input_args()
 
     def _kafka_input_topics(self) -> list[str]:
         topics = self.input_topics
@@ -735,29 +500,32 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             return []
         args = ["--input-topics", ",".join(topics), "--input-group", str(self.input_group),
                 "--input-start", str(self.input_start)]
-        skip = _as_bool(self.skip_lost_input_ranges, field="skip_lost_input_ranges")
+        skip = validate_flag(self.skip_lost_input_ranges, field="skip_lost_input_ranges")
         return [*args, "--skip-lost-input-ranges"] if skip else args
 
-    def _validate_arguments(self) -> None:
-        """Ids, topic and timeout as Kafka can carry them (``kafka/validation.py``, shared with
-        the CLI, the manual DAG and the manifest reader)."""
-        from airflow_provider_kafka_eos.kafka.validation import (
-            validate_positive_ms,
-            validate_prefix,
-            validate_topic,
-            validate_transactional_id,
+    def _validate_identity(self, *, skip_templates: bool) -> None:
+        """Pipeline id, prefix, topic and input id by ``kafka/validation.py``'s rules, the very
+        functions the Spark driver applies, so nothing the driver would refuse is submitted.
+        In ``__init__`` a value that is still a template is left to ``execute`` (rendered)."""
+        checks = (
+            (validate_pipeline_id, self.pipeline_id, "pipeline_id"),
+            (validate_prefix, self.transactional_id_prefix, "transactional_id_prefix"),
+            (validate_topic, self.topic, "topic"),
+            *(((validate_input_id, self.input_id, "input_id"),) if self.input_id is not None else ()),
         )
+        for check, value, field in checks:
+            if not (skip_templates and _is_template(value)):
+                check(value, field=field)
 
-        validate_transactional_id(self.pipeline_id, field="pipeline_id")
-        validate_prefix(self.transactional_id_prefix, field="transactional_id_prefix")
-        validate_topic(self.topic, field="topic")
+    def _validate_arguments(self) -> None:
+        """Every argument as rendered (``_validate_identity`` and the rest), before anything starts."""
+        self._validate_identity(skip_templates=False)
         if self.transaction_timeout_ms is not None:
             validate_positive_ms(self.transaction_timeout_ms, field="transaction_timeout_ms")
         self._validate_kafka_input()
 
     def _validate_kafka_input(self) -> None:
         from airflow_provider_kafka_eos.kafka.checkpoints.kafka_input import StartChoice
-        from airflow_provider_kafka_eos.kafka.validation import validate_topic
 
         topics = self._kafka_input_topics()
         if not topics:
@@ -779,27 +547,11 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             raise UsageError("input_topics needs input_start: where the pipeline's first checkpoint starts "
                              "(group, earliest, latest or timestamp:<epoch ms>); it is never guessed")
         StartChoice.parse(self.input_start, field="input_start")
-        _as_bool(self.skip_lost_input_ranges, field="skip_lost_input_ranges")
-
-    def _require_spark_connection(self) -> None:
-        from airflow.sdk import BaseHook
-
-        try:
-            BaseHook.get_connection(self._conn_id)
-        except Exception as exc:
-            if type(exc).__name__ not in _MISSING_CONNECTION_ERRORS:
-                raise
-            raise ConfigError(
-                f"Spark connection {self._conn_id!r} does not exist; refusing to fall back to master 'yarn'. "
-                "Create it (e.g. AIRFLOW_CONN_SPARK_LOCAL="
-                "'{\"conn_type\": \"spark\", \"host\": \"local[2]\"}') or pass conn_id",
-                runbook="configuration",
-            ) from None
+        validate_flag(self.skip_lost_input_ranges, field="skip_lost_input_ranges")
 
     def _write_client_config(self) -> str:
-        """The Kafka config (secrets included), the manifest store's credentials from the worker's
-        Airflow connection (if any) and the application params, in a 0600 file only this task's
-        job reads; stale files of killed tasks are removed first."""
+        """The private file for the job (``hooks/spark_submit.write_private_config``): the Kafka config
+        and the manifest store's credentials from the worker's Airflow connection, the params."""
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
 
         hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
@@ -809,20 +561,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             outputs=[(kafka_namespace(config.bootstrap_servers), str(self.topic))],
             inputs=[(str(ns), str(name)) for ns, name in (self.lineage_inputs or [])],
         )
-        try:
-            params = json.loads(json.dumps(self.application_params or {}, sort_keys=True, default=str))
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"application_params must be JSON-serialisable ({exc})") from None
-        if not isinstance(params, dict):
-            raise UsageError(f"application_params must be a dict, got {type(params).__name__}")
-        directory = private_dir()
-        for stale in sweep_private_files(directory):
-            self.log.warning("removed %s, left behind by a task that died (its process is gone)", stale)
-        return write_private_file(
-            directory,
-            {handoff.PRIVATE_FILE_CONFIG_KEY: config.confluent(), handoff.PRIVATE_FILE_PARAMS_KEY: params,
-             **({handoff.PRIVATE_FILE_STORE_KEY: store_options} if store_options else {})},
-        )
+        return write_private_config(config, store_options, self.application_params, self.log.warning)
 
     def _remove_config_file(self) -> None:
         path, self._config_file = self._config_file, None
@@ -831,44 +570,30 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
                 os.unlink(path)
 
 
+def _parse_choices(naming_strategy: str, abort_strategy: str | None, producer: str | None,
+                   two_phase_commit: bool) -> tuple[str, str | None]:
+    """The strategy names parsed once, here at the edge; the producer and 2PC checked together."""
+    from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import AbortStrategy
+    from airflow_provider_kafka_eos.kafka.checkpoints.naming import NamingStrategy
+
+    try:
+        naming = NamingStrategy.parse(naming_strategy).value
+    except KafkaEosError as err:
+        raise UsageError(err.cause) from None
+    if producer not in (None, "arrow", "librdkafka"):
+        raise UsageError(f"producer must be arrow or librdkafka, got {producer!r}")
+    if two_phase_commit and producer == "librdkafka":
+        raise UsageError("two_phase_commit=True needs producer='arrow' (librdkafka cannot set Enable2Pc)",
+                         runbook="two-phase-commit")
+    return naming, AbortStrategy.parse(abort_strategy).value if abort_strategy else None
+
+
 def _push_checkpoint_result(context: Any, result: Mapping[str, Any]) -> None:
     ti = context.get("ti") if hasattr(context, "get") else None
     if ti is not None:
         ti.xcom_push(key=XCOM_CHECKPOINT_KEY, value=dict(result))
 
 
-def _as_bool(value: Any, *, field: str) -> bool:
-    """A templated flag: a bool, or its rendering ("True", "false", "1", "" ...); anything else refused."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower() if value is not None else ""
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off", "", "none"):
-        return False
-    raise UsageError(f"{field} must be true or false, got {value!r}")
-
-
-def _run_state_probe(context: Any) -> Any:
-    """Whether a DAG run still runs, asked of Airflow through the task's own API (None: cannot tell).
-
-    A run that no longer exists (deleted) does not run. Any other failure to ask is "cannot tell",
-    which the claim rule treats as running: it waits, and never takes an input over on a guess.
-    """
-    ti = context.get("ti") if hasattr(context, "get") else None
-    getter = getattr(ti, "get_dagrun_state", None)
-
-    def active(owner: RunIdentity) -> bool | None:
-        if getter is None:
-            return None
-        try:
-            state = str(getter(owner.dag_id, owner.run_id)).lower()
-        except Exception as exc:  # the API's answer for a missing run is an error, not a state
-            text = str(exc).lower().replace(" ", "_")
-            return False if "not_found" in text or "404" in text else None
-        state = state.rsplit(".", 1)[-1]  # DagRunState.RUNNING -> running
-        if state in ("success", "failed"):
-            return False
-        return True if state in ("queued", "running") else None
-
-    return active
+def _is_template(value: Any) -> bool:
+    """Whether Airflow will render ``value`` (a Jinja expression or statement) before execute."""
+    return isinstance(value, str) and ("{{" in value or "{%" in value)

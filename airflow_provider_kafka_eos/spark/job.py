@@ -305,8 +305,9 @@ def run_identity(args: argparse.Namespace) -> Any:
 
 def input_record(args: argparse.Namespace) -> Any:
     """The ``InputRecord`` given on the command line, or None (no input identity)."""
-    from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord, validate_input_id
+    from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord
     from airflow_provider_kafka_eos.kafka.errors import UsageError
+    from airflow_provider_kafka_eos.kafka.validation import validate_input_id
 
     if args.input_id is None:
         if args.reprocess_of is not None:

@@ -26,10 +26,14 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.checkpoints.input_ranges import InputRangeLostError
 from airflow_provider_kafka_eos.kafka.checkpoints.kafka_input import KafkaInput, PartitionRange
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, UsageError
+from airflow_provider_kafka_eos.kafka.errors import (
+    ConfigError,
+    InputRangeLostError,
+    KafkaEosError,
+    UsageError,
+)
 
 __all__ = ["data_loss_error", "input_loss_translated", "read_input_range", "source_options"]
 

@@ -17,7 +17,6 @@ import contextlib
 import json
 import logging
 import time
-import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -44,6 +43,7 @@ from airflow_provider_kafka_eos.kafka.producers.producer_config import (
     check_producer_settings,
 )
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
+from airflow_provider_kafka_eos.kafka.validation import validate_pipeline_id, validate_prefix, validate_topic
 from airflow_provider_kafka_eos.spark import client_files, requirements, shipping
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
 
@@ -80,7 +80,6 @@ def write_exactly_once(
     prepared_by: RunIdentity | None = None,
     two_phase_commit: bool = False,
     producer: str | None = None,
-    manifest_uri: str | None = None,
     input_record: InputRecord | None = None,
     store_access: StoreAccess = STANDARD_CHAIN,
 ) -> Manifest:
@@ -88,7 +87,7 @@ def write_exactly_once(
 
     ``manifest_base_uri`` is the manifest store (a local path, ``file://``, or any fsspec URI);
     this checkpoint's manifest is ``<base>/<pipeline_id>/checkpoint-<id>.json`` and the returned
-    manifest's ``uri`` says where. ``manifest_uri`` is the deprecated name of the same keyword.
+    manifest's ``uri`` says where.
     Before producing, earlier checkpoints are restored (see ``kafka/checkpoints/restore.py``); when this
     checkpoint already has a PREPARED or COMMITTED manifest, nothing is produced and that
     manifest is returned (a retried or rerun job is idempotent); whether that existing manifest
@@ -108,13 +107,12 @@ def write_exactly_once(
     ``timestamp_col`` (a timestamp, or a long of epoch milliseconds) is each record's CreateTime on
     both paths; without it (or where it is null) the producer stamps the record when it sends it.
     """
-    store = ManifestStore.configured(_base_uri(manifest_base_uri, manifest_uri), source="manifest_base_uri",
-                                     access=store_access)
+    store = ManifestStore.configured(manifest_base_uri, source="manifest_base_uri", access=store_access)
     pipeline_id, transactional_id_prefix = pipeline_identity(pipeline_id, transactional_id_prefix)
     naming = NamingStrategy.parse(naming_strategy)
     config = kafka_config if isinstance(kafka_config, KafkaClientConfig) else \
         KafkaClientConfig.from_mapping(kafka_config)
-    _validate(topic, transactional_id_prefix, checkpoint_id, transaction_timeout_ms)
+    _validate(pipeline_id, topic, transactional_id_prefix, checkpoint_id, transaction_timeout_ms)
     producer = _choose_producer(producer, two_phase_commit)
     arrow_settings = _producer_settings(config, producer)  # refused by name before anything is written
     _check_session(df.sparkSession)
@@ -247,18 +245,6 @@ def _write_vote(store: ManifestStore, committables: list[Committable], *, pipeli
              sum(c.record_count for c in manifest.output_committables),
              (now - started_ms) / 1000, uri)
     return manifest
-
-
-def _base_uri(manifest_base_uri: str | None, manifest_uri: str | None) -> str | None:
-    """``manifest_base_uri``, or the deprecated ``manifest_uri`` (one release of grace)."""
-    if manifest_uri is not None:
-        if manifest_base_uri is not None and manifest_base_uri != manifest_uri:
-            raise UsageError("write_exactly_once got manifest_base_uri and the deprecated manifest_uri with "
-                             "different values; pass manifest_base_uri only")
-        warnings.warn("write_exactly_once(manifest_uri=...) is deprecated; it is the manifest *base* URI: "
-                      "pass manifest_base_uri=...", DeprecationWarning, stacklevel=3)
-        return manifest_uri
-    return manifest_base_uri
 
 
 def _prepare_all(df: Any, *, config: KafkaClientConfig, topic: str, id_for_partition: Any,
@@ -544,11 +530,12 @@ def _producer_settings(config: KafkaClientConfig, producer: str) -> ArrowProduce
     return None
 
 
-def _validate(topic: str, prefix: str, checkpoint_id: int, timeout_ms: int) -> None:
-    if not topic:
-        raise UsageError("write_exactly_once needs a topic")
-    if not prefix or "/" in prefix:
-        raise UsageError(f"transactional_id_prefix {prefix!r} must be non-empty and contain no '/'")
+def _validate(pipeline_id: str, topic: str, prefix: str, checkpoint_id: int, timeout_ms: int) -> None:
+    """The arguments by the rules of ``kafka/validation.py``: the ones the submit operator applied
+    before spark-submit, so the driver refuses nothing the operator let through."""
+    validate_pipeline_id(pipeline_id, field="pipeline_id")
+    validate_prefix(prefix, field="transactional_id_prefix")
+    validate_topic(topic, field="topic")
     if isinstance(checkpoint_id, bool) or not isinstance(checkpoint_id, int) or checkpoint_id < 0:
         raise UsageError(f"checkpoint_id must be an integer >= 0, got {checkpoint_id!r}")
     if timeout_ms <= 0:

@@ -16,9 +16,9 @@ from txn_helpers import connect_admin, produce_in_transaction, set_kafka_eos_con
 
 from airflow_provider_kafka_eos.assets.lineage import kafka_asset_uri, kafka_namespace
 from airflow_provider_kafka_eos.kafka.operations.classify import ScanSpec
-from airflow_provider_kafka_eos.operators import metrics
 from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
+from airflow_provider_kafka_eos.tasks import metrics
 from airflow_provider_kafka_eos.triggers.lingering import scan_with_connection
 from kafka_eos_testing.embedded import unique_name
 from kafka_eos_testing.transactions import write_prepared_manifest

@@ -69,6 +69,8 @@ def test_checkpoints_refuses_a_missing_store_and_misplaced_options(tmp_path):
     assert f"manifest store {tmp_path / 'nope'}" in missing.stderr and "does not exist" in missing.stderr
     unset = run("--action", "checkpoints")
     assert unset.returncode == 1 and "no manifest store is configured" in unset.stderr
+    # A read-only listing aborted nothing and was never going to: its errors do not talk of aborts.
+    assert "abort" not in missing.stderr.lower() and "abort" not in unset.stderr.lower()
     misplaced = run("--action", "list", "--input-id", "B1")
     assert misplaced.returncode == 2
     assert "--pipeline-id and --input-id apply to --action checkpoints only" in misplaced.stderr

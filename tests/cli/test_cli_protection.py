@@ -183,3 +183,9 @@ def test_dry_run_commit_fails_like_the_real_commit(bootstrap, store, world):
         "--action", "commit", "--bootstrap-servers", bootstrap, "--manifest", world["manifest"], "--dry-run"
     )
     assert "was already committed" in again["summary"]
+    # A commit that finds the manifest COMMITTED sent nothing: its rows say so, not "committed".
+    repeat = run_cli_json(
+        "--action", "commit", "--bootstrap-servers", bootstrap, "--manifest", world["manifest"]
+    )
+    assert "was already committed" in repeat["summary"]
+    assert [r["outcome"] for r in repeat["rows"]] == ["already_committed"]

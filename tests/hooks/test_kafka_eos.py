@@ -105,7 +105,7 @@ def test_test_connection_reports_unreachable_without_secrets(monkeypatch):
 def test_manifest_store_rule_argument_else_connection_once_in_the_hook(monkeypatch, tmp_path):
     """The rule every task uses (submit, abort, the lingering scan): the operator's argument, else
     the connection's ``manifest_base_uri``; with neither, an error naming the connection's setting."""
-    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStoreError
+    from airflow_provider_kafka_eos.kafka.errors import ManifestStoreError
 
     store = {"bootstrap.servers": "b:9092", "manifest_base_uri": f"{tmp_path}/c"}
     _conn(monkeypatch, "eos_store", extra=store)

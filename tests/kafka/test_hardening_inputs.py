@@ -13,7 +13,8 @@ import json
 
 import pytest
 
-from airflow_provider_kafka_eos.cli import _client_config, _request, build_parser
+from airflow_provider_kafka_eos.cli.options import build_parser
+from airflow_provider_kafka_eos.cli.settings import _client_config, _request
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, read_manifest
 from airflow_provider_kafka_eos.kafka.config import SECRET_ENV_VARS, KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, ManifestError, UsageError

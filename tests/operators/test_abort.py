@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from txn_helpers import produce_in_transaction, set_kafka_eos_connection, states, write_prepared_manifest
 
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStoreError, commit_checkpoint
-from airflow_provider_kafka_eos.kafka.errors import UnknownTransactionError
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint
+from airflow_provider_kafka_eos.kafka.errors import ManifestStoreError, UnknownTransactionError
 from airflow_provider_kafka_eos.kafka.operations.classify import Findings
 from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor

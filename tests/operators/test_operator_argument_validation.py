@@ -31,3 +31,41 @@ def test_sensor_refuses_a_prefix_kafka_cannot_carry():
     )
     with pytest.raises(UsageError, match="lone surrogate"):
         sensor.scan_spec()
+
+
+# (pipeline_id, transactional_id_prefix, topic): each refused by the Spark driver's writer.
+DRIVER_REFUSES = [
+    ("orders/eu", None, "orders"),  # the prefix defaults to the pipeline id, a folder of the store
+    ("..", "orders", "orders"),
+    ("orders", "p" * 40_000, "orders"),
+    ("orders", "etl-\ud800", "orders"),
+    ("orders", "orders", "bad topic"),
+]
+
+
+@pytest.mark.parametrize(("pipeline_id", "prefix", "topic"), DRIVER_REFUSES)
+def test_the_submit_operator_refuses_what_the_driver_would_refuse(tmp_path, pipeline_id, prefix, topic):
+    """One rule per input (kafka/validation.py): the DAG does not load with a value the job's driver
+    would refuse after spark-submit started, and both say the same words. The driver is
+    ``write_exactly_once`` itself, refusing before it touches the DataFrame or Kafka."""
+    from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
+    from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+
+    with pytest.raises(UsageError) as driver:
+        write_exactly_once(None, topic=topic, kafka_config={"bootstrap.servers": "127.0.0.1:1"},
+                           transactional_id_prefix=prefix, pipeline_id=pipeline_id, checkpoint_id=1,
+                           manifest_base_uri=str(tmp_path))
+    with pytest.raises(UsageError) as operator:
+        SparkEosSubmitOperator(task_id="submit", pipeline_id=pipeline_id, transactional_id_prefix=prefix,
+                               topic=topic, application_callable="m:f", manifest_base_uri=str(tmp_path))
+    assert str(operator.value) == str(driver.value)
+
+
+def test_a_templated_id_is_checked_once_rendered():
+    from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
+
+    operator = SparkEosSubmitOperator(task_id="submit", pipeline_id="{{ params.pipeline }}", topic="t",
+                                      application_callable="m:f", input_id="{{ ds }}")
+    operator.pipeline_id = operator.transactional_id_prefix = "orders/eu"  # as rendered
+    with pytest.raises(UsageError, match="one folder name"):
+        operator._validate_arguments()

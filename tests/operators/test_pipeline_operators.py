@@ -20,7 +20,8 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus, write_manifest
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, DataLossError, ManifestError, UsageError
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
-from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator, checkpoint_id_for_run
+from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
+from airflow_provider_kafka_eos.tasks.dag_run import checkpoint_id_for_run
 
 pytestmark = pytest.mark.dag
 
@@ -170,7 +171,7 @@ def test_on_kill_stops_the_spark_job_and_removes_the_config_file(kafka_conn, tmp
     thread.join(60)
     assert not thread.is_alive()
     assert "error" in outcome  # execute failed: spark-submit was killed
-    assert operator._hook._submit_sp.poll() is not None
+    assert operator._eos_hook is not None and operator._eos_hook.exit_code is not None  # the job ended
     assert not os.path.exists(config_file)
     # The Python driver (a child of spark-submit's JVM) must be gone too, not left running.
     driver_gone_by = time.monotonic() + 30

@@ -14,7 +14,9 @@ import pytest
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
 from airflow_provider_kafka_eos.kafka.errors import UsageError
-from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator, _as_bool, _run_state_probe
+from airflow_provider_kafka_eos.kafka.validation import validate_flag
+from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
+from airflow_provider_kafka_eos.tasks.dag_run import run_state_probe
 
 RUN = RunIdentity("eos_pipeline", "manual__a", 1, None)
 
@@ -24,12 +26,12 @@ RUN = RunIdentity("eos_pipeline", "manual__a", 1, None)
     ("false", False), ("", False), (None, False), ("None", False),
 ])
 def test_reprocess_reads_a_rendered_flag(value, expected):
-    assert _as_bool(value, field="reprocess") is expected
+    assert validate_flag(value, field="reprocess") is expected
 
 
 def test_reprocess_refuses_anything_else_by_name():
     with pytest.raises(UsageError, match=r"reprocess must be true or false, got 'sometimes'"):
-        _as_bool("sometimes", field="reprocess")
+        validate_flag("sometimes", field="reprocess")
 
 
 class _TaskInstance:
@@ -48,14 +50,18 @@ class _TaskInstance:
     (RuntimeError("connection refused"), None), ("upstream_weird", None),
 ])
 def test_whether_a_claiming_run_still_runs_comes_from_airflow_and_doubt_counts_as_running(answer, active):
-    assert _run_state_probe({"ti": _TaskInstance(answer)})(RUN) is active
-    assert _run_state_probe({})(RUN) is None  # outside a task: cannot tell
+    assert run_state_probe({"ti": _TaskInstance(answer)})(RUN) is active
+    assert run_state_probe({})(RUN) is None  # outside a task: cannot tell
 
 
 @pytest.mark.parametrize("input_id", ["", "   ", "x" * 2000, "a\tb"])
 def test_a_bad_input_id_is_refused_before_the_store_is_touched(tmp_path, input_id):
+    with pytest.raises(UsageError, match="input_id"):  # the first door: the DAG does not load
+        SparkEosSubmitOperator(task_id="submit", pipeline_id="orders", topic="out",
+                               application_callable="m:f", input_id=input_id)
     op = SparkEosSubmitOperator(task_id="submit", pipeline_id="orders", topic="out",
-                                application_callable="m:f", input_id=input_id)
+                                application_callable="m:f", input_id="{{ params.batch }}")
+    op.input_id = input_id  # as rendered
     store = ManifestStore.configured(str(tmp_path / "store"))
     with pytest.raises(UsageError, match="input_id"):
         op._claim_input({}, store, 5, RUN)

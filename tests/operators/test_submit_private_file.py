@@ -13,13 +13,9 @@ import sys
 
 import pytest
 
-from airflow_provider_kafka_eos.operators.submit import (
-    SparkEosSubmitOperator,
-    private_dir,
-    sweep_private_files,
-    write_private_file,
-)
+from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
 from airflow_provider_kafka_eos.spark import job as eos_job
+from airflow_provider_kafka_eos.spark.handoff import private_dir, sweep_private_files, write_private_file
 
 pytestmark = pytest.mark.dag
 
@@ -78,7 +74,7 @@ def test_a_sigkilled_tasks_file_is_removed_at_the_next_start(private):
     child = subprocess.Popen(
         [sys.executable, "-c",
          "import sys, time\n"
-         "from airflow_provider_kafka_eos.operators.submit import write_private_file\n"
+         "from airflow_provider_kafka_eos.spark.handoff import write_private_file\n"
          f"payload = {{'client_config': {{'sasl.password': 'pw'}}}}\n"
          f"print(write_private_file({directory!r}, payload), flush=True)\n"
          "time.sleep(120)\n"],
@@ -119,7 +115,10 @@ def test_bad_operator_arguments_fail_before_anything_starts(private, kwargs, nee
     from airflow_provider_kafka_eos.kafka.errors import UsageError
     from airflow_provider_kafka_eos.tasks.fail_now import fail_now_exception
 
+    operator = _submit()
+    for name, value in kwargs.items():  # as rendered: templates pass __init__, their values are checked here
+        setattr(operator, name, value)
     with pytest.raises(fail_now_exception(), match=needle) as failed:
-        _submit(**kwargs).execute({})
+        operator.execute({})
     assert isinstance(failed.value.__cause__, UsageError)
     assert list(private.iterdir()) == []  # no private file was written

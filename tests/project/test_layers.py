@@ -1,8 +1,7 @@
 """The package's layers, read from the code's own imports (docs/architecture.md draws them).
 
 Every ``import`` of the package counts, also inside functions and under ``TYPE_CHECKING``: a cycle
-through a type hint is still two modules that cannot be understood apart. Old module paths
-(``_moved.py``) count as the module they name now.
+through a type hint is still two modules that cannot be understood apart.
 """
 
 from __future__ import annotations
@@ -10,9 +9,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from airflow_provider_kafka_eos import _moved
+import airflow_provider_kafka_eos
 
-ROOT = Path(_moved.__file__).parent
+ROOT = Path(airflow_provider_kafka_eos.__file__).parent
 PACKAGE = "airflow_provider_kafka_eos"
 # kafka/'s floors, from the ground up: a module may import its own floor and those below.
 KAFKA_FLOORS = {
@@ -54,7 +53,6 @@ def _imports(path: Path, name: str, known: set[str]) -> set[str]:
                 base = ".".join([*parts[: len(parts) - node.level + 1], base]).rstrip(".")
             targets = [f"{base}.{a.name}" for a in node.names] + [base]
         for target in targets:
-            target = _moved.MOVED.get(target, target)
             if target in known and target != name:
                 found.add(target)
     return found
@@ -127,8 +125,8 @@ def test_kafka_imports_no_higher_floor_and_no_sibling():
         for target in targets:
             there = _layer(target)
             if there is None:
-                # kafka/ may use the package's top-level helpers (runbook, _moved), nothing Airflow
-                if target not in (f"{PACKAGE}.runbook", f"{PACKAGE}._moved", PACKAGE):
+                # kafka/ may use the package's top-level helpers (runbook), nothing Airflow
+                if target not in (f"{PACKAGE}.runbook", PACKAGE):
                     wrong.append(f"{module} -> {target} (outside kafka/)")
                 continue
             if KAFKA_FLOORS[there] > KAFKA_FLOORS[here]:
@@ -167,17 +165,24 @@ def test_no_runtime_module_imports_the_test_double():
     assert wrong == []
 
 
-def test_the_package_and_the_example_dags_import_new_paths_only():
-    """Old module paths are for users' code (the alias table serves them); the provider's own
-    modules and the example DAGs users copy name where each module lives now."""
-    sources = [*_runtime_modules().values(), *(ROOT.parent / "dags").glob("*.py")]
-    old = []
-    for path in sources:
+def _error_classes_outside_errors_py() -> list[str]:
+    """Classes of the runtime package, outside ``kafka/errors.py``, that derive from one of its errors."""
+    errors_path = ROOT / "kafka" / "errors.py"
+    ours = {n.name for n in ast.walk(ast.parse(errors_path.read_text())) if isinstance(n, ast.ClassDef)}
+    found = []
+    for name, path in _runtime_modules().items():
+        if path == errors_path:
+            continue
         for node in ast.walk(ast.parse(path.read_text())):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-            old += [f"{path.name}: {n}" for n in names if n in _moved.MOVED]
-    assert old == []
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+            if bases & ours:
+                found.append(f"{name}.{node.name}")
+    return found
+
+
+def test_every_provider_error_class_lives_in_kafka_errors():
+    """One file answers "which errors can the provider raise, and which runbook page does each
+    name": a ``KafkaEosError`` subclass defined anywhere else is a second list."""
+    assert _error_classes_outside_errors_py() == []

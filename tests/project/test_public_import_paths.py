@@ -1,24 +1,22 @@
-"""Every import path users rely on keeps working: the provider's classes, the CLI, the pytest
-plugin, and the old module paths that the docs and the example DAGs name (served by
-``airflow_provider_kafka_eos/_moved.py`` since the modules moved into sub-packages).
+"""The public import paths: the contract of the package (docs/architecture.md, "Public and internal").
 
-Each path is imported in a fresh interpreter, so an old path must work as the first import of
-a process (a DAG file), not only after the new module was loaded by something else.
+``PUBLIC`` lists every (module, name) users, the docs and the example DAGs may import; a name not
+listed here is internal and moves freely between releases (as kafka-python and Flink keep theirs).
+Each path is imported in a fresh interpreter, so it works as the first import of a process (a DAG
+file), not only after another module loaded it. Paths the modules had before the package was given
+its layers are not kept: the package was never released under them.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+import airflow_provider_kafka_eos
 
-from airflow_provider_kafka_eos import _moved
-
-PACKAGE_DIR = Path(_moved.__file__).parent
+PACKAGE_DIR = Path(airflow_provider_kafka_eos.__file__).parent
 
 # (module, name) pairs that users, docs and example DAGs import.
 PUBLIC = [
@@ -38,16 +36,15 @@ PUBLIC = [
     ("kafka_eos_testing.verify", "count_keys"),
     ("airflow_provider_kafka_eos.kafka.errors", "KafkaEosError"),
     ("airflow_provider_kafka_eos.kafka.errors", "UsageError"),
-    # old paths the docs and the example DAGs name
-    ("airflow_provider_kafka_eos.kafka.transactions", "TransactionAdmin"),
-    ("airflow_provider_kafka_eos.kafka.manifest", "read_manifest"),
-    ("airflow_provider_kafka_eos.kafka.checkpoint", "commit_checkpoint"),
-    ("airflow_provider_kafka_eos.kafka.classify", "FindingKind"),
-    ("airflow_provider_kafka_eos.kafka.classify", "Findings"),
-    ("airflow_provider_kafka_eos.kafka.resolution", "ResolutionRequest"),
-    ("airflow_provider_kafka_eos.operators.lineage", "kafka_asset_uri"),
-    ("airflow_provider_kafka_eos.operators.lineage", "kafka_namespace"),
-    ("airflow_provider_kafka_eos.operators.fail_now", "fail_now_exception"),
+    ("airflow_provider_kafka_eos.kafka.admin.transactions", "TransactionAdmin"),
+    ("airflow_provider_kafka_eos.kafka.checkpoints.manifest", "read_manifest"),
+    ("airflow_provider_kafka_eos.kafka.checkpoints.lifecycle", "commit_checkpoint"),
+    ("airflow_provider_kafka_eos.kafka.operations.classify", "FindingKind"),
+    ("airflow_provider_kafka_eos.kafka.operations.classify", "Findings"),
+    ("airflow_provider_kafka_eos.kafka.operations.resolution", "ResolutionRequest"),
+    ("airflow_provider_kafka_eos.assets.lineage", "kafka_asset_uri"),
+    ("airflow_provider_kafka_eos.assets.lineage", "kafka_namespace"),
+    ("airflow_provider_kafka_eos.tasks.fail_now", "fail_now_exception"),
 ]
 
 
@@ -69,22 +66,31 @@ def test_each_public_name_imports_in_a_fresh_interpreter():
     assert _probe(code) == []
 
 
-def test_old_paths_work_as_the_first_imports_of_a_process():
-    """A DAG file's first import may be an old path: each gives its new module, by its new name."""
+def test_the_paths_before_the_layers_are_gone():
+    """The flat paths of the unreleased layout (``kafka.transactions``, ``operators.lineage``...)
+    import nothing: no alias table, no file, so no second name for a module."""
     code = (
-        "import importlib, json, sys\n"
-        f"moved = {_moved.MOVED!r}\n"
-        "got = {o: [importlib.import_module(o) is sys.modules[n], importlib.import_module(o).__name__]"
-        " for o, n in moved.items()}\n"
-        "print(json.dumps(got))\n"
+        "import importlib, json\n"
+        f"old = {OLD_PATHS!r}\n"
+        "found = []\n"
+        "for path in old:\n"
+        "    try:\n"
+        "        importlib.import_module(path)\n"
+        "    except ModuleNotFoundError:\n"
+        "        continue\n"
+        "    found.append(path)\n"
+        "print(json.dumps(found))\n"
     )
-    assert _probe(code) == {old: [True, new] for old, new in _moved.MOVED.items()}
+    assert _probe(code) == []
+    assert not (PACKAGE_DIR / "_moved.py").exists()
 
 
-@pytest.mark.parametrize("old", sorted(_moved.MOVED))
-def test_an_old_path_is_the_moved_module_itself(old):
-    """``import old`` gives the very module object of its new path (so mock.patch on an old path
-    patches the code that runs), and no file is left at the old path to shadow the alias."""
-    assert importlib.import_module(old) is importlib.import_module(_moved.MOVED[old])
-    relative = old.split(".", 1)[1].replace(".", "/")
-    assert not (PACKAGE_DIR / f"{relative}.py").exists(), f"{old}: a file at the old path shadows the alias"
+# A few of the paths the modules had before the package was given its layers.
+OLD_PATHS = [
+    "airflow_provider_kafka_eos.kafka.transactions",
+    "airflow_provider_kafka_eos.kafka.manifest",
+    "airflow_provider_kafka_eos.kafka.checkpoint",
+    "airflow_provider_kafka_eos.kafka.resolution",
+    "airflow_provider_kafka_eos.operators.lineage",
+    "airflow_provider_kafka_eos.operators.fail_now",
+]

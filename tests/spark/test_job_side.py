@@ -171,7 +171,6 @@ def test_the_runtime_zip_holds_the_job_side_code_and_imports_on_its_own(tmp_path
         "airflow_provider_kafka_eos/__init__.py",
         "airflow_provider_kafka_eos/spark/writer.py",
         "airflow_provider_kafka_eos/kafka/producers/librdkafka.py",
-        "airflow_provider_kafka_eos/_moved.py",  # old module paths resolve on executors too
     } <= names
     assert not any(n.split("/")[1] in ("operators", "hooks", "sensors", "triggers", "testing") for n in names)
     # A Python that finds the provider only in the zip (isolated mode, zip first on the path).
@@ -228,6 +227,7 @@ def test_the_airflow_side_imports_without_the_spark_extra():
         "from airflow.serialization.serialized_objects import DagSerialization\n"
         "from airflow_provider_kafka_eos.kafka.errors import MissingExtraError\n"
         "from airflow_provider_kafka_eos.operators import submit as module\n"
+        "from airflow_provider_kafka_eos.hooks.spark_submit import SPARK_PROVIDER_INSTALLED\n"
         "from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator\n"
         "store = pathlib.Path(tempfile.mkdtemp())\n"
         "with DAG('eos_base_install', schedule=None) as dag:\n"
@@ -245,7 +245,7 @@ def test_the_airflow_side_imports_without_the_spark_extra():
         "imported = sorted(m for m in sys.modules\n"
         "                  if m.split('.')[0] in blocked or m.startswith(SPARK_PROVIDER))\n"
         "found = {'failed': sorted(failed), 'other': other, 'imported': imported,\n"
-        "         'installed': module.SPARK_PROVIDER_INSTALLED, 'tasks': sorted(dag.task_dict),\n"
+        "         'installed': SPARK_PROVIDER_INSTALLED, 'tasks': sorted(dag.task_dict),\n"
         "         'retries': submit.retries, 'serialized': 'dag' in serialized, 'refusal': refusal,\n"
         "         'store': sorted(p.name for p in store.rglob('*'))}\n"
         "print(json.dumps(found))\n"

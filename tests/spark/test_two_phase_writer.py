@@ -11,10 +11,11 @@ import time
 
 import pytest
 
-from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin, TxnState
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import manifest_uri, read_manifest
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import UsageError
+from airflow_provider_kafka_eos.kafka.protocol.transaction_types import TxnState
 from airflow_provider_kafka_eos.spark.job import build_arg_parser
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
 from kafka_eos_testing.spark import commit_manifest, keyed_frame

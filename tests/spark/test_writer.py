@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin, TxnState
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     ManifestStatus,
     find_manifests,
@@ -19,6 +19,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import SpeculativeExecutionError
 from airflow_provider_kafka_eos.kafka.producers.librdkafka import PartitionTransaction, TransactionProtocol
+from airflow_provider_kafka_eos.kafka.protocol.transaction_types import TxnState
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
 from kafka_eos_testing.spark import commit_manifest, keyed_frame
@@ -267,20 +268,20 @@ def test_headers_and_partition_columns_travel_through_arrow(spark, kafka_broker,
     assert seen["h-7"] == [("trace", b"t7")] and len(seen) == 20
 
 
-def test_manifest_uri_is_a_deprecated_alias_and_the_manifest_knows_its_uri(
-    spark, kafka_broker, tmp_path, unique_name
-):
+def test_the_manifest_knows_its_uri(spark, kafka_broker, tmp_path, unique_name):
     topic, prefix = unique_name("alias-topic"), unique_name("alias")
     df = keyed_frame(spark, "alias", 6, 2)
-    with pytest.warns(DeprecationWarning, match="manifest_base_uri"):
-        manifest = write_exactly_once(
-            df,
-            topic=topic,
-            kafka_config=kafka_broker.client_config(),
-            transactional_id_prefix=prefix,
-            checkpoint_id=1,
-            manifest_uri=str(tmp_path),
-        )
+    with pytest.raises(TypeError, match="manifest_uri"):  # the store is manifest_base_uri, one name
+        write_exactly_once(df, topic=topic, kafka_config=kafka_broker.client_config(),
+                           transactional_id_prefix=prefix, checkpoint_id=1, manifest_uri=str(tmp_path))
+    manifest = write_exactly_once(
+        df,
+        topic=topic,
+        kafka_config=kafka_broker.client_config(),
+        transactional_id_prefix=prefix,
+        checkpoint_id=1,
+        manifest_base_uri=str(tmp_path),
+    )
     assert manifest.uri == manifest_uri(str(tmp_path), prefix, 1)
     assert commit_checkpoint_uri(kafka_broker, manifest.uri).status == "committed"
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [f"alias-{i}" for i in range(6)])

@@ -14,9 +14,10 @@ from collections.abc import Iterable, Sequence
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin, TransactionDescription
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
+from airflow_provider_kafka_eos.kafka.protocol.transaction_types import TransactionDescription
 from kafka_eos_testing.transactions import produce_transaction
 
 

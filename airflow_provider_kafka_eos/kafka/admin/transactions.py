@@ -15,9 +15,9 @@ transaction, the cause and the runbook page; every error path is detected before
 request that would change broker state, or is the broker refusing that request.
 No Airflow imports: Spark executors and the CLI use this module directly.
 
-This module is the facade users and operators call; the rules live with their owners and
-are re-exported here so that ``from ...kafka.transactions import X`` keeps working:
-the data types in :mod:`~airflow_provider_kafka_eos.kafka.protocol.transaction_types`, the commit
+This module is the facade users and operators call; the rules live with their owners (import
+each name from its owner, nothing is re-exported here): the data types in
+:mod:`~airflow_provider_kafka_eos.kafka.protocol.transaction_types`, the commit
 rule in :mod:`~airflow_provider_kafka_eos.kafka.admin.commit_rules`, the coordinator's error
 codes, retry backoff and refusal errors in
 :mod:`~airflow_provider_kafka_eos.kafka.protocol.coordinator_answers`, sending EndTxn in
@@ -80,15 +80,7 @@ from airflow_provider_kafka_eos.kafka.protocol.transaction_types import (
 from airflow_provider_kafka_eos.kafka.protocol.verdicts import TxnVerdict, Verdict
 from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
 
-__all__ = [
-    "FenceResult",
-    "TransactionAdmin",
-    "TransactionDescription",
-    "TransactionListing",
-    "TxnOutcome",
-    "TxnState",
-    "verify_committable",
-]
+__all__ = ["TransactionAdmin"]
 
 _DESCRIBE_BATCH = 1000
 _T = TypeVar("_T")

@@ -41,9 +41,9 @@ from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
 from airflow_provider_kafka_eos.kafka.checkpoints.naming import (
     NamingStrategy,
     format_transactional_id,
-    validate_prefix,
 )
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, UsageError
+from airflow_provider_kafka_eos.kafka.validation import validate_prefix
 
 __all__ = [
     "AbortReport",

@@ -33,9 +33,9 @@ from typing import Any, Protocol
 
 from airflow_provider_kafka_eos.kafka.checkpoints.kafka_input import KafkaInput
 from airflow_provider_kafka_eos.kafka.errors import CheckpointConflictError, ManifestError, UsageError
+from airflow_provider_kafka_eos.kafka.validation import validate_input_id
 
 __all__ = [
-    "MAX_INPUT_ID_CHARS",
     "CheckpointConflictError",
     "InputRecord",
     "RecordedCheckpoint",
@@ -44,13 +44,9 @@ __all__ = [
     "RunIdentity",
     "checkpoint_id_from_datetime",
     "reuse_verdict",
-    "validate_input_id",
 ]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-# An input identity names a batch; longer than this is a payload, not a name (and it is shown in
-# every log line and form that mentions the checkpoint).
-MAX_INPUT_ID_CHARS = 1024
 
 
 def checkpoint_id_from_datetime(value: datetime) -> int:
@@ -109,31 +105,6 @@ class RunIdentity:
         if logical_date is not None and not isinstance(logical_date, str):
             raise ManifestError(f"{source}: field {field}.logical_date must be a string or null")
         return cls(data["dag_id"], data["run_id"], try_number, logical_date)
-
-
-def validate_input_id(value: Any, *, field: str = "input_id") -> str:
-    """The input identity as recorded (surrounding blanks removed), or UsageError naming ``field``.
-
-    Refused: not a string, empty (an empty identity would make every run "the same input"),
-    longer than :data:`MAX_INPUT_ID_CHARS`, or holding control characters (log lines and the
-    Airflow UI show it verbatim).
-    """
-    if not isinstance(value, str):
-        raise UsageError(f"{field} must be a string naming the run's input (e.g. the batch), "
-                         f"got {type(value).__name__}", runbook="duplicate-input")
-    text = value.strip()
-    if not text:
-        raise UsageError(f"{field} is empty: name the input this run reads (e.g. the batch name); nothing "
-                         "was written", runbook="duplicate-input")
-    if len(text) > MAX_INPUT_ID_CHARS:
-        raise UsageError(f"{field} is {len(text)} characters, more than {MAX_INPUT_ID_CHARS}: name the input "
-                         "(e.g. a digest of the file list), do not inline it; nothing was written",
-                         runbook="duplicate-input")
-    bad = next((ch for ch in text if ord(ch) < 32 or ord(ch) == 127), None)
-    if bad is not None:
-        raise UsageError(f"{field} holds the control character {bad!r}; nothing was written",
-                         runbook="duplicate-input")
-    return text
 
 
 @dataclass(frozen=True)

@@ -45,8 +45,8 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity, validate_input_id
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore, ManifestStoreError
+from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     Manifest,
     ManifestStatus,
@@ -58,12 +58,17 @@ from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
     read_versioned,
     replace_if,
 )
-from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, ManifestError, UsageError
+from airflow_provider_kafka_eos.kafka.errors import (
+    InputBusyError,
+    ManifestError,
+    ManifestStoreError,
+    UsageError,
+)
+from airflow_provider_kafka_eos.kafka.validation import validate_input_id
 
 __all__ = [
     "CLAIMS_FOLDER",
     "ClaimOutcome",
-    "InputBusyError",
     "InputClaim",
     "InputVerdict",
     "claim_input",
@@ -78,12 +83,6 @@ CLAIM_SCHEMA_VERSION = 1
 RUNBOOK = "duplicate-input"
 _FIELDS = {"schema_version", "input_id", "pipeline_id", "checkpoint_id", "claimed_by", "claimed_at_ms",
            "reprocess_of"}
-
-
-class InputBusyError(KafkaEosError):
-    """Another run holds the input's claim, has not prepared it yet and may still be running."""
-
-    default_runbook = RUNBOOK
 
 
 class InputVerdict(str, Enum):

@@ -53,14 +53,13 @@ from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
 )
 from airflow_provider_kafka_eos.kafka.errors import (
     CheckpointConflictError,
-    KafkaEosError,
+    InputCheckpointPendingError,
+    InputRangeLostError,
     ManifestError,
     UsageError,
 )
 
 __all__ = [
-    "InputCheckpointPendingError",
-    "InputRangeLostError",
     "KafkaFacts",
     "offsets_transactional_id",
     "plan_input",
@@ -70,21 +69,8 @@ __all__ = [
 ]
 
 RUNBOOK_OFFSETS = "input-offsets"
-RUNBOOK_LOST = "lost-input-ranges"
 _PLAN_PREFIX = "kafka-checkpoint-"
 _BASIS_PREFIX = "kafka-after-"
-
-
-class InputCheckpointPendingError(KafkaEosError):
-    """An older checkpoint of the pipeline still holds the input: the new one would read it twice."""
-
-    default_runbook = RUNBOOK_OFFSETS
-
-
-class InputRangeLostError(KafkaEosError):
-    """Kafka no longer has (part of) a range the pipeline has not read yet."""
-
-    default_runbook = RUNBOOK_LOST
 
 
 class KafkaFacts(Protocol):

@@ -72,7 +72,6 @@ __all__ = [
     "CheckpointAbortReport",
     "CommitReport",
     "ManifestStore",
-    "ManifestStoreError",
     "PreparedRef",
     "abort_checkpoint",
     "commit_checkpoint",
@@ -169,15 +168,24 @@ class ManifestStore:
             raise self._unreadable(f"{type(exc).__name__}: {exc}") from None
 
     def prepared(self) -> dict[str, PreparedRef]:
-        """:func:`prepared_index` of this store (raises when the store cannot be read)."""
-        return prepared_index(self.manifests(status=ManifestStatus.PREPARED))
+        """:func:`prepared_index` of this store (raises when the store cannot be read).
+
+        Its reader is an abort deciding what it may touch, so its error says what the abort did.
+        """
+        try:
+            return prepared_index(self.manifests(status=ManifestStatus.PREPARED))
+        except ManifestStoreError as err:
+            raise ManifestStoreError(
+                f"{err.cause}. Nothing was aborted: without the store, transactions that a PREPARED "
+                "manifest lists cannot be told apart from orphans; or pass --unprotected / "
+                "protect=False if you accept losing prepared batches"
+            ) from None
 
     def _unreadable(self, why: str) -> ManifestStoreError:
+        """The store's own failure, for every reader (a listing, a write, an abort's protection)."""
         return ManifestStoreError(
-            f"manifest store {self.base_uri} ({self.source}) cannot be read: {why}. Nothing was aborted: "
-            "without the store, transactions that a PREPARED manifest lists cannot be told apart from "
-            "orphans. Fix the store location (the kafka_eos connection's manifest_base_uri, or "
-            "--manifest-base), or pass --unprotected / protect=False if you accept losing prepared batches"
+            f"manifest store {self.base_uri} ({self.source}) cannot be read: {why}. Fix the store "
+            "location (the kafka_eos connection's manifest_base_uri, or --manifest-base) or its credentials"
         )
 
 

@@ -1,7 +1,10 @@
 """Transactional-id naming strategies, as in Flink's exactly-once Kafka sink.
 
 An id is ``{prefix}-{partition}-{offset}`` and is parsed back from its *last two* dashes, so
-a prefix may itself contain dashes. The offset's meaning is the strategy:
+a prefix may itself contain dashes, a trailing one too (``orders-`` gives ``orders--0-1``, whose
+last two dashes still delimit the digits). What a prefix may be is ``kafka/validation.py``'s one
+rule, checked by the submit operator before the job starts and here again.
+The offset's meaning is the strategy:
 
 - ``INCREMENTING``: offset = checkpoint id. Every checkpoint uses fresh ids; simple and
   probe-able (the PROBING abort strategy walks ids upward), but each id lives on the
@@ -24,6 +27,7 @@ from functools import partial
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.errors import ConfigError
+from airflow_provider_kafka_eos.kafka.validation import validate_prefix
 
 __all__ = [
     "NamingStrategy",
@@ -36,7 +40,6 @@ __all__ = [
     "pipeline_identity",
     "pooling_id",
     "pooling_ids",
-    "validate_prefix",
 ]
 
 
@@ -101,17 +104,6 @@ def pipeline_identity(pipeline_id: str | None, transactional_id_prefix: str | No
             "a pipeline needs a pipeline_id or a transactional_id_prefix (each defaults to the other)"
         )
     return (pipeline or prefix), (prefix or pipeline)  # type: ignore[return-value]
-
-
-def validate_prefix(prefix: str) -> str:
-    """A prefix must be non-empty and must not end in a dash (``a-`` + ``-0-1`` would parse ambiguously)."""
-    if not prefix or not prefix.strip():
-        raise ConfigError("the transactional-id prefix must not be empty (it is what makes ids unique)")
-    if prefix != prefix.strip() or prefix.endswith("-"):
-        raise ConfigError(
-            f"the transactional-id prefix {prefix!r} must not end in '-' or contain edge whitespace"
-        )
-    return prefix
 
 
 def format_transactional_id(prefix: str, partition: int, offset: int) -> str:

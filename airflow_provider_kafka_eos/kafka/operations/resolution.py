@@ -623,8 +623,11 @@ def _commit_from_manifest(
 
 
 def _outcome_text(status: str, outcome: str | None) -> str:
+    """What this process did to one transaction (a row says that, not what an earlier committer did)."""
     if status == "would_commit":
         return "already committed" if outcome == "already_committed" else "would commit"
+    if status == "already_committed":  # the report's outcomes are the earlier committer's: nothing sent
+        return "already_committed"
     return outcome or "already_committed"
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_kafka_eos.kafka import checkpoint
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
+from airflow_provider_kafka_eos.kafka.checkpoints import lifecycle
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
     abort_checkpoint,
     commit_checkpoint,
@@ -48,7 +48,7 @@ def _states(admin, ids):
 
 def test_a_give_up_after_a_commit_decided_refuses_and_aborts_nothing(kafka_broker, prepared):
     admin, uri = prepared["admin"], prepared["uri"]
-    checkpoint._decide(uri, "commit", "worker-1", lambda: 1_000)  # a commit has started (and stalled)
+    lifecycle._decide(uri, "commit", "worker-1", lambda: 1_000)  # a commit has started (and stalled)
     with pytest.raises(KafkaEosError, match=r"being committed \(worker-1 decided.*nothing was aborted"):
         abort_checkpoint(admin, uri, aborted_by="operator")
     assert set(_states(admin, prepared["ids"]).values()) == {"Ongoing"}
@@ -59,7 +59,7 @@ def test_a_give_up_after_a_commit_decided_refuses_and_aborts_nothing(kafka_broke
 
 def test_a_commit_after_a_give_up_decided_refuses_and_the_resumed_give_up_finishes(kafka_broker, prepared):
     admin, uri = prepared["admin"], prepared["uri"]
-    checkpoint._decide(uri, "abort", "operator", lambda: 1_000)  # the give-up stopped before aborting
+    lifecycle._decide(uri, "abort", "operator", lambda: 1_000)  # the give-up stopped before aborting
     with pytest.raises(DataLossError, match=r"was given up by operator at .* nothing was committed"):
         commit_checkpoint(admin, uri, committed_by="worker-1")
     assert set(_states(admin, prepared["ids"]).values()) == {"Ongoing"}  # nothing was sent

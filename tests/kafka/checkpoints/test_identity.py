@@ -62,7 +62,7 @@ def test_checkpoint_id_is_microseconds_exactly_and_naive_means_utc():
 
 
 def test_two_manual_runs_within_one_second_get_different_increasing_ids():
-    from airflow_provider_kafka_eos.operators.submit import checkpoint_id_for_run
+    from airflow_provider_kafka_eos.tasks.dag_run import checkpoint_id_for_run
 
     first = _context(run_after=T0, run_id="manual__a")
     second = _context(run_after=T0 + timedelta(milliseconds=300), run_id="manual__b")
@@ -71,14 +71,14 @@ def test_two_manual_runs_within_one_second_get_different_increasing_ids():
 
 
 def test_a_retry_and_a_clear_of_one_run_keep_its_checkpoint_id():
-    from airflow_provider_kafka_eos.operators.submit import checkpoint_id_for_run
+    from airflow_provider_kafka_eos.tasks.dag_run import checkpoint_id_for_run
 
     ids = {checkpoint_id_for_run(_context(try_number=n)) for n in (1, 2, 5)}
     assert ids == {checkpoint_id_from_datetime(T0)}
 
 
 def test_a_dated_run_is_named_by_its_logical_date_and_a_backfill_gets_a_smaller_id():
-    from airflow_provider_kafka_eos.operators.submit import checkpoint_id_for_run
+    from airflow_provider_kafka_eos.tasks.dag_run import checkpoint_id_for_run
 
     hour = timedelta(hours=1)
     scheduled = _context(logical_date=T0, run_after=T0 + hour)
@@ -88,14 +88,14 @@ def test_a_dated_run_is_named_by_its_logical_date_and_a_backfill_gets_a_smaller_
 
 
 def test_a_run_without_dates_is_a_usage_error():
-    from airflow_provider_kafka_eos.operators.submit import checkpoint_id_for_run
+    from airflow_provider_kafka_eos.tasks.dag_run import checkpoint_id_for_run
 
     with pytest.raises(UsageError, match="checkpoint_id explicitly"):
         checkpoint_id_for_run({"dag_run": SimpleNamespace(logical_date=None, run_after=None)})
 
 
 def test_run_identity_from_the_task_context():
-    from airflow_provider_kafka_eos.operators.submit import run_identity
+    from airflow_provider_kafka_eos.tasks.dag_run import run_identity
 
     run = run_identity(_context(logical_date=T0, run_id="scheduled__x", try_number=2))
     assert run == RunIdentity("eos_pipeline", "scheduled__x", 2, T0.isoformat())
@@ -222,7 +222,8 @@ class _TI:
 
 
 def _judge(manifest, *, context, explicit=None):
-    from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator, run_identity
+    from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
+    from airflow_provider_kafka_eos.tasks.dag_run import run_identity
 
     operator = SparkEosSubmitOperator(task_id="submit", pipeline_id="orders", topic="orders",
                                       manifest_base_uri="/m", application_callable="m:f",
@@ -252,28 +253,3 @@ def test_operator_fails_a_conflict_and_accepts_its_own_run():
     assert ti.pushed["checkpoint"]["outcome"] == "same_run"
     _judge(_manifest(prepared_by=RunIdentity("eos_pipeline", "manual__b", 2)), context=context)
     assert ti.pushed["checkpoint"]["outcome"] == "prepared"
-
-
-def test_a_run_whose_batch_an_older_release_prepared_keeps_that_whole_second_checkpoint(tmp_path):
-    """Upgrade safety: try 1 (old release) wrote a version 1 manifest at the whole-second id; the
-    retry (new release) must not derive a new id and write the batch again."""
-    from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator, run_identity
-
-    operator = SparkEosSubmitOperator(task_id="submit", pipeline_id="orders", topic="orders",
-                                      manifest_base_uri=str(tmp_path), application_callable="m:f")
-    context = dict(_context(run_id="manual__a", try_number=2), ti=_TI(try_number=2))
-    new_id, legacy_id = checkpoint_id_from_datetime(T0), int(T0.timestamp())
-    assert operator._adopt_legacy(context, new_id) == new_id  # nothing there: the new id
-
-    legacy = _manifest(legacy_id)
-    write_manifest(manifest_uri(str(tmp_path), "orders", legacy_id), legacy)
-    assert operator._adopt_legacy(context, new_id) == legacy_id
-    operator._judge_reuse(context, legacy, "u", run_identity(context))
-    assert context["ti"].pushed["checkpoint"]["outcome"] == "legacy"
-
-    # A manifest that names a run is never taken over, nor is an explicit id overridden.
-    write_manifest(manifest_uri(str(tmp_path), "orders", legacy_id),
-                   _manifest(legacy_id, prepared_by=RunIdentity("eos_pipeline", "manual__z", 1)))
-    assert operator._adopt_legacy(context, new_id) == new_id
-    operator.checkpoint_id = "42"
-    assert operator._adopt_legacy(context, 42) == 42

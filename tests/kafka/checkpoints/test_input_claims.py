@@ -14,26 +14,30 @@ import threading
 import pytest
 
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import (
-    MAX_INPUT_ID_CHARS,
     InputRecord,
     RunIdentity,
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import (
-    InputBusyError,
     InputVerdict,
     claim_input,
     claim_uri,
     read_claim,
 )
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore, ManifestStoreError
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     Manifest,
     ManifestStatus,
     read_manifest,
     write_manifest,
 )
-from airflow_provider_kafka_eos.kafka.errors import ManifestError, UsageError
+from airflow_provider_kafka_eos.kafka.errors import (
+    InputBusyError,
+    ManifestError,
+    ManifestStoreError,
+    UsageError,
+)
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
+from airflow_provider_kafka_eos.kafka.validation import MAX_INPUT_ID_CHARS
 
 PIPELINE = "orders"
 RUN_A = RunIdentity("eos_pipeline", "manual__a", 1, None)

@@ -14,8 +14,6 @@ import pytest
 
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord
 from airflow_provider_kafka_eos.kafka.checkpoints.input_ranges import (
-    InputCheckpointPendingError,
-    InputRangeLostError,
     plan_checkpoint_input,
     plan_input,
     record_plan,
@@ -28,7 +26,13 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     read_manifest,
     write_manifest,
 )
-from airflow_provider_kafka_eos.kafka.errors import CheckpointConflictError, ManifestError, UsageError
+from airflow_provider_kafka_eos.kafka.errors import (
+    CheckpointConflictError,
+    InputCheckpointPendingError,
+    InputRangeLostError,
+    ManifestError,
+    UsageError,
+)
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
 
 
@@ -214,7 +218,7 @@ def test_sparks_data_loss_error_becomes_input_range_lost_naming_the_planned_rang
     """The texts are Spark's own (kafka-error-conditions.json of spark-sql-kafka 4.x, and 3.x's
     "Cannot fetch offset"); the real error, read from Kafka 4.4 after DeleteRecords, is proven by
     tests/system/faults/test_kafka_input_data_loss.py."""
-    from airflow_provider_kafka_eos.kafka.checkpoints.input_ranges import InputRangeLostError
+    from airflow_provider_kafka_eos.kafka.errors import InputRangeLostError
     from airflow_provider_kafka_eos.spark.kafka_source import data_loss_error, input_loss_translated
 
     plan = KafkaInput(("in-12",), "g", "earliest", (PartitionRange("in-12", 0, 5, 40),

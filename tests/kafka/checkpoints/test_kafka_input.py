@@ -21,8 +21,6 @@ from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import AbortStrategy
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord
 from airflow_provider_kafka_eos.kafka.checkpoints.input_ranges import (
-    InputCheckpointPendingError,
-    InputRangeLostError,
     offsets_transactional_id,
     plan_checkpoint_input,
     read_plan,
@@ -34,6 +32,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus, write_manifest
 from airflow_provider_kafka_eos.kafka.checkpoints.restore import restore_pipeline
+from airflow_provider_kafka_eos.kafka.errors import InputCheckpointPendingError, InputRangeLostError
 from airflow_provider_kafka_eos.kafka.producers.librdkafka import TransactionProtocol
 from airflow_provider_kafka_eos.kafka.producers.offsets_transaction import prepare_group_offsets
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable

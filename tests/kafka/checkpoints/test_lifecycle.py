@@ -15,12 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_kafka_eos.kafka.admin.transactions import TxnOutcome
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
     AbortCandidate,
     AbortPolicy,
     ManifestStore,
-    ManifestStoreError,
     commit_checkpoint,
     load_prepared,
     mark_aborted,
@@ -33,8 +31,9 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     read_manifest,
     write_manifest,
 )
-from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError
+from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError, ManifestStoreError
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
+from airflow_provider_kafka_eos.kafka.protocol.transaction_types import TxnOutcome
 
 STATES = ["Ongoing", "Empty", "CompleteCommit", "CompleteAbort", "PrepareCommit", "PrepareAbort"]
 

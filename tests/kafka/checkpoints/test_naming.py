@@ -18,6 +18,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.naming import (
 )
 from airflow_provider_kafka_eos.kafka.errors import (
     ConfigError,
+    UsageError,
 )
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
 
@@ -50,10 +51,18 @@ def test_pooling_takes_smallest_free_slot_per_partition():
     assert pooling_ids("p", [0, 1], iter(in_use)) == {0: "p-0-2", 1: "p-1-1"}
 
 
-@pytest.mark.parametrize("prefix", ["", " ", "p-", " p"])
+@pytest.mark.parametrize("prefix", ["", " ", " p", "p "])
 def test_bad_prefixes_are_refused(prefix):
-    with pytest.raises(ConfigError):
+    with pytest.raises(UsageError):  # kafka/validation.py's one rule, as at the submit operator
         incrementing_id(prefix, 0, 0)
+
+
+def test_a_prefix_ending_in_a_dash_names_and_parses_back():
+    """``orders-`` is a prefix like any other: its ids read back from their last two dashes."""
+    tid = incrementing_id("orders-", 3, 7)
+    assert tid == "orders--3-7"
+    assert parse_transactional_id(tid) == ParsedTransactionalId("orders-", 3, 7)
+    assert owned_by("orders-", tid) and not owned_by("orders", tid)
 
 
 def test_switch_pooling_to_incrementing_with_state_is_refused():

@@ -17,7 +17,6 @@ from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity
 from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import InputVerdict, claim_input
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
     ManifestStore,
-    ManifestStoreError,
     abort_checkpoint,
     commit_checkpoint,
     load_prepared,
@@ -29,7 +28,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
     replace_if,
 )
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
+from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, ManifestStoreError
 from kafka_eos_testing.transactions import produce_transaction, write_prepared_manifest
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
@@ -88,7 +87,7 @@ def test_runs_of_one_input_racing_on_s3_claim_it_exactly_once(s3_base):
 
 def _swallow_busy(run, i):
     """A loser finds the winner's claim with no manifest yet (timeout_s=0): busy, nothing written."""
-    from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import InputBusyError
+    from airflow_provider_kafka_eos.kafka.errors import InputBusyError
 
     with contextlib.suppress(InputBusyError):
         run(i)

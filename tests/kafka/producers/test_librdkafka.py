@@ -11,10 +11,11 @@ import time
 
 import pytest
 
-from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin, TxnState
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import BrokerUnreachableError, ProducerFencedError
 from airflow_provider_kafka_eos.kafka.producers.librdkafka import PartitionTransaction, TransactionProtocol
+from airflow_provider_kafka_eos.kafka.protocol.transaction_types import TxnState
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = pytest.mark.broker

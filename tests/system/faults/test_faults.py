@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin, TxnState
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     ManifestStatus,
     find_manifests,
@@ -26,6 +26,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
 )
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import DataLossError
+from airflow_provider_kafka_eos.kafka.protocol.transaction_types import TxnState
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
 from airflow_provider_kafka_eos.spark import faults
 from airflow_provider_kafka_eos.spark import job as eos_job

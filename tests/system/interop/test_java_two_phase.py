@@ -26,11 +26,12 @@ import sys
 import pyarrow as pa
 import pytest
 
-from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin, TxnState
+from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import DataLossError
 from airflow_provider_kafka_eos.kafka.producers.arrow import ArrowPartitionTransaction
 from airflow_provider_kafka_eos.kafka.producers.librdkafka import TransactionProtocol
+from airflow_provider_kafka_eos.kafka.protocol.transaction_types import TxnState
 from kafka_eos_testing.broker.txn_testkit import create_topic
 from kafka_eos_testing.transactions import wait_until_committed
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
