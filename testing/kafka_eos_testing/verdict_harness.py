@@ -49,7 +49,7 @@ from airflow_provider_kafka_eos.kafka.producers.librdkafka import TransactionPro
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 from airflow_provider_kafka_eos.kafka.protocol.verdicts import Verdict
 from kafka_eos_testing.broker.broker import Broker, BrokerConfig
-from kafka_eos_testing.transactions import produce_transaction
+from kafka_eos_testing.transactions import age_transactional_ids, produce_transaction
 
 __all__ = ["FAULTS", "InProcessBroker", "RunReport", "run_trials"]
 
@@ -157,8 +157,14 @@ class RunReport:
 
 
 def run_trials(bootstrap: str, trials: int, seed: int, *, set_epoch: Callable[[str, int], None] | None = None,
-               time_out: Callable[[str], None] | None = None, batch: int = 50) -> RunReport:
-    """Play ``trials`` seeded trials against the cluster at ``bootstrap`` and check them; see the module."""
+               time_out: Callable[[str], None] | None = None, batch: int = 50,
+               age_real_ids: bool = False) -> RunReport:
+    """Play ``trials`` seeded trials against the cluster at ``bootstrap`` and check them; see the module.
+
+    ``set_epoch``: moves an idle id's epoch at once (the in-process broker). ``age_real_ids``: on a
+    real cluster, each batch's fresh ids that start near the limit are aged together first with
+    pipelined InitProducerId rounds (``age_transactional_ids``), as a long-lived pipeline ages them.
+    """
     rng = random.Random(seed)  # noqa: S311 - a replayable test schedule, not a secret
     report = RunReport(seed, trials)
     started = time.monotonic()
@@ -170,27 +176,40 @@ def run_trials(bootstrap: str, trials: int, seed: int, *, set_epoch: Callable[[s
     with TransactionAdmin(config, retry_timeout_ms=20_000) as admin:
         done = 0
         while done < trials:
-            played = []
+            played, planned = [], []
             for number in range(done, min(trials, done + batch)):
                 fault = rng.choice(faults)
                 reuse = pool.pop(rng.randrange(len(pool))) if pool and rng.random() < 0.3 else None
                 # A fresh id may start anywhere; a reused one goes on from where it is (an epoch never
                 # moves back: its partitions remember the producer's last epoch).
-                start = rng.choice(START_EPOCHS) if set_epoch is not None and reuse is None else None
+                movable = set_epoch is not None or age_real_ids
+                start = rng.choice(START_EPOCHS) if movable and reuse is None else None
                 tid = reuse or f"verdict-{seed}-{number}-{uuid.uuid4().hex[:4]}"
                 keys = [f"{tid}/{number}/{i}".encode() for i in range(rng.randint(1, 6))]
-                trial = Trial(number, fault, start, tid, keys)
-                if start is not None:
-                    set_epoch(tid, start)
-                _play(admin, bootstrap, topic, trial, rng, time_out)
-                report.faults[fault] += 1
-                report.verdicts[trial.verdict] += 1
+                planned.append(Trial(number, fault, start, tid, keys))
                 pool.append(tid)
+            _move_epochs(admin, planned, set_epoch)
+            for trial in planned:
+                _play(admin, bootstrap, topic, trial, rng, time_out)
+                report.faults[trial.fault] += 1
+                report.verdicts[trial.verdict] += 1
                 played.append(trial)
             _check(admin, bootstrap, topic, played, report)
             done += len(played)
     report.seconds = time.monotonic() - started
     return report
+
+
+def _move_epochs(admin: TransactionAdmin, planned: list[Trial], set_epoch: Callable[[str, int], None] | None
+                 ) -> None:
+    """Start each planned fresh id at its drawn epoch: at once in-process, else aged together."""
+    wanted = [(t.transactional_id, t.start_epoch) for t in planned if t.start_epoch is not None]
+    if set_epoch is not None:
+        for tid, epoch in wanted:
+            set_epoch(tid, epoch)
+        return
+    for epoch in sorted({e for _, e in wanted}):
+        age_transactional_ids(admin, [tid for tid, e in wanted if e == epoch], epoch)
 
 
 def _play(admin: TransactionAdmin, bootstrap: str, topic: str, trial: Trial, rng: random.Random,
@@ -344,11 +363,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--seed", type=int, default=int(time.strftime("%Y%m%d")))
-    parser.add_argument("--bootstrap", help="a real cluster (its ids are aged with InitProducerId rounds "
-                        "only by the caller: without it the in-process embedded broker is used)")
+    parser.add_argument("--bootstrap", help="a real cluster (ids aged to the epoch limit with InitProducerId "
+                        "rounds; no timeout-abort faults); without it the in-process embedded broker")
     args = parser.parse_args(argv)
     if args.bootstrap:
-        report = run_trials(args.bootstrap, args.trials, args.seed)
+        report = run_trials(args.bootstrap, args.trials, args.seed, age_real_ids=True)
     else:
         broker = InProcessBroker(default_partitions=PARTITIONS)
         try:
