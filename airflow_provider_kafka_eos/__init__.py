@@ -19,7 +19,7 @@ PROJECT_URL = "https://github.com/airflow-provider-kafka-eos/airflow-provider-ka
 _INTEGRATION = "Kafka exactly-once (EOS)"
 _MODULES = {
     "operators": ["submit", "commit", "abort", "resolve", "preflight"],
-    "hooks": ["kafka_eos"],
+    "hooks": ["kafka_eos", "spark_submit"],
     "sensors": ["lingering"],
     "triggers": ["lingering"],
 }

@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import json
 import random
+import sys
 import threading
 import time
 import uuid
@@ -158,7 +159,7 @@ class RunReport:
 
 def run_trials(bootstrap: str, trials: int, seed: int, *, set_epoch: Callable[[str, int], None] | None = None,
                time_out: Callable[[str], None] | None = None, batch: int = 50,
-               age_real_ids: bool = False) -> RunReport:
+               age_real_ids: bool = False, progress: Callable[[str], None] | None = None) -> RunReport:
     """Play ``trials`` seeded trials against the cluster at ``bootstrap`` and check them; see the module.
 
     ``set_epoch``: moves an idle id's epoch at once (the in-process broker). ``age_real_ids``: on a
@@ -196,6 +197,9 @@ def run_trials(bootstrap: str, trials: int, seed: int, *, set_epoch: Callable[[s
                 played.append(trial)
             _check(admin, bootstrap, topic, played, report)
             done += len(played)
+            if progress is not None:
+                progress(f"{done}/{trials} trials, {time.monotonic() - started:.0f} s: "
+                         f"{len(report.wrong)} wrong, {report.duplicates} duplicate(s)")
     report.seconds = time.monotonic() - started
     return report
 
@@ -359,6 +363,10 @@ def _create_topic(bootstrap: str, topic: str) -> None:
         future.result(30)
 
 
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=200)
@@ -367,12 +375,12 @@ def main(argv: list[str] | None = None) -> int:
                         "rounds; no timeout-abort faults); without it the in-process embedded broker")
     args = parser.parse_args(argv)
     if args.bootstrap:
-        report = run_trials(args.bootstrap, args.trials, args.seed, age_real_ids=True)
+        report = run_trials(args.bootstrap, args.trials, args.seed, age_real_ids=True, progress=_say)
     else:
         broker = InProcessBroker(default_partitions=PARTITIONS)
         try:
             report = run_trials(broker.bootstrap, args.trials, args.seed, set_epoch=broker.set_epoch,
-                                time_out=broker.time_out)
+                                time_out=broker.time_out, progress=_say)
         finally:
             broker.stop()
     print(report.summary())

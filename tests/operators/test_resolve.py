@@ -33,10 +33,14 @@ def test_the_form_store_else_the_connection_store_by_the_hook_rule(monkeypatch, 
 
 
 def test_the_form_store_gets_its_credentials_from_the_connection(monkeypatch):
-    """An ``s3://`` store typed into the form goes through the hook's store rule, which reads the
-    connection's ``manifest_store_conn_id``: naming a connection that does not exist is refused."""
+    """An ``s3://`` store typed into the form is reached the way the operator reaches it (the hook's
+    ``store_access`` for the request's URI), which reads the connection's ``manifest_store_conn_id``:
+    naming a connection that does not exist is refused."""
     extra = {"bootstrap.servers": "b:9092", "manifest_store_conn_id": "no_such_conn"}
     _conn(monkeypatch, "eos_form_s3", extra)
-    setting = KafkaEosHook("eos_form_s3").manifest_store_setting
+    hook = KafkaEosHook("eos_form_s3")
+    request = request_from_form({"action": "abort", "manifest_base_uri": "s3://bucket/m"},
+                                store_setting=hook.manifest_store_setting)
+    assert request.manifest_base_uri == "s3://bucket/m"
     with pytest.raises(ConfigError, match="no_such_conn"):
-        request_from_form({"action": "abort", "manifest_base_uri": "s3://bucket/m"}, store_setting=setting)
+        hook.store_access(request.manifest_uri or request.manifest_base_uri)

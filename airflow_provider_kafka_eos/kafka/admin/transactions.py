@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -77,7 +77,7 @@ from airflow_provider_kafka_eos.kafka.protocol.transaction_types import (
     _now_ms,
     _state,
 )
-from airflow_provider_kafka_eos.kafka.protocol.verdicts import TxnVerdict, Verdict
+from airflow_provider_kafka_eos.kafka.protocol.verdicts import GroupEffect, TxnVerdict, Verdict
 from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
 
 __all__ = ["TransactionAdmin"]
@@ -320,10 +320,12 @@ class TransactionAdmin:
         *,
         ask_coordinator: bool,
         descriptions: dict[str, TransactionDescription] | None = None,
+        group_effects: Mapping[str, GroupEffect] | None = None,
     ) -> dict[str, TxnVerdict]:
         """The verdict of each committable: committed, aborted, open or unknown, from the coordinator and
         the data (:func:`~airflow_provider_kafka_eos.kafka.admin.verdict.judge`)."""
-        return judge(self, committables, ask_coordinator=ask_coordinator, descriptions=descriptions)
+        return judge(self, committables, ask_coordinator=ask_coordinator, descriptions=descriptions,
+                     group_effects=group_effects)
 
     def verify_committable(
         self, committable: Committable, description: TransactionDescription, now_ms: int | None = None
@@ -343,6 +345,7 @@ class TransactionAdmin:
         max_workers: int = 16,
         lanes: int | None = None,
         progress: Progress | None = None,
+        group_effects: Mapping[str, GroupEffect] | None = None,
     ) -> list[TxnOutcome]:
         """Commit every committable, or none if any fails verification.
 
@@ -372,7 +375,8 @@ class TransactionAdmin:
             )
         check_end_txn_versions(self.wire, committables)
         descriptions = self.describe(ids)
-        verdicts = self.judge(committables, ask_coordinator=True, descriptions=descriptions)
+        verdicts = self.judge(committables, ask_coordinator=True, descriptions=descriptions,
+                              group_effects=group_effects)
         for c in committables:  # nothing is sent unless every transaction can be committed
             error = verdicts[c.transactional_id].error
             if error is not None:
@@ -383,7 +387,8 @@ class TransactionAdmin:
                 # An earlier EndTxn committed it and Kafka is writing the markers (asynchronously):
                 # wait for CompleteCommit instead of sending EndTxn again.
                 descriptions[tid] = self._wait_until_complete(tid)
-                verdicts[tid] = self.judge([c], ask_coordinator=True, descriptions=descriptions)[tid]
+                verdicts[tid] = self.judge([c], ask_coordinator=True, descriptions=descriptions,
+                                           group_effects=group_effects)[tid]
                 if verdicts[tid].error is not None:
                     raise verdicts[tid].error
         to_commit = [c for c in committables if verdicts[c.transactional_id].verdict is Verdict.OPEN]

@@ -31,6 +31,7 @@ from typing import Protocol
 from kafka.protocol.producer.transaction import EndTxnRequest
 
 from airflow_provider_kafka_eos.kafka.admin.commit_rules import timeout_hint
+from airflow_provider_kafka_eos.kafka.admin.input_offsets import group_offsets
 from airflow_provider_kafka_eos.kafka.admin.txn_data import (
     PartitionReading,
     data_outcome,
@@ -39,6 +40,7 @@ from airflow_provider_kafka_eos.kafka.admin.txn_data import (
 from airflow_provider_kafka_eos.kafka.errors import (
     BrokerUnreachableError,
     DataLossError,
+    KafkaEosError,
     ProducerFencedError,
     TransactionTimeoutRiskError,
     VerdictUnknownError,
@@ -56,7 +58,7 @@ from airflow_provider_kafka_eos.kafka.protocol.transaction_types import (
     TxnState,
     _holder,
 )
-from airflow_provider_kafka_eos.kafka.protocol.verdicts import TxnVerdict, Verdict
+from airflow_provider_kafka_eos.kafka.protocol.verdicts import GroupEffect, TxnVerdict, Verdict
 from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
 
 __all__ = ["VerdictAdmin", "judge"]
@@ -85,12 +87,15 @@ def judge(
     *,
     ask_coordinator: bool,
     descriptions: Mapping[str, TransactionDescription] | None = None,
+    group_effects: Mapping[str, GroupEffect] | None = None,
 ) -> dict[str, TxnVerdict]:
     """The verdict of every committable (see the module docstring for the order of evidence).
 
     ``ask_coordinator``: whether EndTxn(commit) with the recorded pair may be sent as the question
     of step 3; only callers that may commit the transaction pass True (the commit and restore of
     a checkpoint whose vote is commit). ``descriptions``: what the caller already described.
+    ``group_effects``: transactional id -> what it does to a consumer group when committed (a
+    Kafka-input checkpoint's offsets transaction, whose data is the group's committed offsets).
     """
     committables = list(committables)
     if not committables:
@@ -101,7 +106,9 @@ def judge(
     for c in committables:
         d = descriptions.get(c.transactional_id)
         verdict = _from_description(admin, c, d)
-        verdicts[c.transactional_id] = verdict or _from_data_and_coordinator(admin, c, d, ask_coordinator)
+        effect = (group_effects or {}).get(c.transactional_id)
+        verdicts[c.transactional_id] = verdict or _from_data_and_coordinator(admin, c, d, ask_coordinator,
+                                                                             effect)
     return verdicts
 
 
@@ -128,13 +135,16 @@ def _from_description(
 
 
 def _from_data_and_coordinator(
-    admin: VerdictAdmin, c: Committable, d: TransactionDescription | None, ask_coordinator: bool
+    admin: VerdictAdmin, c: Committable, d: TransactionDescription | None, ask_coordinator: bool,
+    effect: GroupEffect | None = None,
 ) -> TxnVerdict:
     tid = c.transactional_id
     holds = "the coordinator does not know the id" if d is None else f"the coordinator holds {_holder(d)}"
     readings = read_transaction_data(admin.wire, c)
     outcome = data_outcome(readings)
     data_text = "; ".join(map(str, readings))
+    if effect is not None and outcome is None:
+        outcome, data_text = _group_outcome(admin, effect)
     if outcome == "committed":
         return TxnVerdict(tid, Verdict.COMMITTED, f"data: {data_text} ({holds})", *_pair(d))
     if outcome == "aborted":
@@ -170,6 +180,24 @@ def _from_data_and_coordinator(
             transactional_id=tid,
         ),
     )
+
+
+def _group_outcome(admin: VerdictAdmin, effect: GroupEffect) -> tuple[str | None, str]:
+    """The offsets transaction's data: the group's committed offsets. At every ``to``: committed.
+    At every ``from`` (or none yet): not committed, and since the coordinator no longer holds it
+    open (the description came first), it can never be: aborted. Anything else: no answer."""
+    try:
+        found = group_offsets(admin, effect.group, [(t, p) for t, p, _, _ in effect.moves])
+    except KafkaEosError as exc:
+        return None, f"the group {effect.group!r}'s offsets cannot be read ({exc.cause})"
+    at = [found.get((t, p)) for t, p, _, _ in effect.moves]
+    where = ", ".join(f"{t}-{p}: {o}" for (t, p, _, _), o in zip(effect.moves, at, strict=True))
+    text = f"consumer group {effect.group!r} at ({where})"
+    if all(o == to for o, (_, _, _, to) in zip(at, effect.moves, strict=True)):
+        return "committed", f"{text}: the checkpoint's ends"
+    if all(o is None or o == start for o, (_, _, start, _) in zip(at, effect.moves, strict=True)):
+        return "aborted", f"{text}: not moved to the checkpoint's ends"
+    return None, f"{text}: neither the checkpoint's starts nor its ends"
 
 
 def _aborted(admin: VerdictAdmin, c: Committable, how: str, d: TransactionDescription | None) -> TxnVerdict:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.errors import ManifestError, UsageError
+from airflow_provider_kafka_eos.kafka.protocol.verdicts import GroupEffect
 from airflow_provider_kafka_eos.kafka.validation import validate_topic
 
 __all__ = ["START_CHOICES", "KafkaInput", "PartitionRange", "SkippedRange", "StartChoice"]
@@ -144,6 +145,10 @@ class KafkaInput:
 
     def range_of(self, topic: str, partition: int) -> PartitionRange | None:
         return self._by_partition.get((topic, partition))
+
+    def group_effect(self) -> GroupEffect:
+        """What the offsets transaction does to the group when it commits: each range's ``from`` to ``to``."""
+        return GroupEffect(self.group, tuple((r.topic, r.partition, r.start, r.end) for r in self.ranges))
 
     def end_offsets(self) -> dict[tuple[str, int], int]:
         """Partition -> ``to``: what the group's offsets become when the checkpoint commits."""

@@ -75,6 +75,7 @@ __all__ = [
     "PreparedRef",
     "abort_checkpoint",
     "commit_checkpoint",
+    "effects_kw",
     "load_prepared",
     "mark_aborted",
     "plan_abort",
@@ -554,23 +555,22 @@ _PLANNED = {Verdict.COMMITTED: "already_committed", Verdict.OPEN: "commit"}
 
 
 def verify_checkpoint(admin: Any, manifest: Manifest) -> dict[str, str]:
-    """The commit's own verification, read-only: id -> ``commit`` / ``already_committed`` / ``ask``.
+    """The commit's own verification, changing nothing: id -> ``commit`` / ``already_committed``.
 
     Raises what the real commit would raise (DataLossError, TransactionTimeoutRiskError,
-    UnknownTransactionError, ...), so a dry run fails the same way. ``ask``: only the coordinator's
-    answer to the recorded pair can tell (a dry run sends no EndTxn; the commit does, under TV2).
+    UnknownTransactionError, VerdictUnknownError, ...), so a dry run fails the same way.
     """
     if not manifest.committables:
         return {}
     ids = [c.transactional_id for c in manifest.committables]
     descriptions = admin.describe(ids)  # an unknown id is refused, as the commit refuses it
     plan: dict[str, str] = {}
-    for tid, verdict in admin.judge(manifest.committables, ask_coordinator=False,
+    # The commit's own question included (it cannot commit anything: see ``resolution.dry_run_outcome``).
+    for tid, verdict in admin.judge(manifest.committables, ask_coordinator=True, **effects_kw(manifest),
                                     descriptions=descriptions).items():
-        # UNKNOWN without the coordinator's question: "ask", the commit sends it (TV2) and decides then
-        if verdict.verdict is not Verdict.UNKNOWN and verdict.error is not None:
+        if verdict.error is not None:
             raise verdict.error
-        plan[tid] = _PLANNED.get(verdict.verdict, "ask")
+        plan[tid] = _PLANNED[verdict.verdict]
     return plan
 
 
@@ -610,7 +610,8 @@ def commit_checkpoint(
         return _report(uri, manifest, status, committed_by, plan, started, now_ms())
     _decide(uri, "commit", committed_by, now_ms, access)  # a give-up decided first wins; nothing is sent then
     outcomes = (
-        admin.commit(manifest.committables, max_workers=max_workers, **_progress_kw(progress))
+        admin.commit(manifest.committables, max_workers=max_workers, **_progress_kw(progress),
+                     **effects_kw(manifest))
         if manifest.committables
         else []
     )
@@ -810,7 +811,7 @@ def abort_checkpoint(
             f"manifest {uri} is COMMITTED: its records are visible and cannot be aborted",
             runbook="resolve-manually",
         )
-    verdicts = admin.judge(manifest.committables, ask_coordinator=False)
+    verdicts = admin.judge(manifest.committables, ask_coordinator=False, **effects_kw(manifest))
     mine: list[str] = []
     for c in manifest.committables:
         verdict = verdicts[c.transactional_id]
@@ -852,6 +853,16 @@ def abort_checkpoint(
     mark_aborted(uri, [f"aborted on request ({aborted_by})"], aborted_by=aborted_by, access=access)
     report.status = "aborted"
     return report
+
+
+def effects_kw(manifest: Manifest) -> dict[str, Any]:
+    """``group_effects=`` for a Kafka-input checkpoint: its offsets transaction's data is the group's
+    committed offsets (the verdict reads them); nothing for other checkpoints (admins handed in by
+    tests may not take the keyword)."""
+    kafka = manifest.input.kafka if manifest.input is not None else None
+    if kafka is None or not kafka.offsets_transactional_id:
+        return {}
+    return {"group_effects": {kafka.offsets_transactional_id: kafka.group_effect()}}
 
 
 def _progress_kw(progress: Callable[[int, int, str], None] | None) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
     ManifestStore,
     PreparedRef,
     commit_checkpoint,
+    effects_kw,
     mark_aborted,
     plan_abort,
     prepared_index,
@@ -229,7 +230,7 @@ def _settle_this_checkpoint(admin: Any, uri: str, manifest: Manifest, report: Re
     # A recorded decision to commit: its EndTxn may have gone through already (even rotating the
     # producer id), so the coordinator may be asked with the recorded pair.
     decided = manifest.decision is not None and manifest.decision.outcome == "commit"
-    verdicts = admin.judge(manifest.committables, ask_coordinator=decided)
+    verdicts = admin.judge(manifest.committables, ask_coordinator=decided, **effects_kw(manifest))
     outcome = checkpoint_verdict(verdicts)
     if outcome is Verdict.COMMITTED:
         _recommit(admin, uri, manifest, report, now_ms)  # mark it, with the pairs the coordinator holds now
@@ -282,7 +283,7 @@ def _recommit(admin: Any, uri: str, manifest: Manifest, report: RestoreReport,
     try:
         committed = commit_checkpoint(admin, uri, committed_by="restore", now_ms=now_ms, access=report.access)
     except DataLossError as exc:
-        verdicts = admin.judge(manifest.committables, ask_coordinator=True)
+        verdicts = admin.judge(manifest.committables, ask_coordinator=True, **effects_kw(manifest))
         outcome = checkpoint_verdict(verdicts)
         if outcome is not Verdict.ABORTED:
             _refuse_unproven(uri, manifest, verdicts, outcome)

@@ -576,16 +576,13 @@ def _commit(admin: Any, request: ResolutionRequest, progress: Progress | None) -
 
 
 def dry_run_outcome(admin: Any, committable: Any) -> str:
-    """What a commit of ``committable`` would do, read-only: raises what the commit would raise.
+    """What a commit of ``committable`` would do: raises what the commit would raise.
 
-    The dry run sends no EndTxn, so where only the coordinator's answer to the recorded pair could
-    tell (a TV2 rotation with no first offsets recorded) it says so instead of guessing.
+    It asks what the commit asks, EndTxn(commit) with the recorded pair included (the verdict sends
+    it only when the coordinator no longer holds that pair open, so it cannot commit anything: the
+    coordinator answers from its own history), so a dry run fails exactly as the commit would.
     """
-    verdict = admin.judge([committable], ask_coordinator=False)[committable.transactional_id]
-    if verdict.verdict is Verdict.UNKNOWN:
-        if committable.transaction_version >= 2:
-            return "would ask the coordinator with the recorded pair (the data cannot tell)"
-        raise verdict.error
+    verdict = admin.judge([committable], ask_coordinator=True)[committable.transactional_id]
     if verdict.error is not None:
         raise verdict.error
     return "already committed" if verdict.verdict is Verdict.COMMITTED else "would commit"

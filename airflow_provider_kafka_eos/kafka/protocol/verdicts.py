@@ -13,7 +13,7 @@ from enum import Enum
 
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
 
-__all__ = ["TxnVerdict", "Verdict", "checkpoint_verdict"]
+__all__ = ["GroupEffect", "TxnVerdict", "Verdict", "checkpoint_verdict"]
 
 
 class Verdict(str, Enum):
@@ -64,3 +64,13 @@ def checkpoint_verdict(verdicts: Mapping[str, TxnVerdict]) -> Verdict | str:
     if Verdict.OPEN in kinds:
         return Verdict.OPEN
     return Verdict.COMMITTED
+
+
+@dataclass(frozen=True)
+class GroupEffect:
+    """What a Kafka-input checkpoint's offsets transaction does when it commits: ``group``'s committed
+    offsets move from each range's ``from`` to its ``to``. Its records go to ``__consumer_offsets``,
+    which the provider does not read, so this visible effect is its data (``kafka/admin/verdict.py``)."""
+
+    group: str
+    moves: tuple[tuple[str, int, int, int], ...]  # (topic, partition, from, to)

@@ -118,7 +118,7 @@ class Pipeline:
     def prepare(self, checkpoint_id, kafka_input) -> str:
         keys = _read_range(self.bootstrap, kafka_input)
         output_id = f"{self.prefix}-{checkpoint_id}-0"
-        produce_transaction(self.bootstrap, output_id, self.topic_out, keys)
+        first = produce_transaction(self.bootstrap, output_id, self.topic_out, keys)
         offsets = prepare_group_offsets(
             offsets=kafka_input.end_offsets(), group=self.group,
             confluent_config={"bootstrap.servers": self.bootstrap},
@@ -129,7 +129,7 @@ class Pipeline:
         tv = TransactionProtocol.from_admin(self.admin)
         out = Committable(output_id, output.producer_id, output.producer_epoch, output.partitions, len(keys),
                           int(time.time() * 1000), output.start_time_ms, output.timeout_ms,
-                          tv.transaction_version, tv.end_txn_version)
+                          tv.transaction_version, tv.end_txn_version, first_offsets=first)
         now = int(time.time() * 1000)
         uri = self.store.uri(self.pipeline, checkpoint_id)
         record = InputRecord(f"kafka-{checkpoint_id}", None, kafka_input)
