@@ -16,7 +16,10 @@ from typing import Any
 
 from airflow_provider_kafka_eos.kafka.errors import ConfigError
 
-__all__ = ["RecordFormat", "RegistryConfig", "SerdeSetting", "SubjectNameStrategy", "subject_name"]
+__all__ = [
+    "RecordFormat", "RegistryConfig", "SerdeSetting", "SubjectNameStrategy", "protobuf_file_descriptor",
+    "protobuf_schema", "subject_name",
+]
 
 
 class RecordFormat(str, enum.Enum):
@@ -186,23 +189,52 @@ class SerdeSetting:
             parsed = json.loads(self.schema or "null")
             return parsed.get("title") if isinstance(parsed, dict) else None
         if self.format is RecordFormat.PROTOBUF:
-            return _first_protobuf_message(self.schema or "")
+            file_proto = protobuf_file_descriptor(self.schema or "", where="the protobuf format setting")
+            first = file_proto.message_type[0].name
+            return f"{file_proto.package}.{first}" if file_proto.package else first
         return None
 
 
-def _first_protobuf_message(text: str) -> str | None:
-    """``package.Message`` of the first top-level message of a .proto text (what Kafka's serializer
-    names the subject after), read without a .proto compiler: comments dropped, braces counted."""
-    import re
+def protobuf_schema(message_class: Any) -> str:
+    """The schema text of a generated Protobuf message class, as confluent-kafka's
+    ``ProtobufSerializer`` registers it: the base64 of its file's ``FileDescriptorProto``.
 
-    text = re.sub(r"//[^\n]*|/\*.*?\*/", "", text, flags=re.S)
-    package = re.search(r"^\s*package\s+([\w.]+)\s*;", text, flags=re.M)
-    depth = 0
-    for token in re.finditer(r"\{|\}|\bmessage\s+(\w+)", text):
-        if token.group(0) == "{":
-            depth += 1
-        elif token.group(0) == "}":
-            depth -= 1
-        elif depth == 0:
-            return f"{package.group(1)}.{token.group(1)}" if package else token.group(1)
-    return None
+    The message must be the file's first message (it is encoded with message index ``[0]``) and the
+    file may import nothing: both are refused by :func:`protobuf_file_descriptor`."""
+    import base64
+
+    descriptor = message_class.DESCRIPTOR
+    schema = base64.standard_b64encode(descriptor.file.serialized_pb).decode("ascii")
+    file_proto = protobuf_file_descriptor(schema, where=f"protobuf message {descriptor.full_name}")
+    if file_proto.message_type[0].name != descriptor.name:
+        raise ConfigError(f"protobuf message {descriptor.full_name} is not the first message of "
+                          f"{descriptor.file.name}; move it first (records are written with message "
+                          "index [0])")
+    return schema
+
+
+def protobuf_file_descriptor(schema: str, *, where: str) -> Any:
+    """The ``FileDescriptorProto`` of a base64 protobuf schema (what :func:`protobuf_schema` gives)."""
+    import base64
+    import binascii
+
+    from google.protobuf import descriptor_pb2
+    from google.protobuf.message import DecodeError
+
+    file_proto = descriptor_pb2.FileDescriptorProto()
+    try:
+        file_proto.ParseFromString(base64.b64decode(schema.encode("ascii"), validate=True))
+    except (binascii.Error, UnicodeEncodeError, DecodeError):
+        raise ConfigError(
+            f"{where}: the protobuf schema is not a base64 FileDescriptorProto (.proto text cannot be "
+            "compiled here); pass protobuf_schema(YourMessage) from "
+            "airflow_provider_kafka_eos.kafka.registry.config"
+        ) from None
+    if not file_proto.message_type:
+        raise ConfigError(f"{where}: the protobuf schema {file_proto.name!r} defines no message")
+    if list(file_proto.dependency):
+        raise ConfigError(f"{where}: the protobuf schema {file_proto.name!r} imports "
+                          f"{', '.join(file_proto.dependency)}; schemas with imports (references) are not "
+                          "supported yet: inline the imported messages")
+    return file_proto
+

@@ -197,7 +197,39 @@ class JsonSchemaEncoder(RecordEncoder):
         buffer.write(self._dumps(row).encode())
 
 
-_ENCODERS: dict[str, type[RecordEncoder]] = {"avro": AvroEncoder, "json_schema": JsonSchemaEncoder}
+class ProtobufEncoder(RecordEncoder):
+    """Protobuf messages of the schema's first message type (message index ``[0]``), built from the
+    schema's ``FileDescriptorProto`` (the base64 form confluent-kafka's serializer registers; see
+    :func:`~.config.protobuf_schema`), so no generated code or .proto compiler is needed here."""
+
+    def __init__(self, resolved: ResolvedSchema) -> None:
+        super().__init__(resolved)
+        from google.protobuf import descriptor_pool, message_factory
+
+        from airflow_provider_kafka_eos.kafka.registry.config import protobuf_file_descriptor
+
+        file_proto = protobuf_file_descriptor(resolved.schema, where=f"subject {resolved.subject!r}")
+        pool = descriptor_pool.DescriptorPool()
+        pool.Add(file_proto)
+        first = file_proto.message_type[0].name
+        full_name = f"{file_proto.package}.{first}" if file_proto.package else first
+        self._message = message_factory.GetMessageClass(pool.FindMessageTypeByName(full_name))
+        self._fields = [f.name for f in self._message.DESCRIPTOR.fields]
+        self.header = wire_header(resolved.schema_id, protobuf_indexes=(0,))
+
+    def fields(self) -> list[str] | None:
+        return self._fields
+
+    def _has_default(self, field: str) -> bool:
+        return True  # proto3: every field may be absent (its default)
+
+    def _write(self, buffer: io.BytesIO, row: Any) -> None:
+        buffer.write(self._message(**row).SerializeToString())
+
+
+_ENCODERS: dict[str, type[RecordEncoder]] = {
+    "avro": AvroEncoder, "json_schema": JsonSchemaEncoder, "protobuf": ProtobufEncoder,
+}
 
 
 def encoder_for(resolved: ResolvedSchema) -> RecordEncoder:

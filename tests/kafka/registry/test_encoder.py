@@ -157,3 +157,32 @@ def test_json_rows_failing_validation_are_refused_with_the_path(schema_registry,
                                         names=["id", "customer", "amount"])
     with pytest.raises(SchemaMismatchError, match=r"row 1 .*at customer: None is not of type 'string'"):
         encoder_for(resolved).encode(column)
+
+
+def test_protobuf_records_read_back_by_kafkas_deserializer(schema_registry, kafka_broker, registry_topic):
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from registry_protos import order_message
+
+    from airflow_provider_kafka_eos.kafka.registry.config import protobuf_schema
+
+    message = order_message()
+    _, resolved = _resolve(schema_registry, registry_topic, "protobuf", protobuf_schema(message))
+    assert resolved.subject == f"{registry_topic}-value"
+    column = pa.StructArray.from_arrays(
+        [pa.array([1, 2, 3], pa.int64()), pa.array(["a", "b", None]), pa.array([0.5, 2.0, -1.0]),
+         pa.array([True, False, True]), pa.array([b"\x00\x01", b"", b"z"]),
+         pa.array([[{"sku": 7, "qty": 2}], [], [{"sku": 8, "qty": 1}, {"sku": 9, "qty": 5}]])],
+        names=["id", "customer", "amount", "paid", "blob", "lines"])
+    encoded = encoder_for(resolved).encode(column)
+    assert {v[:6] for v in encoded.to_pylist()} == {b"\x00" + resolved.schema_id.to_bytes(4, "big") + b"\x00"}
+    values = dict(zip((b"k1", b"k2", b"k3"), encoded.to_pylist(), strict=True))
+    produce_transaction(kafka_broker.bootstrap, unique_name("txn"), registry_topic, list(values),
+                        commit=True, partitions=[0], value=values.__getitem__)
+    records = _read_committed(kafka_broker.bootstrap, registry_topic)
+    deserialize = ProtobufDeserializer(message, {"use.deprecated.format": False})
+    context = SerializationContext(registry_topic, MessageField.VALUE)
+    decoded = [deserialize(value, context) for _, value in records]
+    expected = [message(**{k: v for k, v in row.items() if v is not None}) for row in column.to_pylist()]
+    assert decoded == expected
+    assert decoded[2].customer == "" and decoded[2].lines[1].qty == 5

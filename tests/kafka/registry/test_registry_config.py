@@ -6,6 +6,7 @@ import json
 import pickle
 
 import pytest
+from registry_protos import order_message
 
 from airflow_provider_kafka_eos.kafka.errors import ConfigError
 from airflow_provider_kafka_eos.kafka.registry.config import (
@@ -13,6 +14,7 @@ from airflow_provider_kafka_eos.kafka.registry.config import (
     RegistryConfig,
     SerdeSetting,
     SubjectNameStrategy,
+    protobuf_schema,
     subject_name,
 )
 from airflow_provider_kafka_eos.kafka.registry.encoder import wire_header
@@ -35,12 +37,8 @@ def test_subject_names_follow_kafkas_serializers(strategy, is_key, expected):
 
 def test_record_names_of_each_format():
     assert SerdeSetting(format="json_schema", schema='{"title": "shop.Order"}').record_name() == "shop.Order"
-    proto = """// a comment with message Fake {
-    syntax = "proto3";
-    package shop.v1;
-    message Order { message Line { int64 sku = 1; } repeated Line lines = 1; }
-    message Refund { int64 id = 1; }"""
-    assert SerdeSetting(format="protobuf", schema=proto).record_name() == "shop.v1.Order"
+    proto = SerdeSetting(format="protobuf", schema=protobuf_schema(order_message()))
+    assert proto.record_name() == "shop.Order"
     unnamed = SerdeSetting(format="json_schema", schema='{"type": "object"}',
                            subject_name_strategy=SubjectNameStrategy.RECORD)
     with pytest.raises(ConfigError, match="needs the schema's record name"):
@@ -84,3 +82,10 @@ def test_wire_header_is_magic_byte_and_big_endian_id():
     assert wire_header(7, protobuf_indexes=(0,)) == b"\x00\x00\x00\x00\x07\x00"
     # [1, 2]: count 2 then 1 and 2, each zig-zag encoded (2n)
     assert wire_header(7, protobuf_indexes=(1, 2)) == b"\x00\x00\x00\x00\x07\x04\x02\x04"
+
+
+def test_protobuf_schemas_are_descriptors_without_imports():
+    with pytest.raises(ConfigError, match="not a base64 FileDescriptorProto"):
+        SerdeSetting(format="protobuf", schema='syntax = "proto3"; message A {}').record_name()
+    with pytest.raises(ConfigError, match=r"imports google/protobuf/timestamp\.proto"):
+        protobuf_schema(order_message(imports_timestamp=True))
