@@ -17,8 +17,8 @@ from typing import Any
 from airflow_provider_kafka_eos.kafka.errors import ConfigError
 
 __all__ = [
-    "RecordFormat", "RegistryConfig", "SerdeSetting", "SubjectNameStrategy", "protobuf_file_descriptor",
-    "protobuf_schema", "subject_name",
+    "RecordFormat", "RecordFormats", "RegistryConfig", "SerdeSetting", "SubjectNameStrategy",
+    "protobuf_file_descriptor", "protobuf_schema", "subject_name",
 ]
 
 
@@ -237,4 +237,33 @@ def protobuf_file_descriptor(schema: str, *, where: str) -> Any:
                           f"{', '.join(file_proto.dependency)}; schemas with imports (references) are not "
                           "supported yet: inline the imported messages")
     return file_proto
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordFormats:
+    """A pipeline's output formats: its key's and value's, and the registry they resolve against
+    (needed as soon as either is not ``bytes``)."""
+
+    key: SerdeSetting = dataclasses.field(default_factory=SerdeSetting)
+    value: SerdeSetting = dataclasses.field(default_factory=SerdeSetting)
+    registry: RegistryConfig | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("key", "value"):
+            setting = getattr(self, name)
+            if isinstance(setting, dict):
+                object.__setattr__(self, name, SerdeSetting(**setting))
+            elif isinstance(setting, str | RecordFormat):
+                object.__setattr__(self, name, SerdeSetting(format=setting))
+        if isinstance(self.registry, dict):
+            object.__setattr__(self, "registry", RegistryConfig.from_mapping(self.registry))
+        if self.uses_registry and self.registry is None:
+            formats = ", ".join(f"{n} {getattr(self, n).format.value}" for n in ("key", "value")
+                                if getattr(self, n).uses_registry)
+            raise ConfigError(f"record formats ({formats}) need a schema registry connection "
+                              "(schema_registry=...)")
+
+    @property
+    def uses_registry(self) -> bool:
+        return self.key.uses_registry or self.value.uses_registry
 

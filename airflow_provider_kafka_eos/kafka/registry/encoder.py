@@ -58,25 +58,37 @@ class RecordEncoder:
 
     def __init__(self, resolved: ResolvedSchema) -> None:
         self.resolved = resolved
-        self.header = wire_header(resolved.schema_id)
+        # no id yet: an encoder that only checks columns (on the driver, before resolution)
+        self.header = wire_header(resolved.schema_id) if resolved.schema_id is not None else b""
 
     def fields(self) -> list[str] | None:
         """The schema's top-level field names (None when the schema is not a record)."""
         return None
 
     def check_columns(self, arrow_type: Any) -> None:
-        """Refuse a struct whose fields are not the schema's (a missing or an extra one)."""
+        """Refuse a column that is not a struct of the schema's fields."""
         import pyarrow as pa
 
+        if self.fields() is None:
+            return
+        if not pa.types.is_struct(arrow_type):
+            self.check_field_names(None, str(arrow_type))
+        self.check_field_names([arrow_type.field(i).name for i in range(arrow_type.num_fields)], "")
+
+    def check_field_names(self, present: list[str] | None, column_type: str) -> None:
+        """Refuse a column whose fields are not the schema's (a missing or an extra one); ``present``
+        None: the column is not a struct (its type, ``column_type``, is named). Also used on the
+        driver with the DataFrame's schema, before anything is prepared."""
         expected = self.fields()
         if expected is None:
             return
-        if not pa.types.is_struct(arrow_type):
+        where = (f"subject {self.resolved.subject!r} (schema id {self.resolved.schema_id})"
+                 if self.resolved.schema_id is not None else self.resolved.subject)
+        if present is None:
             raise SchemaMismatchError(
-                f"subject {self.resolved.subject!r}: the column to encode is {arrow_type}, not a struct of "
-                f"the schema's fields ({', '.join(expected)}); select them into one struct column"
+                f"{where}: the column to encode is {column_type}, not a struct of the schema's fields "
+                f"({', '.join(expected)}); select them into one struct column (pyspark: F.struct(...))"
             )
-        present = [arrow_type.field(i).name for i in range(arrow_type.num_fields)]
         missing = [f for f in expected if f not in present and not self._has_default(f)]
         extra = [f for f in present if f not in expected]
         if missing or extra:
@@ -84,9 +96,8 @@ class RecordEncoder:
                 f"missing field(s) {', '.join(missing)}" if missing else "",
                 f"field(s) not in the schema {', '.join(extra)}" if extra else "") if part)
             raise SchemaMismatchError(
-                f"subject {self.resolved.subject!r} (schema id {self.resolved.schema_id}): the columns do "
-                f"not match the writer's schema: {detail}; rename or select the columns to the schema's "
-                "fields"
+                f"{where}: the columns do not match the writer's schema: {detail}; rename or select the "
+                "columns to the schema's fields"
             )
 
     def _has_default(self, field: str) -> bool:
@@ -215,7 +226,8 @@ class ProtobufEncoder(RecordEncoder):
         full_name = f"{file_proto.package}.{first}" if file_proto.package else first
         self._message = message_factory.GetMessageClass(pool.FindMessageTypeByName(full_name))
         self._fields = [f.name for f in self._message.DESCRIPTOR.fields]
-        self.header = wire_header(resolved.schema_id, protobuf_indexes=(0,))
+        if resolved.schema_id is not None:
+            self.header = wire_header(resolved.schema_id, protobuf_indexes=(0,))
 
     def fields(self) -> list[str] | None:
         return self._fields

@@ -36,7 +36,7 @@ class ResolvedSchema:
 
     format: str
     subject: str
-    schema_id: int
+    schema_id: int | None  # None only from a dry run: the schema would be registered
     schema: str
     registry_url: str
     is_key: bool = False
@@ -65,8 +65,11 @@ def registry_client(config: RegistryConfig) -> Any:
 
 
 def resolve_schema(config: RegistryConfig, setting: SerdeSetting, topic: str, *, is_key: bool = False,
-                   client: Any = None) -> ResolvedSchema:
-    """Check ``setting``'s schema against the registry and return the id to write with."""
+                   client: Any = None, dry_run: bool = False) -> ResolvedSchema:
+    """Check ``setting``'s schema against the registry and return the id to write with.
+
+    ``dry_run`` (preflight) changes nothing on the registry: where the schema would be registered,
+    the result's ``schema_id`` is ``None``."""
     if not setting.uses_registry:
         raise ConfigError(f"topic {topic!r}: format 'bytes' has no schema to resolve")
     from confluent_kafka.schema_registry import Schema
@@ -99,8 +102,10 @@ def resolve_schema(config: RegistryConfig, setting: SerdeSetting, topic: str, *,
                     f"{where}: the writer's schema is compatible but not registered under the subject and "
                     "registration is off; register it (or set auto_register=True)"
                 )
-            schema_id = client.register_schema(subject, schema)
-    return ResolvedSchema(format=setting.format.value, subject=subject, schema_id=int(schema_id),
+            if not dry_run:
+                schema_id = client.register_schema(subject, schema)
+    return ResolvedSchema(format=setting.format.value, subject=subject,
+                          schema_id=None if schema_id is None else int(schema_id),
                           schema=setting.schema or "", registry_url=config.display_url, is_key=is_key)
 
 
