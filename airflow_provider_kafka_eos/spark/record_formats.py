@@ -18,10 +18,11 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from airflow_provider_kafka_eos.kafka.errors import SchemaMismatchError
 from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats
 from airflow_provider_kafka_eos.kafka.registry.resolver import ResolvedSchema
 
-__all__ = ["Formats", "ResolvedFormats", "encode_batches", "parse"]
+__all__ = ["Formats", "ResolvedFormats", "encode_batches", "parse", "translate_task_failure"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,15 +86,31 @@ def _check_spark_column(df: Any, column: str, setting: Any) -> None:
     probe.check_field_names(names, kind.simpleString())
 
 
-def encode_batches(batches: Iterator[Any], resolved: ResolvedFormats) -> Iterator[Any]:
+def encode_batches(batches: Iterator[Any], resolved: ResolvedFormats, *, partition: int | None = None
+                   ) -> Iterator[Any]:
     """Each batch with its key (column 0) and value (column 1) encoded; the other columns as they are."""
     import pyarrow as pa
 
     from airflow_provider_kafka_eos.kafka.registry.encoder import encoder_for
 
     encoders = {i: encoder_for(r) for i, r in ((0, resolved.key), (1, resolved.value)) if r is not None}
+    rows_of = f" of Spark partition {partition}" if partition is not None else ""
+    seen = 0
     for batch in batches:
         columns = list(batch.columns)
         for index, encoder in encoders.items():
-            columns[index] = encoder.encode(columns[index])
+            columns[index] = encoder.encode(columns[index], first_row=seen, rows_of=rows_of)
+        seen += batch.num_rows
         yield pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def translate_task_failure(exc: BaseException) -> SchemaMismatchError | None:
+    """The task's ``SchemaMismatchError`` out of Spark's task-failure text (a Python worker's error
+    reaches the driver as a Spark exception carrying the traceback), or None."""
+    text = str(exc)
+    marker = f"{SchemaMismatchError.__module__}.{SchemaMismatchError.__name__}: "
+    start = text.find(marker)
+    if start < 0:
+        return None
+    line = text[start + len(marker):].splitlines()[0]
+    return SchemaMismatchError(line.split(". Next step:", 1)[0].strip())

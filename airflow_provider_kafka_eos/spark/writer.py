@@ -305,7 +305,8 @@ def _collect_committables(frame: Any) -> list[Any]:
     try:
         return frame.collect()
     except Exception as exc:
-        translated = requirements.translate_task_failure(exc, requirements.install_specs())
+        translated = (requirements.translate_task_failure(exc, requirements.install_specs())
+                      or record_formats_module.translate_task_failure(exc))
         if translated is None:
             raise
         raise translated from None
@@ -383,7 +384,7 @@ def _partition_preparer(
                                 transaction_timeout_ms=transaction_timeout_ms, protocol=protocol,
                                 two_phase=two_phase, arrow_settings=arrow_settings)
         if resolved_formats is not None:  # key/value framed in the Confluent wire format, batch by batch
-            batches = record_formats_module.encode_batches(batches, resolved_formats)
+            batches = record_formats_module.encode_batches(batches, resolved_formats, partition=partition)
         try:
             txn.begin()
             _write_partition(txn, batches, plan=plan, partition=partition, attempt=attempt,

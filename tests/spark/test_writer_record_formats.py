@@ -114,3 +114,17 @@ def test_columns_not_matching_the_schema_are_refused_on_the_driver(spark, schema
         write_exactly_once(df, topic="t", kafka_config={"bootstrap.servers": "127.0.0.1:1"},
                            transactional_id_prefix=unique_name("p"), checkpoint_id=1,
                            manifest_base_uri=str(tmp_path), record_formats=_formats(schema_registry, ORDER))
+
+
+def test_a_row_that_does_not_fit_fails_the_job_naming_the_row_and_writes_no_manifest(
+        spark, kafka_broker, schema_registry, tmp_path, unique_name):
+    prefix, topic = unique_name("badrow"), unique_name("orders")
+    strict = {**ORDER, "fields": [*ORDER["fields"][:3], {"name": "note", "type": "string"}]}  # no null
+    df = _frame(spark, 10, partitions=1)  # notes: null on even ids
+    with pytest.raises(SchemaMismatchError) as err:
+        _write(df, kafka_broker, tmp_path, prefix, topic,
+               _formats(schema_registry, strict, auto_register=True))
+    assert f"subject '{topic}-value'" in str(err.value)
+    assert "row 0 of Spark partition 0 does not match the writer's schema" in str(err.value)
+    assert "on field note" in str(err.value)
+    assert list(find_manifests(str(tmp_path), prefix)) == []

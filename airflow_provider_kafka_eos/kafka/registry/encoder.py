@@ -103,8 +103,10 @@ class RecordEncoder:
     def _has_default(self, field: str) -> bool:
         return False
 
-    def encode(self, column: Any) -> Any:
-        """A ``BinaryArray`` of framed records, one per row of ``column`` (a pyarrow struct array)."""
+    def encode(self, column: Any, *, first_row: int = 0, rows_of: str = "") -> Any:
+        """A ``BinaryArray`` of framed records, one per row of ``column`` (a pyarrow struct array).
+
+        A refused row is named as ``first_row`` + its index ``rows_of`` (e.g. " of Spark partition 3")."""
         import numpy as np
         import pyarrow as pa
 
@@ -126,8 +128,9 @@ class RecordEncoder:
                 except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
                     raise SchemaMismatchError(
                         f"subject {self.resolved.subject!r} (schema id {self.resolved.schema_id}): "
-                        f"row {index} does not match the writer's schema ({type(exc).__name__}: "
-                        f"{_short(exc)}); fix the column's type or value, or the schema"
+                        f"row {first_row + index}{rows_of} does not match the writer's schema "
+                        f"({type(exc).__name__}: {_short(exc)}); fix the column's type or value, or the "
+                        "schema"
                     ) from None
             offsets[index + 1] = buffer.tell()
         if buffer.tell() > np.iinfo(np.int32).max:
