@@ -126,12 +126,8 @@ class RecordEncoder:
                 except SchemaMismatchError:
                     raise
                 except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
-                    raise SchemaMismatchError(
-                        f"subject {self.resolved.subject!r} (schema id {self.resolved.schema_id}): "
-                        f"row {first_row + index}{rows_of} does not match the writer's schema "
-                        f"({type(exc).__name__}: {_short(exc)}); fix the column's type or value, or the "
-                        "schema"
-                    ) from None
+                    raise self.refused_row(first_row + index, rows_of,
+                                           f"{type(exc).__name__}: {_short(exc)}") from None
             offsets[index + 1] = buffer.tell()
         if buffer.tell() > np.iinfo(np.int32).max:
             raise SchemaMismatchError(
@@ -144,6 +140,12 @@ class RecordEncoder:
 
             encoded = pc.if_else(column.is_valid(), encoded, pa.scalar(None, pa.binary()))
         return encoded
+
+    def refused_row(self, row: int, rows_of: str, detail: str) -> SchemaMismatchError:
+        return SchemaMismatchError(
+            f"subject {self.resolved.subject!r} (schema id {self.resolved.schema_id}): row {row}{rows_of} "
+            f"does not match the writer's schema ({detail}); fix the column's type or value, or the schema"
+        )
 
     def _write(self, buffer: io.BytesIO, row: Any) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -165,9 +167,30 @@ class AvroEncoder(RecordEncoder):
         is_record = isinstance(self.parsed, dict) and self.parsed.get("type") == "record"
         record = self.parsed if is_record else None
         self._fields = {f["name"]: f for f in record["fields"]} if record else None
+        self._plans: dict[Any, Any] = {}  # Arrow type -> avro_vector plan (None: row by row)
 
     def fields(self) -> list[str] | None:
         return list(self._fields) if self._fields is not None else None
+
+    def encode(self, column: Any, *, first_row: int = 0, rows_of: str = "") -> Any:
+        """Flat records of primitive fields column by column (``avro_vector.py``), else row by row."""
+        import pyarrow as pa
+
+        from airflow_provider_kafka_eos.kafka.registry import avro_vector
+
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        if column.type not in self._plans:
+            self._plans[column.type] = avro_vector.plan(self.parsed, column.type)
+        plan = self._plans[column.type]
+        if plan is not None and self.header:
+            def refuse(row: int, field: str, cause: str) -> None:
+                raise self.refused_row(first_row + row, rows_of, f"{cause} on field {field}")
+
+            encoded = plan.encode(column, self.header, refuse)
+            if encoded is not None:
+                return encoded
+        return super().encode(column, first_row=first_row, rows_of=rows_of)
 
     def _has_default(self, field: str) -> bool:
         return self._fields is not None and "default" in self._fields[field]
