@@ -18,11 +18,26 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.errors import SchemaMismatchError
+from airflow_provider_kafka_eos.kafka.errors import ConfigError, SchemaMismatchError
 from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats
 from airflow_provider_kafka_eos.kafka.registry.resolver import ResolvedSchema
+from airflow_provider_kafka_eos.spark.requirements import (
+    MISSING_MARKER,
+    RUNBOOK,
+    Requirement,
+    missing_requirement_error,
+)
 
-__all__ = ["Formats", "ResolvedFormats", "encode_batches", "parse", "translate_task_failure"]
+__all__ = ["FORMAT_REQUIREMENTS", "Formats", "ResolvedFormats", "check_importable", "encode_batches", "parse",
+           "translate_task_failure"]
+
+# What each format's encoder imports (the [registry] extra), on the driver and in every task.
+FORMAT_REQUIREMENTS: dict[str, Requirement] = {
+    "avro": Requirement("fastavro", "fastavro", "record format avro, the [registry] extra"),
+    "json_schema": Requirement("jsonschema", "jsonschema", "record format json_schema, the [registry] extra"),
+    "protobuf": Requirement("protobuf", "google.protobuf.message_factory",
+                            "record format protobuf, the [registry] extra"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +80,8 @@ def parse(record_formats: RecordFormats | Mapping[str, Any] | None, df: Any, *, 
                 else RecordFormats(**record_formats))
     if not settings.uses_registry:
         return None
+    check_importable([s.format.value for s in (settings.key, settings.value) if s.uses_registry],
+                     where="the driver's Python")
     for column, setting in ((key_col, settings.key), (value_col, settings.value)):
         if setting.uses_registry:
             _check_spark_column(df, column, setting)
@@ -93,6 +110,8 @@ def encode_batches(batches: Iterator[Any], resolved: ResolvedFormats, *, partiti
 
     from airflow_provider_kafka_eos.kafka.registry.encoder import encoder_for
 
+    check_importable([r.format for r in (resolved.key, resolved.value) if r is not None],
+                     where=requirements_where(), marked=True)
     encoders = {i: encoder_for(r) for i, r in ((0, resolved.key), (1, resolved.value)) if r is not None}
     rows_of = f" of Spark partition {partition}" if partition is not None else ""
     seen = 0
@@ -114,3 +133,32 @@ def translate_task_failure(exc: BaseException) -> SchemaMismatchError | None:
         return None
     line = text[start + len(marker):].splitlines()[0]
     return SchemaMismatchError(line.split(". Next step:", 1)[0].strip())
+
+
+def check_importable(formats: list[str], *, where: str, marked: bool = False) -> None:
+    """One ``ConfigError`` naming every package the formats need and ``where`` lacks (``marked``: in
+    a task, found by the driver in Spark's failure text, ``spark/requirements.py``)."""
+    import importlib
+
+    missing = []
+    for name in dict.fromkeys(formats):
+        requirement = FORMAT_REQUIREMENTS.get(name)
+        if requirement is None:
+            continue
+        try:
+            importlib.import_module(requirement.module)
+        except ImportError as exc:
+            missing.append((requirement, str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+    if missing:
+        specs = {r.distribution: r.distribution for r, _ in missing}
+        error = missing_requirement_error(missing, specs, where=where)
+        if marked:
+            error = ConfigError(f"{MISSING_MARKER} {error.cause}", runbook=RUNBOOK)
+        raise error
+
+
+def requirements_where() -> str:
+    from airflow_provider_kafka_eos.spark.requirements import executor_python
+
+    return executor_python()
+

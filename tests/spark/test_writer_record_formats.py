@@ -128,3 +128,24 @@ def test_a_row_that_does_not_fit_fails_the_job_naming_the_row_and_writes_no_mani
     assert "row 0 of Spark partition 0 does not match the writer's schema" in str(err.value)
     assert "on field note" in str(err.value)
     assert list(find_manifests(str(tmp_path), prefix)) == []
+
+
+def test_a_missing_format_package_is_named_with_the_fix(monkeypatch):
+    """In a task the line carries the marker the driver finds in Spark's failure text."""
+    from airflow_provider_kafka_eos.spark import record_formats
+    from airflow_provider_kafka_eos.spark.requirements import (
+        MISSING_MARKER,
+        Requirement,
+        translate_task_failure,
+    )
+
+    # Boundary: every format package is installed here; a requirement naming an absent module stands in.
+    monkeypatch.setitem(record_formats.FORMAT_REQUIREMENTS, "avro",
+                        Requirement("fastavro", "fastavro_absent_here", "record format avro"))
+    with pytest.raises(Exception) as err:
+        record_formats.check_importable(["avro", "json_schema"], where="the executor Python X", marked=True)
+    text = str(err.value)
+    assert text.startswith(MISSING_MARKER) and "the executor Python X lacks fastavro" in text
+    assert "pip install 'fastavro'" in text and "jsonschema" not in text.split("lacks", 1)[1].split("(")[0]
+    translated = translate_task_failure(RuntimeError(f"Traceback ...\nConfigError: {text}\n  at ..."), {})
+    assert translated is not None and "lacks fastavro" in str(translated)
