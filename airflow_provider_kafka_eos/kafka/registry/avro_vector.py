@@ -20,9 +20,10 @@ type that would need a conversion with its own rounding or range rules, returns 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["VectorPlan", "plan"]
 
@@ -44,6 +45,7 @@ class VectorPlan:
         """The framed records of ``column`` (a struct array whose type :func:`plan` accepted).
 
         ``refuse(row, field, cause)`` raises the caller's error for a value the schema cannot hold."""
+        import numpy as np
         import pyarrow as pa
 
         n = len(column)
@@ -144,12 +146,15 @@ def _fits(kind: str, arrow_type: Any) -> bool:
 
 
 def _valid(array: Any) -> np.ndarray:
+    import numpy as np
+
     if array.null_count == 0:
         return np.ones(len(array), dtype=bool)
     return np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _encode_field(field: _Field, child: Any, present: np.ndarray, refuse: Any) -> list[tuple]:
+    import numpy as np
     import pyarrow as pa
 
     n = len(child)
@@ -176,6 +181,8 @@ def _encode_field(field: _Field, child: Any, present: np.ndarray, refuse: Any) -
 
 def _fixed(matrix: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows of a byte matrix, each cut to its length (0: the row writes nothing)."""
+    import numpy as np
+
     width = matrix.shape[1]
     return (np.ascontiguousarray(matrix).reshape(-1), np.arange(len(matrix), dtype=np.int64) * width,
             lengths.astype(np.int64))
@@ -183,6 +190,8 @@ def _fixed(matrix: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 def _varints(values: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Zig-zag base-128 varints of int64 values (Avro's int and long)."""
+    import numpy as np
+
     zigzag = ((values << 1) ^ (values >> 63)).view(np.uint64)
     shifts = np.arange(10, dtype=np.uint64) * np.uint64(7)
     groups = (zigzag[:, None] >> shifts) & np.uint64(0x7F)
@@ -197,6 +206,8 @@ def _varints(values: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.nd
 def _gather(out: np.ndarray, dest_starts: np.ndarray, data: np.ndarray, src_starts: np.ndarray,
             lengths: np.ndarray) -> None:
     """out[dest_i + t] = data[src_i + t] for every row i and t < lengths_i, in one gather."""
+    import numpy as np
+
     total = int(lengths.sum())
     if total == 0:
         return
