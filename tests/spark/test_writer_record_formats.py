@@ -8,6 +8,7 @@ Skipped where the ``[registry]`` extra is not installed (the PySpark 3.5 pass's 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -46,21 +47,26 @@ def _write(spark_df, broker, tmp_path, prefix, topic, formats):
                               manifest_base_uri=str(tmp_path), record_formats=formats)
 
 
-def test_avro_values_are_written_exactly_once_and_read_back_by_kafkas_deserializer(
+def test_avro_keys_and_values_are_written_exactly_once_and_read_back_by_kafkas_deserializer(
         spark, kafka_broker, schema_registry, tmp_path, unique_name):
     from confluent_kafka import Consumer, KafkaError, TopicPartition
     from confluent_kafka.schema_registry.avro import AvroDeserializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     prefix, topic = unique_name("avro"), unique_name("orders")
-    formats = _formats(schema_registry, ORDER, auto_register=True)
+    formats = dataclasses.replace(_formats(schema_registry, ORDER, auto_register=True),
+                                  key=SerdeSetting(format="avro", schema='"string"', auto_register=True))
     manifest = _write(_frame(spark, 120), kafka_broker, tmp_path, prefix, topic, formats)
     commit_manifest(kafka_broker.bootstrap, manifest)
-    assert count_keys(kafka_broker.bootstrap, topic) == {f"o-{i}".encode(): 1 for i in range(120)}
+    counts = count_keys(kafka_broker.bootstrap, topic)
+    assert len(counts) == 120 and set(counts.values()) == {1}  # every (encoded) key once
 
-    schema_id = registry_client(formats.registry).get_latest_version(f"{topic}-value").schema_id
-    deserialize = AvroDeserializer(registry_client(formats.registry))
+    client = registry_client(formats.registry)
+    schema_id = client.get_latest_version(f"{topic}-value").schema_id
+    key_id = client.get_latest_version(f"{topic}-key").schema_id
+    deserialize = AvroDeserializer(client)
     context = SerializationContext(topic, MessageField.VALUE)
+    key_context = SerializationContext(topic, MessageField.KEY)
     consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": unique_name("g"),
                          "isolation.level": "read_committed", "enable.partition.eof": True})
     partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
@@ -75,7 +81,8 @@ def test_avro_values_are_written_exactly_once_and_read_back_by_kafkas_deserializ
                 ended.add(message.partition())
                 continue
             assert message.value()[1:5] == schema_id.to_bytes(4, "big")
-            decoded[message.key().decode()] = deserialize(message.value(), context)
+            assert message.key()[1:5] == key_id.to_bytes(4, "big")
+            decoded[deserialize(message.key(), key_context)] = deserialize(message.value(), context)
     finally:
         consumer.close()
     assert decoded == {f"o-{i}": {"id": i, "customer": f"c{i % 7}", "amount": i * 0.5,
