@@ -223,4 +223,3 @@ class SchemaRegistryError(KafkaEosError):
 class SchemaMismatchError(SchemaRegistryError):
     """The DataFrame's columns do not match the writer's schema (a missing or extra field, a wrong
     type, a null where the schema has none): nothing of the batch was written."""
-
