@@ -47,10 +47,10 @@ class VectorPlan:
         ``refuse(row, field, cause)`` raises the caller's error for a value the schema cannot hold."""
         import numpy as np
         import pyarrow as pa
+        import pyarrow.compute as pc
 
-        n = len(column)
         row_valid = _valid(column)
-        segments: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (data, src starts, lengths)
+        segments: list[Any] = []  # one BinaryArray per part of the record, empty where absent
         for field in self.fields:
             child = column.field(field.name)
             valid = _valid(child)
@@ -62,30 +62,15 @@ class VectorPlan:
             else:
                 other = 1 - field.union_null_index
                 branch = np.where(present, other, field.union_null_index).astype(np.uint8) * 2  # zig-zag
-                segments.append(_fixed(branch.reshape(n, 1), np.where(row_valid, 1, 0)))
-            segments.extend(_encode_field(field, child, present, refuse))
-        lengths = np.zeros(n, dtype=np.int64)
-        for _, _, seg_lengths in segments:
-            lengths += seg_lengths
-        lengths += np.where(row_valid, len(header), 0)
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        if offsets[-1] > np.iinfo(np.int32).max:
-            return None  # the caller's row path reports the size limit
-        out = np.empty(int(offsets[-1]), dtype=np.uint8)
-        starts = offsets[:-1].copy()
-        head = np.frombuffer(header, dtype=np.uint8)
-        valid_rows = np.flatnonzero(row_valid)
-        out[(starts[valid_rows, None] + np.arange(len(head))).ravel()] = np.tile(head, len(valid_rows))
-        starts[valid_rows] += len(head)
-        for data, src, seg_lengths in segments:
-            _gather(out, starts, data, src, seg_lengths)
-            starts += seg_lengths
-        encoded = pa.BinaryArray.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)),
-                                                               pa.py_buffer(out)])
+                segments.append(_rows(branch.reshape(-1, 1), np.ones(len(branch), dtype=np.int64)))
+            segments.extend(_encode_field(field, child, present))
+        try:
+            # the records: header + every part, row by row, joined by Arrow in one C++ pass
+            encoded = pc.binary_join_element_wise(pa.scalar(header, pa.binary()), *segments,
+                                                  pa.scalar(b"", pa.binary()))
+        except (pa.ArrowInvalid, pa.ArrowCapacityError):
+            return None  # over 2 GiB in one batch: the caller's row path reports the size limit
         if not row_valid.all():
-            import pyarrow.compute as pc
-
             encoded = pc.if_else(pa.array(row_valid), encoded, pa.scalar(None, pa.binary()))
         return encoded
 
@@ -153,11 +138,11 @@ def _valid(array: Any) -> np.ndarray:
     return np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _encode_field(field: _Field, child: Any, present: np.ndarray, refuse: Any) -> list[tuple]:
+def _encode_field(field: _Field, child: Any, present: np.ndarray) -> list[Any]:
     import numpy as np
     import pyarrow as pa
+    import pyarrow.compute as pc
 
-    n = len(child)
     if field.kind in _INTS:
         values = child.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
         return [_varints(values, present)]
@@ -165,53 +150,49 @@ def _encode_field(field: _Field, child: Any, present: np.ndarray, refuse: Any) -
         dtype = "<f8" if field.kind == "double" else "<f4"
         values = child.fill_null(0).to_numpy(zero_copy_only=False).astype(dtype)
         width = values.itemsize
-        return [_fixed(values.view(np.uint8).reshape(n, width), np.where(present, width, 0))]
+        return [_rows(values.view(np.uint8).reshape(-1, width), np.where(present, width, 0))]
     if field.kind == "boolean":
         values = child.fill_null(False).to_numpy(zero_copy_only=False).astype(np.uint8)
-        return [_fixed(values.reshape(n, 1), np.where(present, 1, 0))]
-    # string / bytes: the varint length, then the bytes straight from the Arrow buffers
-    large = pa.types.is_large_string(child.type) or pa.types.is_large_binary(child.type)
-    buffers = child.buffers()
-    all_offsets = np.frombuffer(buffers[1], dtype=np.int64 if large else np.int32)
-    offsets = all_offsets[child.offset:child.offset + n + 1]
-    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.empty(0, np.uint8)
-    sizes = np.where(present, np.diff(offsets), 0).astype(np.int64)
-    return [_varints(sizes, present), (data, offsets[:-1].astype(np.int64), sizes)]
+        return [_rows(values.reshape(-1, 1), np.where(present, 1, 0))]
+    # string / bytes: the varint length, then the bytes as Arrow holds them (empty where absent)
+    as_binary = child.cast(pa.binary())
+    sizes = pc.binary_length(as_binary).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    sizes = np.where(present, sizes, 0)
+    if not present.all():
+        as_binary = pc.if_else(pa.array(present), as_binary, pa.scalar(b"", pa.binary()))
+    return [_varints(sizes, present), as_binary]
 
 
-def _fixed(matrix: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows of a byte matrix, each cut to its length (0: the row writes nothing)."""
+def _rows(matrix: np.ndarray, lengths: np.ndarray) -> Any:
+    """A BinaryArray of each row of a byte matrix cut to its length (0: an empty value)."""
     import numpy as np
+    import pyarrow as pa
 
-    width = matrix.shape[1]
-    return (np.ascontiguousarray(matrix).reshape(-1), np.arange(len(matrix), dtype=np.int64) * width,
-            lengths.astype(np.int64))
+    n, width = matrix.shape
+    if bool((lengths == width).all()):
+        data = np.ascontiguousarray(matrix).reshape(-1)
+    else:
+        data = matrix[np.arange(width)[None, :] < lengths[:, None]]  # row-major: rows stay in order
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.BinaryArray.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
-def _varints(values: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Zig-zag base-128 varints of int64 values (Avro's int and long)."""
+def _varints(values: np.ndarray, present: np.ndarray) -> Any:
+    """Zig-zag base-128 varints of int64 values (Avro's int and long), as a BinaryArray."""
     import numpy as np
 
     zigzag = ((values << 1) ^ (values >> 63)).view(np.uint64)
-    shifts = np.arange(10, dtype=np.uint64) * np.uint64(7)
-    groups = (zigzag[:, None] >> shifts) & np.uint64(0x7F)
     length = np.ones(len(values), dtype=np.int64)
-    for k in range(1, 10):
-        length += zigzag >= (np.uint64(1) << np.uint64(7 * k))
-    more = np.arange(10)[None, :] < (length - 1)[:, None]
-    matrix = (groups | np.where(more, np.uint64(0x80), np.uint64(0))).astype(np.uint8)
-    return _fixed(matrix, np.where(present, length, 0))
-
-
-def _gather(out: np.ndarray, dest_starts: np.ndarray, data: np.ndarray, src_starts: np.ndarray,
-            lengths: np.ndarray) -> None:
-    """out[dest_i + t] = data[src_i + t] for every row i and t < lengths_i, in one gather."""
-    import numpy as np
-
-    total = int(lengths.sum())
-    if total == 0:
-        return
-    rows = np.flatnonzero(lengths)
-    lens = lengths[rows]
-    within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
-    out[np.repeat(dest_starts[rows], lens) + within] = data[np.repeat(src_starts[rows], lens) + within]
+    width = 1  # the longest varint of the column: only that many byte columns are computed
+    while width < 10:
+        longer = zigzag >= (np.uint64(1) << np.uint64(7 * width))
+        if not longer.any():
+            break
+        length += longer
+        width += 1
+    shifts = np.arange(width, dtype=np.uint64) * np.uint64(7)
+    groups = ((zigzag[:, None] >> shifts) & np.uint64(0x7F)).astype(np.uint8)
+    if width > 1:
+        groups |= np.where(np.arange(width)[None, :] < (length - 1)[:, None], np.uint8(0x80), np.uint8(0))
+    return _rows(groups, np.where(present, length, 0))
