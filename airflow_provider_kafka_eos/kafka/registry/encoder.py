@@ -219,15 +219,38 @@ class JsonSchemaEncoder(RecordEncoder):
         self._fields = list(properties) if properties and closed else None
         self._required = set(schema.get("required", [])) if isinstance(schema, dict) else set()
         self._dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+        self._schema = schema
+        self._static: dict[Any, Any] = {}  # Arrow type -> json_static plan (None: validate each row)
+        self._validate = True
 
     def fields(self) -> list[str] | None:
         return self._fields
+
+    def encode(self, column: Any, *, first_row: int = 0, rows_of: str = "") -> Any:
+        """Rows skip validation when the column's types guarantee it (``json_static.py``), after a
+        vectorised check of the nulls the schema does not allow."""
+        import pyarrow as pa
+
+        from airflow_provider_kafka_eos.kafka.registry.json_static import first_refused_row, static_plan
+
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        if column.type not in self._static:
+            self._static[column.type] = static_plan(self._schema, column.type)
+        plan = self._static[column.type]
+        if plan is not None:
+            self.check_columns(column.type)
+            refused = first_refused_row(plan, column)
+            if refused is not None:
+                raise self.refused_row(first_row + refused[0], rows_of, refused[1])
+        self._validate = plan is None
+        return super().encode(column, first_row=first_row, rows_of=rows_of)
 
     def _has_default(self, field: str) -> bool:
         return field not in self._required
 
     def _write(self, buffer: io.BytesIO, row: Any) -> None:
-        error = next(self._validator.iter_errors(row), None)
+        error = next(self._validator.iter_errors(row), None) if self._validate else None
         if error is not None:
             path = "/".join(str(p) for p in error.absolute_path) or "(the record)"
             raise ValueError(f"at {path}: {error.message}")

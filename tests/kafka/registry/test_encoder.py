@@ -155,7 +155,7 @@ def test_json_rows_failing_validation_are_refused_with_the_path(schema_registry,
     _, resolved = _resolve(schema_registry, registry_topic, "json_schema", JSON_SCHEMA)
     column = pa.StructArray.from_arrays([pa.array([1, 2]), pa.array(["a", None]), pa.array([1.0, 2.0])],
                                         names=["id", "customer", "amount"])
-    with pytest.raises(SchemaMismatchError, match=r"row 1 .*at customer: None is not of type 'string'"):
+    with pytest.raises(SchemaMismatchError, match=r"row 1 .*at customer: None is not allowed"):
         encoder_for(resolved).encode(column)
 
 
