@@ -29,6 +29,8 @@ def static_plan(schema: Any, arrow_type: Any) -> list[tuple[str, bool]] | None:
     if schema.get("additionalProperties", True) not in (True, False) or not pa.types.is_struct(arrow_type):
         return None
     properties = schema.get("properties", {})
+    if set(schema.get("required", [])) - set(arrow_type.names):
+        return None  # a required property no column provides: every row is refused, by the row path
     non_null: list[tuple[str, bool]] = []
     for index in range(arrow_type.num_fields):
         field = arrow_type.field(index)

@@ -45,6 +45,8 @@ def test_the_plan_covers_typed_properties_only():
     assert static_plan({**SCHEMA, "properties": {**SCHEMA["properties"], "id": {"type": "integer",
                                                                               "minimum": 0}}}, TYPES) is None
     assert static_plan(SCHEMA, pa.struct([("id", pa.float64())])) is None  # a float is not an integer
+    open_schema = {**SCHEMA, "additionalProperties": True}
+    assert static_plan(open_schema, pa.struct([("id", pa.int64())])) is None  # 'tags' is required
 
 
 @settings(max_examples=80, deadline=None)
