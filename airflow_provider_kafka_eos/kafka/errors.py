@@ -33,6 +33,8 @@ __all__ = [
     "MissingExtraError",
     "PreflightError",
     "ProducerFencedError",
+    "SchemaMismatchError",
+    "SchemaRegistryError",
     "SecureConnectionError",
     "SecurityProtocolMismatchError",
     "SpeculativeExecutionError",
@@ -250,3 +252,16 @@ class VerdictUnknownError(KafkaEosError):
     """
 
     default_runbook = "verdict-unknown"
+
+
+class SchemaRegistryError(KafkaEosError):
+    """The Schema Registry refused or could not answer a check made before any transaction opened:
+    unreachable, credentials refused, a missing subject, or a schema its compatibility rule rejects.
+    The message names the subject and the registry URL (never its credentials)."""
+
+    default_runbook = "schema-registry"
+
+
+class SchemaMismatchError(SchemaRegistryError):
+    """The DataFrame's columns do not match the writer's schema (a missing or extra field, a wrong
+    type, a null where the schema has none): nothing of the batch was written."""

@@ -43,8 +43,10 @@ from airflow_provider_kafka_eos.kafka.producers.producer_config import (
     check_producer_settings,
 )
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
+from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats
 from airflow_provider_kafka_eos.kafka.validation import validate_pipeline_id, validate_prefix, validate_topic
 from airflow_provider_kafka_eos.spark import client_files, requirements, shipping
+from airflow_provider_kafka_eos.spark import record_formats as record_formats_module
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
 
 __all__ = ["DEFAULT_PRODUCER", "DEFAULT_TRANSACTION_TIMEOUT_MS", "PRODUCERS", "write_exactly_once"]
@@ -82,6 +84,7 @@ def write_exactly_once(
     producer: str | None = None,
     input_record: InputRecord | None = None,
     store_access: StoreAccess = STANDARD_CHAIN,
+    record_formats: RecordFormats | Mapping[str, Any] | None = None,
 ) -> Manifest:
     """Prepare checkpoint ``checkpoint_id`` of ``df`` in Kafka and return its PREPARED manifest.
 
@@ -106,6 +109,10 @@ def write_exactly_once(
     producer. ``producer`` is ``"arrow"`` or ``"librdkafka"`` (default :data:`DEFAULT_PRODUCER`).
     ``timestamp_col`` (a timestamp, or a long of epoch milliseconds) is each record's CreateTime on
     both paths; without it (or where it is null) the producer stamps the record when it sends it.
+
+    ``record_formats`` (``kafka/registry/config.py``'s ``RecordFormats``: key and value formats and
+    the schema registry) encodes the key/value struct columns in the Confluent wire format; the
+    schema ids are resolved once per checkpoint before any transaction opens (``spark/record_formats.py``).
     """
     store = ManifestStore.configured(manifest_base_uri, source="manifest_base_uri", access=store_access)
     pipeline_id, transactional_id_prefix = pipeline_identity(pipeline_id, transactional_id_prefix)
@@ -116,6 +123,7 @@ def write_exactly_once(
     producer = _choose_producer(producer, two_phase_commit)
     arrow_settings = _producer_settings(config, producer)  # refused by name before anything is written
     _check_session(df.sparkSession)
+    formats = record_formats_module.parse(record_formats, df, key_col=key_col, value_col=value_col)
     plan = fault_plan if fault_plan is not None else FaultPlan()
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 
@@ -130,6 +138,7 @@ def write_exactly_once(
                           also_owned=own_offsets)
         if report.existing is not None:
             return report.existing
+        resolved = formats.resolve(topic) if formats is not None else None  # before any transaction opens
         id_for_partition = _id_factory(naming, admin, transactional_id_prefix, checkpoint_id, partitions,
                                        report.protected_transactions)
         started_ms = _now_ms()
@@ -137,7 +146,7 @@ def write_exactly_once(
                                     transaction_timeout_ms=transaction_timeout_ms, protocol=protocol,
                                     columns=(key_col, value_col, headers_col, partition_col, timestamp_col),
                                     plan=plan, producer=producer, two_phase=two_phase_commit,
-                                    arrow_settings=arrow_settings)
+                                    arrow_settings=arrow_settings, resolved_formats=resolved)
         _check_one_per_transactional_id(committables)
         _verify_still_prepared(admin, committables)
         if input_record is not None and input_record.kafka is not None:  # the group's offsets move with it
@@ -251,7 +260,8 @@ def _prepare_all(df: Any, *, config: KafkaClientConfig, topic: str, id_for_parti
                  transaction_timeout_ms: int, protocol: TransactionProtocol,
                  columns: tuple[str, str, str | None, str | None, str | None], plan: FaultPlan,
                  producer: str, two_phase: bool,
-                 arrow_settings: ArrowProducerSettings | None = None) -> list[Committable]:
+                 arrow_settings: ArrowProducerSettings | None = None,
+                 resolved_formats: record_formats_module.ResolvedFormats | None = None) -> list[Committable]:
     """Run the partition preparer on every Spark partition; the committables the tasks returned."""
     key_col, value_col, headers_col, partition_col, timestamp_col = columns
     prepare = _partition_preparer(
@@ -268,6 +278,7 @@ def _prepare_all(df: Any, *, config: KafkaClientConfig, topic: str, id_for_parti
         two_phase=two_phase,
         install_specs=requirements.install_specs(),
         arrow_settings=arrow_settings,
+        resolved_formats=resolved_formats,
     )
     shipping.ship_to_executors(df.sparkSession)  # executors need nothing of ours installed
     selected = [df[key_col].alias("k"), df[value_col].alias("v")]
@@ -286,7 +297,8 @@ def _collect_committables(frame: Any) -> list[Any]:
     try:
         return frame.collect()
     except Exception as exc:
-        translated = requirements.translate_task_failure(exc, requirements.install_specs())
+        translated = (requirements.translate_task_failure(exc, requirements.install_specs())
+                      or record_formats_module.translate_task_failure(exc))
         if translated is None:
             raise
         raise translated from None
@@ -323,6 +335,7 @@ def _partition_preparer(
     two_phase: bool = False,
     install_specs: dict[str, str] | None = None,
     arrow_settings: ArrowProducerSettings | None = None,
+    resolved_formats: record_formats_module.ResolvedFormats | None = None,
 ):
     """The function Spark runs once per partition (it is pickled with everything it closes over)."""
     # The connection's request.timeout.ms bounds the task's requests too (the Arrow producer's
@@ -362,6 +375,8 @@ def _partition_preparer(
                                 transactional_id=transactional_id, topic=topic,
                                 transaction_timeout_ms=transaction_timeout_ms, protocol=protocol,
                                 two_phase=two_phase, arrow_settings=arrow_settings)
+        if resolved_formats is not None:  # key/value framed in the Confluent wire format, batch by batch
+            batches = record_formats_module.encode_batches(batches, resolved_formats, partition=partition)
         try:
             txn.begin()
             _write_partition(txn, batches, plan=plan, partition=partition, attempt=attempt,

@@ -17,7 +17,7 @@ PACKAGE = "airflow_provider_kafka_eos"
 KAFKA_FLOORS = {
     "kafka": 0,  # the modules directly in kafka/: errors, config, validation and their helpers
     "kafka.protocol": 1,
-    "kafka.admin": 2, "kafka.producers": 2, "kafka.checkpoints": 2,
+    "kafka.admin": 2, "kafka.producers": 2, "kafka.checkpoints": 2, "kafka.registry": 2,
     "kafka.operations": 3,
 }
 SIBLINGS_APART = {"kafka.admin", "kafka.producers", "kafka.checkpoints"}  # each is handed the others

@@ -31,6 +31,8 @@ from airflow_provider_kafka_eos.kafka.admin.acl_check import (
 )
 from airflow_provider_kafka_eos.kafka.admin.capabilities import ClusterCapabilities, open_wire
 from airflow_provider_kafka_eos.kafka.errors import PreflightError
+from airflow_provider_kafka_eos.kafka.operations.registry_preflight import record_format_findings
+from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats
 from airflow_provider_kafka_eos.runbook import reference as runbook_reference
 
 PASS, WARN, FAIL = "ok", "warn", "fail"
@@ -404,8 +406,12 @@ def run_preflight(
     raise_on_failure: bool = True,
     timeout_ms: int = 10_000,
     client_factory: Callable[..., Any] = open_wire,
+    record_formats: RecordFormats | None = None,
 ) -> PreflightReport:
     """Probe the cluster with ``config``'s principal and judge the pipeline's settings.
+
+    ``record_formats``: the output's key/value formats, checked against their schema registry
+    without registering anything (``kafka/operations/registry_preflight.py``).
 
     Raises ``BrokerUnreachableError`` when no broker answers, ``PreflightError`` on blockers
     (unless ``raise_on_failure=False``, then the report carries them).
@@ -426,6 +432,7 @@ def run_preflight(
         commit_schedule=commit_schedule,
         two_phase_commit=two_phase_commit,
     )
+    report.checks.extend(PreflightCheck(**row) for row in record_format_findings(record_formats, topics))
     if raise_on_failure:
         report.raise_on_failure()
     return report

@@ -1,0 +1,214 @@
+"""A Confluent-API-compatible Schema Registry on loopback: Apicurio Registry, fetched with Maven.
+
+    python -m kafka_eos_testing.schema_registry          # foreground; prints the URL to use
+
+Why Apicurio: it serves the Confluent API (``/apis/ccompat/v7``) that confluent-kafka's
+``SchemaRegistryClient`` and its Avro / Protobuf / JSON Schema serializers talk to, it is on Maven
+Central (Confluent's own server and Karapace are not on a registry this project can use), and
+3.0.9's runner jar starts on Java 17 (3.3.x needs Java 21). Its storage is an in-memory database:
+a restart starts empty, so one server per test session and unique subject names per test.
+
+``io.apicurio:apicurio-registry-app:3.0.9:tar.gz:all`` (~105 MB) is copied once with
+``mvn dependency:copy`` and unpacked into ``~/.cache/kafka-eos/apicurio-registry-3.0.9`` (or
+``$KAFKA_EOS_REGISTRY_CACHE``); the cache counts only with its ``COMPLETE`` marker, written last,
+and a file lock keeps parallel test processes from fetching twice (as ``apache_kafka/jars.py``).
+
+Both the HTTP port and Quarkus's management port (which defaults to 0.0.0.0:9000) are bound to
+127.0.0.1 on free ports. Test-only: nothing in the provider imports this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import tarfile
+import tempfile
+import time
+import urllib.request
+
+__all__ = ["APICURIO_VERSION", "RegistryFetchError", "SchemaRegistryServer", "fetch_registry"]
+
+APICURIO_VERSION = "3.0.9"
+ARTIFACT = f"io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:tar.gz:all"
+CACHE_ENV = "KAFKA_EOS_REGISTRY_CACHE"
+FETCH_TIMEOUT_S = 900.0
+_RUNNER = f"apicurio-registry-app-{APICURIO_VERSION}-runner.jar"
+_MARKER = "COMPLETE"
+
+
+class RegistryFetchError(RuntimeError):
+    """Maven could not provide the registry (unreachable, or the cache is damaged)."""
+
+
+def cache_dir() -> pathlib.Path:
+    """``$KAFKA_EOS_REGISTRY_CACHE`` or ``~/.cache/kafka-eos/apicurio-registry-<version>``."""
+    configured = os.environ.get(CACHE_ENV)
+    if configured:
+        return pathlib.Path(configured).expanduser()
+    return pathlib.Path.home() / ".cache" / "kafka-eos" / f"apicurio-registry-{APICURIO_VERSION}"
+
+
+def _cached_runner(cache: pathlib.Path) -> pathlib.Path | None:
+    runner = cache / "app" / _RUNNER
+    if (cache / _MARKER).is_file() and runner.is_file() and (cache / "app" / "lib").is_dir():
+        return runner
+    return None
+
+
+def fetch_registry(cache: pathlib.Path | None = None) -> pathlib.Path:
+    """The runner jar, fetched and unpacked first unless the cache is complete."""
+    cache = cache or cache_dir()
+    runner = _cached_runner(cache)
+    if runner:
+        return runner
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        lock = open(cache / ".lock", "a")  # noqa: SIM115 - held for the whole fetch
+    except OSError as exc:
+        raise RegistryFetchError(
+            f"cannot fetch {ARTIFACT}: the cache {cache} is not writable ({exc})"
+        ) from exc
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be fetching: wait, then reuse its work
+        return _cached_runner(cache) or _fetch(cache)
+
+
+def _fetch(cache: pathlib.Path) -> pathlib.Path:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RegistryFetchError(
+            f"cannot fetch {ARTIFACT} into {cache}: Maven (mvn) is not installed. "
+            "Install it (Debian/Ubuntu: 'sudo apt-get install -y maven') and run again."
+        )
+    staging = pathlib.Path(tempfile.mkdtemp(prefix="fetch-", dir=cache))
+    started = time.monotonic()
+    try:
+        result = subprocess.run(
+            [mvn, "-q", "-B", "dependency:copy", f"-Dartifact={ARTIFACT}", f"-DoutputDirectory={staging}"],
+            capture_output=True, text=True, timeout=FETCH_TIMEOUT_S, stdin=subprocess.DEVNULL, cwd=staging,
+        )
+        archives = list(staging.glob("*.tar.gz"))
+        if result.returncode != 0 or len(archives) != 1:
+            output = (result.stdout + result.stderr).strip().splitlines()
+            detail = "\n".join(output[-15:]) or f"exit code {result.returncode}"
+            raise RegistryFetchError(
+                f"cannot fetch {ARTIFACT} into {cache}: Maven failed (is Maven Central reachable?). "
+                f"Maven said:\n{detail}"
+            )
+        unpacked = staging / "app"
+        with tarfile.open(archives[0]) as archive:
+            archive.extractall(unpacked, filter="data")
+        if not (unpacked / _RUNNER).is_file():
+            raise RegistryFetchError(f"{ARTIFACT} has no {_RUNNER}: the archive's layout changed")
+        shutil.rmtree(cache / "app", ignore_errors=True)
+        unpacked.rename(cache / "app")
+    except subprocess.TimeoutExpired:
+        raise RegistryFetchError(
+            f"cannot fetch {ARTIFACT} into {cache}: Maven did not finish within {FETCH_TIMEOUT_S:.0f} s "
+            "(is Maven Central reachable?)"
+        ) from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    (cache / "FETCH_SECONDS").write_text(f"{time.monotonic() - started:.1f}\n")
+    (cache / _MARKER).write_text(f"{ARTIFACT}\n")
+    return cache / "app" / _RUNNER
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class SchemaRegistryServer:
+    """One Apicurio Registry process on 127.0.0.1; ``stop()`` (or the context manager) ends it.
+
+    ``url`` is the Confluent-compatible API's base, what ``SchemaRegistryClient({"url": ...})``
+    takes; ``start_timeout_s`` bounds the readiness wait (5-17 s on a loaded 2-core machine).
+    """
+
+    def __init__(self, *, log_path: pathlib.Path | None = None, start_timeout_s: float = 120.0,
+                 java: str | None = None) -> None:
+        runner = fetch_registry()
+        self.port = _free_port()
+        self.management_port = _free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{self.base_url}/apis/ccompat/v7"
+        self.log_path = log_path
+        java = java or shutil.which("java")
+        if java is None:
+            raise RegistryFetchError("the registry needs Java 17+ (java is not on PATH)")
+        command = [
+            java, "-Xms64m", "-Xmx384m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+            "-Dquarkus.http.host=127.0.0.1", f"-Dquarkus.http.port={self.port}",
+            "-Dquarkus.management.host=127.0.0.1", f"-Dquarkus.management.port={self.management_port}",
+            "-Dquarkus.log.console.level=WARN",
+            "-jar", str(runner),
+        ]
+        log = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115 (closed below)
+        try:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True,
+                                            cwd=runner.parent)
+        finally:
+            if log is not subprocess.DEVNULL:
+                log.close()
+        self.started_s = time.monotonic()
+        try:
+            self._wait_until_ready(start_timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_s = time.monotonic() - self.started_s
+
+    def _wait_until_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the schema registry exited with {self.process.returncode} before it was "
+                                   "ready" + (f"; log: {self.log_path}" if self.log_path else ""))
+            with contextlib.suppress(OSError):
+                # The Confluent API answering, not just the port: the storage is initialised by then.
+                urllib.request.urlopen(f"{self.url}/subjects", timeout=2).close()  # noqa: S310 (loopback)
+                return
+            time.sleep(0.2)  # polling interval of a deadline-bounded wait
+        raise TimeoutError(f"the schema registry at {self.url} was not ready within {timeout_s:.0f} s"
+                           + (f"; log: {self.log_path}" if self.log_path else ""))
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+
+    def __enter__(self) -> SchemaRegistryServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.parse_args(argv)
+    with SchemaRegistryServer() as server:
+        print(f"schema registry (Apicurio {APICURIO_VERSION}) ready in {server.startup_s:.1f} s: "
+              f"{server.url}", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            server.process.wait()
+
+
+if __name__ == "__main__":
+    main()
