@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import os
 import pathlib
 import shutil
@@ -32,6 +31,8 @@ import tarfile
 import tempfile
 import time
 import urllib.request
+
+from kafka_eos_testing.maven_fetch import locked_fetch, maven_failure, run_maven
 
 __all__ = ["APICURIO_VERSION", "RegistryFetchError", "SchemaRegistryServer", "fetch_registry"]
 
@@ -64,44 +65,19 @@ def _cached_runner(cache: pathlib.Path) -> pathlib.Path | None:
 
 def fetch_registry(cache: pathlib.Path | None = None) -> pathlib.Path:
     """The runner jar, fetched and unpacked first unless the cache is complete."""
-    cache = cache or cache_dir()
-    runner = _cached_runner(cache)
-    if runner:
-        return runner
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        lock = open(cache / ".lock", "a")  # noqa: SIM115 - held for the whole fetch
-    except OSError as exc:
-        raise RegistryFetchError(
-            f"cannot fetch {ARTIFACT}: the cache {cache} is not writable ({exc})"
-        ) from exc
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be fetching: wait, then reuse its work
-        return _cached_runner(cache) or _fetch(cache)
+    return locked_fetch(cache or cache_dir(), _cached_runner, _fetch, RegistryFetchError, ARTIFACT)
 
 
 def _fetch(cache: pathlib.Path) -> pathlib.Path:
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise RegistryFetchError(
-            f"cannot fetch {ARTIFACT} into {cache}: Maven (mvn) is not installed. "
-            "Install it (Debian/Ubuntu: 'sudo apt-get install -y maven') and run again."
-        )
     staging = pathlib.Path(tempfile.mkdtemp(prefix="fetch-", dir=cache))
     started = time.monotonic()
     try:
-        result = subprocess.run(
-            [mvn, "-q", "-B", "dependency:copy", f"-Dartifact={ARTIFACT}", f"-DoutputDirectory={staging}"],
-            capture_output=True, text=True, timeout=FETCH_TIMEOUT_S, stdin=subprocess.DEVNULL, cwd=staging,
-        )
+        result = run_maven(
+            ["-q", "-B", "dependency:copy", f"-Dartifact={ARTIFACT}", f"-DoutputDirectory={staging}"],
+            artifact=ARTIFACT, cache=cache, error=RegistryFetchError, timeout_s=FETCH_TIMEOUT_S, cwd=staging)
         archives = list(staging.glob("*.tar.gz"))
         if result.returncode != 0 or len(archives) != 1:
-            output = (result.stdout + result.stderr).strip().splitlines()
-            detail = "\n".join(output[-15:]) or f"exit code {result.returncode}"
-            raise RegistryFetchError(
-                f"cannot fetch {ARTIFACT} into {cache}: Maven failed (is Maven Central reachable?). "
-                f"Maven said:\n{detail}"
-            )
+            raise maven_failure(result, artifact=ARTIFACT, cache=cache, error=RegistryFetchError)
         unpacked = staging / "app"
         with tarfile.open(archives[0]) as archive:
             archive.extractall(unpacked, filter="data")
@@ -109,11 +85,6 @@ def _fetch(cache: pathlib.Path) -> pathlib.Path:
             raise RegistryFetchError(f"{ARTIFACT} has no {_RUNNER}: the archive's layout changed")
         shutil.rmtree(cache / "app", ignore_errors=True)
         unpacked.rename(cache / "app")
-    except subprocess.TimeoutExpired:
-        raise RegistryFetchError(
-            f"cannot fetch {ARTIFACT} into {cache}: Maven did not finish within {FETCH_TIMEOUT_S:.0f} s "
-            "(is Maven Central reachable?)"
-        ) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     (cache / "FETCH_SECONDS").write_text(f"{time.monotonic() - started:.1f}\n")

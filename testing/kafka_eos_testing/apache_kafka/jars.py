@@ -9,13 +9,13 @@ instead of starting a broker that dies with a ClassNotFoundException.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import pathlib
 import shutil
-import subprocess
 import tempfile
 import time
+
+from kafka_eos_testing.maven_fetch import locked_fetch, maven_failure, run_maven
 
 KAFKA_VERSION = "4.4.0"
 ARTIFACT = f"org.apache.kafka:kafka_2.13:{KAFKA_VERSION}"
@@ -59,33 +59,13 @@ def cached_classpath(cache: pathlib.Path | None = None) -> str | None:
 
 def fetch_jars(cache: pathlib.Path | None = None, *, quiet: bool = True) -> str:
     """The broker's classpath (``<cache>/libs/*``), running Maven first unless the cache is complete."""
-    cache = cache or cache_dir()
-    classpath = cached_classpath(cache)
-    if classpath:
-        return classpath
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        lock = open(cache / ".lock", "a")  # noqa: SIM115 - held for the whole fetch
-    except OSError as exc:
-        raise JarFetchError(
-            f"cannot fetch {ARTIFACT}: the jar cache {cache} is not writable ({exc})"
-        ) from exc
-    with lock:
-        # Another process (a parallel test run) may be fetching: wait for it, then reuse its work.
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return cached_classpath(cache) or _fetch(cache, quiet)
+    return locked_fetch(cache or cache_dir(), cached_classpath, lambda c: _fetch(c, quiet), JarFetchError,
+                        ARTIFACT)
 
 
 def _fetch(cache: pathlib.Path, quiet: bool) -> str:
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise JarFetchError(
-            f"cannot fetch {ARTIFACT} into {cache}: Maven (mvn) is not installed. "
-            "Install it (Debian/Ubuntu: 'sudo apt-get install -y maven') and run again."
-        )
     staging = pathlib.Path(tempfile.mkdtemp(prefix="libs-", dir=cache))
     command = [
-        mvn,
         "-B",
         "-f",
         str(POM),
@@ -94,26 +74,18 @@ def _fetch(cache: pathlib.Path, quiet: bool) -> str:
         "-DincludeScope=runtime",
     ]
     if quiet:
-        command.insert(1, "-q")
+        command.insert(0, "-q")
     started = time.monotonic()
     try:
-        result = subprocess.run(
-            command, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S, stdin=subprocess.DEVNULL
-        )
-    except subprocess.TimeoutExpired:
+        result = run_maven(command, artifact=ARTIFACT, cache=cache, error=JarFetchError,
+                           timeout_s=FETCH_TIMEOUT_S)
+    except JarFetchError:
         shutil.rmtree(staging, ignore_errors=True)
-        raise JarFetchError(
-            f"cannot fetch {ARTIFACT} into {cache}: Maven did not finish within {FETCH_TIMEOUT_S:.0f} s "
-            "(is Maven Central reachable?)"
-        ) from None
+        raise
     if result.returncode != 0 or not all((staging / jar).is_file() for jar in _REQUIRED):
         shutil.rmtree(staging, ignore_errors=True)
-        output = (result.stdout + result.stderr).strip().splitlines()
-        detail = "\n".join(output[-15:]) or f"exit code {result.returncode}"
-        raise JarFetchError(
-            f"cannot fetch {ARTIFACT} into {cache}: Maven failed (is Maven Central reachable? "
-            f"a damaged ~/.m2 entry can be removed and fetched again). Maven said:\n{detail}"
-        )
+        raise maven_failure(result, artifact=ARTIFACT, cache=cache, error=JarFetchError,
+                            hint=" a damaged ~/.m2 entry can be removed and fetched again")
     libs = cache / "libs"
     shutil.rmtree(libs, ignore_errors=True)
     staging.rename(libs)
