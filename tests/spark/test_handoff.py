@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from airflow_provider_kafka_eos.hooks import spark_submit
 from airflow_provider_kafka_eos.operators import submit
 from airflow_provider_kafka_eos.spark import handoff, job
 
@@ -22,8 +23,11 @@ def test_the_job_and_the_operator_use_the_handoff_s_names_not_copies():
     for name in ("CONFIG_FILE_ENV", "CONFIG_ENV", "RESULT_PREFIX", "ERROR_PREFIX", "EXIT_USAGE",
                  "PRIVATE_FILE_CONFIG_KEY", "PRIVATE_FILE_PARAMS_KEY", "load_client_config", "load_params"):
         assert getattr(job, name) is getattr(handoff, name), name
+    # the worker side writes the private file through the hook (hooks/spark_submit.py), by handoff's names
+    assert spark_submit.handoff is handoff
     for name in ("private_dir", "write_private_file", "sweep_private_files"):
-        assert getattr(submit, name) is getattr(handoff, name), name
+        for module in (submit, spark_submit):
+            assert getattr(module, name, getattr(handoff, name)) is getattr(handoff, name), (module, name)
 
 
 def test_the_handoff_imports_nothing_of_airflow():
