@@ -12,7 +12,7 @@ tool is needed.
 This module owns what "hanging" means here (:func:`open_transactions` marks each open
 transaction of a partition with what its coordinator says about the producer) and the marker
 write (:func:`abort_on_partition`). Whether an abort is *allowed* (a PREPARED manifest listing
-the producer forbids it) is decided by the caller, ``kafka/operations/resolution.py``, which
+the producer forbids it) is decided by the caller, ``kafka/operations/resolve_hanging.py``, which
 reads the manifest store first.
 """
 

@@ -73,9 +73,9 @@ from airflow_provider_kafka_eos.kafka.protocol.transaction_types import (
     TransactionListing,
     TxnOutcome,
     TxnState,
-    _holder,
-    _now_ms,
-    _state,
+    holder_text,
+    state_name,
+    wall_clock_ms,
 )
 from airflow_provider_kafka_eos.kafka.protocol.verdicts import TxnVerdict, Verdict
 from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
@@ -121,7 +121,7 @@ class TransactionAdmin:
         self.retry_timeout_ms = retry_timeout_ms
         self.safety_margin_ms = safety_margin_ms
         self.lanes = None if lanes is None else check_lanes(lanes)
-        self._clock_ms = clock_ms or _now_ms
+        self._clock_ms = clock_ms or wall_clock_ms
 
         def open_wire() -> Wire:
             return Wire(
@@ -579,7 +579,7 @@ class TransactionAdmin:
                 return d
             if not retry.wait():
                 raise BrokerUnreachableError(
-                    f"the transaction stayed in {_state(d.state)} for {self.retry_timeout_ms} ms",
+                    f"the transaction stayed in {state_name(d.state)} for {self.retry_timeout_ms} ms",
                     transactional_id=tid,
                 )
 
@@ -622,7 +622,7 @@ class TransactionAdmin:
             return TxnOutcome(tid, "already_committed", d.producer_id, d.producer_epoch)
         if not same or (d.state == TxnState.ONGOING and d.producer_epoch != committable.producer_epoch):
             raise ProducerFencedError(
-                f"cannot abort in place: the coordinator holds {_holder(d)}, not producer id "
+                f"cannot abort in place: the coordinator holds {holder_text(d)}, not producer id "
                 f"{committable.producer_id}, epoch {committable.producer_epoch}",
                 transactional_id=tid,
             )

@@ -30,17 +30,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
-    AbortCandidate,
-    AbortPolicy,
-    ManifestStore,
-    PreparedRef,
-    commit_checkpoint,
-    mark_aborted,
-    plan_abort,
-    prepared_index,
-)
+from airflow_provider_kafka_eos.kafka.checkpoints.abort_plan import AbortCandidate, AbortPolicy, plan_abort
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint, mark_aborted
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus, read_manifest
+from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore, PreparedRef, prepared_index
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import STANDARD_CHAIN, StoreAccess
 from airflow_provider_kafka_eos.kafka.errors import DataLossError, VerdictUnknownError
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable

@@ -27,7 +27,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import AbortPolicy, PreparedRef, load_prepared
+from airflow_provider_kafka_eos.kafka.checkpoints.abort_plan import AbortPolicy
+from airflow_provider_kafka_eos.kafka.checkpoints.store import PreparedRef, load_prepared
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import STANDARD_CHAIN, StoreAccess
 from airflow_provider_kafka_eos.runbook import reference as runbook_reference
 

@@ -15,22 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
-    AbortCandidate,
-    AbortPolicy,
-    ManifestStore,
-    commit_checkpoint,
-    load_prepared,
-    mark_aborted,
-    plan_abort,
-    prepared_index,
-)
+from airflow_provider_kafka_eos.kafka.checkpoints.abort_plan import AbortCandidate, AbortPolicy, plan_abort
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint, mark_aborted
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     Manifest,
     ManifestStatus,
     read_manifest,
     write_manifest,
 )
+from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore, load_prepared, prepared_index
 from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError, ManifestStoreError
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
 from airflow_provider_kafka_eos.kafka.protocol.transaction_types import TxnOutcome

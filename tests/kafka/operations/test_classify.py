@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import pytest
 
 from airflow_provider_kafka_eos import runbook
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import prepared_index
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus
+from airflow_provider_kafka_eos.kafka.checkpoints.store import prepared_index
 from airflow_provider_kafka_eos.kafka.operations.classify import (
     FindingKind,
     Findings,
