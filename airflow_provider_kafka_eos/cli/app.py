@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from airflow_provider_kafka_eos.cli.options import (
     CHECKPOINTS,
@@ -33,6 +33,9 @@ from airflow_provider_kafka_eos.cli.options import (
     complete,
 )
 from airflow_provider_kafka_eos.cli.output import print_error, print_result, print_runbook
+
+if TYPE_CHECKING:  # the store client stays unimported until a command needs it
+    from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import StoreAccess
 
 # How long connecting to the cluster may take at most (less when --timeout is shorter).
 CONNECT_TIMEOUT_MS = 10_000
@@ -159,7 +162,7 @@ def _result(args: Any, env: Any, stdout: TextIO, stderr: TextIO) -> Any:
                               access=access)
 
 
-def _checkpoints(args: Any, manifest_base: str | None, access: Any) -> Any:
+def _checkpoints(args: Any, manifest_base: str | None, access: StoreAccess) -> Any:
     """``checkpoints``: the store's checkpoints (status, input, run); reads no Kafka and changes nothing,
     so its errors say what is wrong with the store and nothing about aborts."""
     from airflow_provider_kafka_eos.cli.options import ENV_MANIFEST_BASE, MANIFEST_BASE_KEY

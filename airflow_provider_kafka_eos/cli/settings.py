@@ -43,13 +43,13 @@ class _Airflow:
         self.hook = KafkaEosHook(conn_id)
 
 
-    def client_config_of(self) -> Any:
+    def client_config(self) -> Any:
         return self._ask(self.hook.client_config)
 
     def manifest_base_uri(self) -> str | None:
         return self._ask(self.hook.manifest_base_uri)
 
-    def store_access_for(self, uri: str | None) -> Any:
+    def store_access(self, uri: str | None) -> Any:
         """How to reach the store of ``uri``: the connection's store credentials, as a task would."""
         return self._ask(lambda: self.hook.store_access(uri))
 

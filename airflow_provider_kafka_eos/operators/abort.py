@@ -21,7 +21,8 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_kafka_eos.kafka.checkpoints.abort_plan import AbortCandidate, AbortPolicy, plan_abort
 from airflow_provider_kafka_eos.kafka.checkpoints.store import PreparedRef, load_prepared
-from airflow_provider_kafka_eos.kafka.operations.classify import FindingKind, Findings, format_table
+from airflow_provider_kafka_eos.kafka.operations.classify import FindingKind
+from airflow_provider_kafka_eos.kafka.operations.scan import Findings, format_table
 from airflow_provider_kafka_eos.tasks.fail_now import raises_fail_now
 from airflow_provider_kafka_eos.tasks.metrics import record_abort
 

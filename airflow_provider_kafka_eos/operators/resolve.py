@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_provider_kafka_eos.kafka.operations.classify import format_table
+from airflow_provider_kafka_eos.kafka.operations.scan import format_table
 from airflow_provider_kafka_eos.tasks.fail_now import raises_fail_now
 
 # The form fields of the manual DAG, in the order the UI shows them (see dags/eos_manual_resolution.py).

@@ -7,7 +7,7 @@ from txn_helpers import produce_in_transaction, set_kafka_eos_connection, states
 
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint
 from airflow_provider_kafka_eos.kafka.errors import ManifestStoreError, UnknownTransactionError
-from airflow_provider_kafka_eos.kafka.operations.classify import Findings
+from airflow_provider_kafka_eos.kafka.operations.scan import Findings
 from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
 from kafka_eos_testing.embedded import unique_name

@@ -40,7 +40,7 @@ PUBLIC = [
     ("airflow_provider_kafka_eos.kafka.checkpoints.manifest", "read_manifest"),
     ("airflow_provider_kafka_eos.kafka.checkpoints.lifecycle", "commit_checkpoint"),
     ("airflow_provider_kafka_eos.kafka.operations.classify", "FindingKind"),
-    ("airflow_provider_kafka_eos.kafka.operations.classify", "Findings"),
+    ("airflow_provider_kafka_eos.kafka.operations.scan", "Findings"),
     ("airflow_provider_kafka_eos.kafka.operations.resolution_request", "ResolutionRequest"),
     ("airflow_provider_kafka_eos.kafka.operations.resolution", "run_resolution"),
     ("airflow_provider_kafka_eos.assets.lineage", "kafka_asset_uri"),

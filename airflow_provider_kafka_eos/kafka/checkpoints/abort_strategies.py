@@ -30,7 +30,7 @@ from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_provider_kafka_eos.kafka.checkpoints.abort_plan import AbortCandidate, AbortPolicy, plan_abort
 from airflow_provider_kafka_eos.kafka.checkpoints.naming import (
@@ -39,7 +39,33 @@ from airflow_provider_kafka_eos.kafka.checkpoints.naming import (
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.store import PreparedRef
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, KafkaEosError, UsageError
+from airflow_provider_kafka_eos.kafka.protocol.transaction_types import (
+    FenceResult,
+    TransactionDescription,
+    TxnOutcome,
+)
 from airflow_provider_kafka_eos.kafka.validation import validate_prefix
+
+
+class AbortingAdmin(Protocol):
+    """What an abort strategy needs of the admin handed in (a TransactionAdmin): its wire (which
+    APIs the cluster has), the lingering transactions, fencing and abort. A Protocol:
+    ``kafka/checkpoints`` does not import its sibling ``kafka/admin``."""
+
+    wire: Any
+
+    def find_lingering(
+        self, prefixes: Sequence[str] | None = None, min_age_ms: int = 0
+    ) -> list[TransactionDescription]: ...
+
+    def fence(
+        self, transactional_id: str, transaction_timeout_ms: int, *, enable_2pc: bool = False
+    ) -> FenceResult: ...
+
+    def abort(
+        self, ids: Iterable[str], *, max_workers: int = 16, lanes: int | None = None,
+        progress: Callable[[int, int, str], None] | None = None,
+    ) -> list[TxnOutcome]: ...
 
 __all__ = [
     "AbortReport",
@@ -70,7 +96,7 @@ class AbortStrategy(str, Enum):
             raise UsageError(f"abort strategy must be LISTING or PROBING, got {value!r}") from None
 
     @classmethod
-    def default_for(cls, naming: NamingStrategy, admin: Any) -> AbortStrategy:
+    def default_for(cls, naming: NamingStrategy, admin: AbortingAdmin) -> AbortStrategy:
         """LISTING when the cluster has ListTransactions (Kafka 3.0+), else PROBING (INCREMENTING only)."""
         from kafka.protocol.admin import ListTransactionsRequest
 
@@ -140,7 +166,7 @@ class AbortReport:
 
 
 def abort_by_listing(
-    admin: Any,
+    admin: AbortingAdmin,
     prefixes: Sequence[str],
     *,
     prepared: Mapping[str, PreparedRef],
@@ -179,7 +205,7 @@ def abort_by_listing(
 
 
 def abort_by_probing(
-    admin: Any,
+    admin: AbortingAdmin,
     prefix: str,
     partitions: Iterable[int],
     start_checkpoint: int,
@@ -254,12 +280,13 @@ def probing_ceiling(manifests: Iterable[Any], checkpoint_id: int) -> int | None:
     return min(newer) if newer else None
 
 
-def _abort_listing(admin: Any, prefix: str, prepared: Mapping[str, PreparedRef]) -> list[str]:
+def _abort_listing(admin: AbortingAdmin, prefix: str, prepared: Mapping[str, PreparedRef]) -> list[str]:
     return abort_by_listing(admin, [prefix], prepared=prepared).aborted
 
 
 def _abort_probing(
-    admin: Any, prefix: str, prepared: Mapping[str, PreparedRef], *, checkpoint_id: int, partitions_hint: int,
+    admin: AbortingAdmin, prefix: str, prepared: Mapping[str, PreparedRef], *, checkpoint_id: int,
+    partitions_hint: int,
     stop_before: int | None = None,
 ) -> list[str]:
     """PROBING for this checkpoint's ids: the current partitions, then upward while ids were used.

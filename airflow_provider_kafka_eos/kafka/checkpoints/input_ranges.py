@@ -43,6 +43,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     list_files,
     store_unreachable,
 )
+from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
     STANDARD_CHAIN,
     StoreAccess,
@@ -315,11 +316,11 @@ def plans_without_manifest(base_uri: str, pipeline_id: str, manifests: Sequence[
     return sorted(found)
 
 
-def plan_checkpoint_input(store: Any, *, pipeline_id: str, checkpoint_id: int, facts_for: Any,
+def plan_checkpoint_input(store: ManifestStore, *, pipeline_id: str, checkpoint_id: int, facts_for: Any,
                           settle: Callable[[], object] | None = None, **kwargs: Any) -> KafkaInput:
     """Plan and record checkpoint ``checkpoint_id``'s input (a retry gets the stored plan back).
 
-    ``store``: a ``ManifestStore``; ``facts_for(start)`` returns the Kafka facts (asked only when no
+    ``facts_for(start)`` returns the Kafka facts (asked only when no
     plan is stored yet, so a retry does not even look at Kafka's offsets again). ``settle()``
     settles the pipeline's older PREPARED checkpoints before the manifests are read (the job
     passes restore's ``settle_before_planning``); without it an older PREPARED checkpoint is

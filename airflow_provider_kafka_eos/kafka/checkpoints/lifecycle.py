@@ -24,10 +24,10 @@ No Airflow imports: the Spark driver and the CLI use it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     Decision,
@@ -48,8 +48,38 @@ from airflow_provider_kafka_eos.kafka.errors import (
     KafkaEosError,
     ManifestError,
 )
-from airflow_provider_kafka_eos.kafka.protocol.transaction_types import wall_clock_ms
-from airflow_provider_kafka_eos.kafka.protocol.verdicts import Verdict
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
+from airflow_provider_kafka_eos.kafka.protocol.transaction_types import (
+    TransactionDescription,
+    TxnOutcome,
+    wall_clock_ms,
+)
+from airflow_provider_kafka_eos.kafka.protocol.verdicts import TxnVerdict, Verdict
+
+
+class CheckpointAdmin(Protocol):
+    """What a checkpoint's transitions need of the admin handed in (a TransactionAdmin): the
+    verdict of each transaction, commit and abort. A Protocol: ``kafka/checkpoints`` does not
+    import its sibling ``kafka/admin``."""
+
+    def describe(
+        self, ids: Iterable[str], *, missing_ok: bool = False
+    ) -> dict[str, TransactionDescription]: ...
+
+    def judge(
+        self, committables: Sequence[Committable], *, ask_coordinator: bool,
+        descriptions: dict[str, TransactionDescription] | None = None,
+    ) -> dict[str, TxnVerdict]: ...
+
+    def commit(
+        self, committables: Sequence[Committable], *, max_workers: int = 16, lanes: int | None = None,
+        progress: Callable[[int, int, str], None] | None = None,
+    ) -> list[TxnOutcome]: ...
+
+    def abort(
+        self, ids: Iterable[str], *, max_workers: int = 16, lanes: int | None = None,
+        progress: Callable[[int, int, str], None] | None = None,
+    ) -> list[TxnOutcome]: ...
 
 __all__ = [
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
@@ -209,7 +239,7 @@ def _refuse_aborted(uri: str, manifest: Manifest) -> DataLossError:
 _PLANNED = {Verdict.COMMITTED: "already_committed", Verdict.OPEN: "commit"}
 
 
-def verify_checkpoint(admin: Any, manifest: Manifest) -> dict[str, str]:
+def verify_checkpoint(admin: CheckpointAdmin, manifest: Manifest) -> dict[str, str]:
     """The commit's own verification, read-only: id -> ``commit`` / ``already_committed`` / ``ask``.
 
     Raises what the real commit would raise (DataLossError, TransactionTimeoutRiskError,
@@ -231,7 +261,7 @@ def verify_checkpoint(admin: Any, manifest: Manifest) -> dict[str, str]:
 
 
 def commit_checkpoint(
-    admin: Any,
+    admin: CheckpointAdmin,
     uri: str,
     *,
     committed_by: str,
@@ -439,7 +469,7 @@ class CheckpointAbortReport:
 
 
 def abort_checkpoint(
-    admin: Any,
+    admin: CheckpointAdmin,
     uri: str,
     *,
     dry_run: bool = False,

@@ -10,7 +10,7 @@ this module only dispatches a validated request to one of them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import STANDARD_CHAIN, StoreAccess
 from airflow_provider_kafka_eos.kafka.operations.resolution_request import (
@@ -37,9 +37,12 @@ from airflow_provider_kafka_eos.kafka.operations.resolve_read import (
     action_preflight,
 )
 
+if TYPE_CHECKING:  # an action may use any of the facade's operations: its type is the facade
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
+
 
 def run_resolution(
-    admin: Any,
+    admin: TransactionAdmin,
     request: ResolutionRequest,
     progress: Progress | None = None,
     *,

@@ -8,7 +8,7 @@ this module maps the request onto it and the admin's aborts.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import StoreAccess
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
@@ -19,6 +19,9 @@ from airflow_provider_kafka_eos.kafka.operations.resolution_request import (
 )
 from airflow_provider_kafka_eos.kafka.operations.resolve_commit import committable_for
 from airflow_provider_kafka_eos.kafka.protocol.transaction_types import wall_clock_ms
+
+if TYPE_CHECKING:  # an action may use any of the facade's operations: its type is the facade
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 
 
 def prepared_for(request: ResolutionRequest, access: StoreAccess) -> dict[str, Any]:
@@ -32,7 +35,7 @@ def prepared_for(request: ResolutionRequest, access: StoreAccess) -> dict[str, A
 
 
 def action_abort(
-    admin: Any, request: ResolutionRequest, progress: Progress | None, access: StoreAccess
+    admin: TransactionAdmin, request: ResolutionRequest, progress: Progress | None, access: StoreAccess
 ) -> ResolutionResult:
     """Abort one id (optionally compare-and-abort) or every Ongoing one under prefixes.
 
@@ -101,7 +104,9 @@ _FINISHED = {
 }
 
 
-def _abort_one(admin: Any, request: ResolutionRequest, prepared: dict[str, Any]) -> ResolutionResult:
+def _abort_one(
+    admin: TransactionAdmin, request: ResolutionRequest, prepared: dict[str, Any]
+) -> ResolutionResult:
     """One id: every check the real abort makes, also in a dry run; a refusal is an error."""
     from airflow_provider_kafka_eos.kafka.checkpoints.abort_plan import (
         AbortCandidate,
@@ -141,7 +146,7 @@ def _abort_one(admin: Any, request: ResolutionRequest, prepared: dict[str, Any])
 
 
 def action_abort_checkpoint(
-    admin: Any, request: ResolutionRequest, progress: Progress | None, access: StoreAccess
+    admin: TransactionAdmin, request: ResolutionRequest, progress: Progress | None, access: StoreAccess
 ) -> ResolutionResult:
     """``--action abort --manifest URI``: abort what the checkpoint holds open, mark it ABORTED."""
     from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import abort_checkpoint

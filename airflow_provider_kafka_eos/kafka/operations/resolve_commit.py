@@ -7,7 +7,7 @@ manifest is ``kafka/checkpoints/lifecycle.py``'s :func:`commit_checkpoint`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import StoreAccess
 from airflow_provider_kafka_eos.kafka.operations.resolution_request import (
@@ -18,15 +18,18 @@ from airflow_provider_kafka_eos.kafka.operations.resolution_request import (
 from airflow_provider_kafka_eos.kafka.protocol.transaction_types import wall_clock_ms
 from airflow_provider_kafka_eos.kafka.protocol.verdicts import Verdict
 
+if TYPE_CHECKING:  # an action may use any of the facade's operations: its type is the facade
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 
-def capabilities_of(admin: Any) -> Any:
+
+def capabilities_of(admin: TransactionAdmin) -> Any:
     """The cluster's capabilities through the admin's own connection (no second connection)."""
     from airflow_provider_kafka_eos.kafka.admin.capabilities import ClusterCapabilities
 
     return ClusterCapabilities.probe_with(admin.wire)
 
 
-def committable_for(admin: Any, transactional_id: str, producer_id: int, epoch: int) -> Any:
+def committable_for(admin: TransactionAdmin, transactional_id: str, producer_id: int, epoch: int) -> Any:
     """A Committable for one id from DescribeTransactions plus the user's producer id / epoch.
 
     The coordinator knows the partitions and start time; the user supplies (pid, epoch) from
@@ -59,7 +62,9 @@ def committable_for(admin: Any, transactional_id: str, producer_id: int, epoch: 
     )
 
 
-def action_commit(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
+def action_commit(
+    admin: TransactionAdmin, request: ResolutionRequest, progress: Progress | None
+) -> ResolutionResult:
     """Commit one transaction by (id, producer id, epoch); a dry run runs the commit's verification."""
     assert (
         request.transactional_id is not None and request.producer_id is not None and request.epoch is not None
@@ -84,7 +89,7 @@ def action_commit(admin: Any, request: ResolutionRequest, progress: Progress | N
     return ResolutionResult([row], f"{request.transactional_id}: {outcome.outcome}", True, columns)
 
 
-def dry_run_outcome(admin: Any, committable: Any) -> str:
+def dry_run_outcome(admin: TransactionAdmin, committable: Any) -> str:
     """What a commit of ``committable`` would do, read-only: raises what the commit would raise.
 
     The dry run sends no EndTxn, so where only the coordinator's answer to the recorded pair could
@@ -101,7 +106,7 @@ def dry_run_outcome(admin: Any, committable: Any) -> str:
 
 
 def action_commit_from_manifest(
-    admin: Any, request: ResolutionRequest, progress: Progress | None, access: StoreAccess
+    admin: TransactionAdmin, request: ResolutionRequest, progress: Progress | None, access: StoreAccess
 ) -> ResolutionResult:
     """Commit a checkpoint from its manifest and mark it (``checkpoint.commit_checkpoint``)."""
     from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint

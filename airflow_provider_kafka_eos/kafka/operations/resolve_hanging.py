@@ -8,7 +8,7 @@ producer id a PREPARED manifest lists (its batch must commit).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import StoreAccess
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
@@ -26,9 +26,12 @@ from airflow_provider_kafka_eos.kafka.operations.resolve_read import (
     visibility_warnings,
 )
 
+if TYPE_CHECKING:  # an action may use any of the facade's operations: its type is the facade
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
+
 
 def action_find_hanging(
-    admin: Any, request: ResolutionRequest, progress: Progress | None, access: StoreAccess
+    admin: TransactionAdmin, request: ResolutionRequest, progress: Progress | None, access: StoreAccess
 ) -> ResolutionResult:
     if request.topics:
         return _find_hanging_partitions(admin, request)
@@ -72,7 +75,7 @@ def action_find_hanging(
     )
 
 
-def _lso_stalls(admin: Any, lingering: Sequence[Any]) -> dict[int, list[str]]:
+def _lso_stalls(admin: TransactionAdmin, lingering: Sequence[Any]) -> dict[int, list[str]]:
     """Producer id -> partitions ("topic-p (N behind)") whose last stable offset it pins."""
     from airflow_provider_kafka_eos.kafka.admin.lso import lso_probe
 
@@ -102,7 +105,7 @@ _PARTITION_COLUMNS = (
 )
 
 
-def _partitions_of(admin: Any, request: ResolutionRequest) -> list[tuple[str, int]]:
+def _partitions_of(admin: TransactionAdmin, request: ResolutionRequest) -> list[tuple[str, int]]:
     """``--topic`` (every partition of it, from metadata) or ``--topic`` with ``--partition``."""
     from airflow_provider_kafka_eos.kafka.admin.hanging import topic_partitions
 
@@ -111,7 +114,7 @@ def _partitions_of(admin: Any, request: ResolutionRequest) -> list[tuple[str, in
     return topic_partitions(admin, request.topics)
 
 
-def _find_hanging_partitions(admin: Any, request: ResolutionRequest) -> ResolutionResult:
+def _find_hanging_partitions(admin: TransactionAdmin, request: ResolutionRequest) -> ResolutionResult:
     """``find-hanging --topic T [--partition N]``: every open transaction on the partitions, marked
     hanging when no coordinator entry will end it (:mod:`~airflow_provider_kafka_eos.kafka.admin.hanging`)."""
     from airflow_provider_kafka_eos.kafka.admin.hanging import open_transactions
@@ -137,7 +140,7 @@ def _find_hanging_partitions(admin: Any, request: ResolutionRequest) -> Resoluti
 
 
 def action_abort_partition(
-    admin: Any, request: ResolutionRequest, progress: Progress | None, access: StoreAccess
+    admin: TransactionAdmin, request: ResolutionRequest, progress: Progress | None, access: StoreAccess
 ) -> ResolutionResult:
     """KIP-664 admin abort of one partition's open transaction (WriteTxnMarkers, no JVM tool).
 

@@ -8,7 +8,7 @@ resolution DAG. :func:`description_row` is the one form a described transaction 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kafka_eos.kafka.operations.resolution_request import (
     Progress,
@@ -18,6 +18,9 @@ from airflow_provider_kafka_eos.kafka.operations.resolution_request import (
 from airflow_provider_kafka_eos.kafka.operations.resolve_commit import capabilities_of
 from airflow_provider_kafka_eos.kafka.protocol.transaction_types import wall_clock_ms
 from airflow_provider_kafka_eos.runbook import reference as runbook_reference
+
+if TYPE_CHECKING:  # an action may use any of the facade's operations: its type is the facade
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 
 
 def wire_value(obj: Any) -> Any:
@@ -43,7 +46,9 @@ def description_row(desc: Any) -> dict[str, Any]:
     }
 
 
-def action_list(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
+def action_list(
+    admin: TransactionAdmin, request: ResolutionRequest, progress: Progress | None
+) -> ResolutionResult:
     listings = admin.list(
         prefixes=list(request.prefixes) or None,
         states=list(request.states) or None,
@@ -62,7 +67,7 @@ def action_list(admin: Any, request: ResolutionRequest, progress: Progress | Non
     )
 
 
-def visibility_warnings(admin: Any, prefixes: Sequence[str]) -> list[str]:
+def visibility_warnings(admin: TransactionAdmin, prefixes: Sequence[str]) -> list[str]:
     """Kafka hides what the principal may not DESCRIBE; say so instead of a silent short list."""
     from airflow_provider_kafka_eos.kafka.admin.acl_check import visibility_gaps
 
@@ -70,7 +75,9 @@ def visibility_warnings(admin: Any, prefixes: Sequence[str]) -> list[str]:
     return visibility_gaps(wire, list(prefixes)) if wire is not None else []
 
 
-def action_describe(admin: Any, request: ResolutionRequest, progress: Progress | None) -> ResolutionResult:
+def action_describe(
+    admin: TransactionAdmin, request: ResolutionRequest, progress: Progress | None
+) -> ResolutionResult:
     if request.transactional_id:
         ids = [request.transactional_id]
     else:
@@ -86,7 +93,7 @@ def action_describe(admin: Any, request: ResolutionRequest, progress: Progress |
 
 
 def action_preflight(
-    admin: Any, request: ResolutionRequest, progress: Progress | None, config: Any
+    admin: TransactionAdmin, request: ResolutionRequest, progress: Progress | None, config: Any
 ) -> ResolutionResult:
     """Capabilities + the ACLs of ``config``'s principal (+ the timeout limit when one is given)."""
     from airflow_provider_kafka_eos.kafka.admin.acl_check import (

@@ -28,6 +28,9 @@ encoded and sent wave by wave (one batch of at most ``batch_bytes`` per partitio
 The connection's producer keys (compression, batch and buffer sizes, linger, request size,
 timeouts, retries) reach it as :class:`ArrowProducerSettings` (``kafka/producers/producer_config.py``,
 which refuses by name what this producer cannot honour).
+The stages live apart: encoding rows into record batches is ``arrow_encode.py`` (pure functions),
+sending them and the protocol's answers ``arrow_send.py`` (:class:`ArrowSender`, this class's base);
+this module is the transaction (begin, buffer, partition, cut into batches, prepare).
 The transaction is never ended here: the commit task commits it (commit-by-resume).
 No Airflow imports: this runs inside Spark executors.
 """
@@ -40,7 +43,7 @@ import time
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -58,7 +61,6 @@ from airflow_provider_kafka_eos.kafka.producers.arrow_encode import (
     concat_columns,
     joined_stamps,
     millis,
-    split_runs,
 )
 from airflow_provider_kafka_eos.kafka.producers.arrow_send import REQUEST_OVERHEAD, ArrowSender
 from airflow_provider_kafka_eos.kafka.producers.compression import codec_for
@@ -77,7 +79,20 @@ from airflow_provider_kafka_eos.kafka.protocol.error_codes import (
     error_name,
 )
 
-__all__ = ["ArrowPartitionTransaction", "ProducerStats", "split_runs"]
+__all__ = ["ArrowAdmin", "ArrowPartitionTransaction", "ProducerStats"]
+
+
+class ArrowAdmin(Protocol):
+    """What the Arrow producer needs of the admin handed in (a TransactionAdmin): its wire (every
+    request), InitProducerId (``fence``) and DescribeTransactions (``prepare``'s verification)."""
+
+    wire: Any
+
+    def fence(
+        self, transactional_id: str, transaction_timeout_ms: int, *, enable_2pc: bool = False
+    ) -> Any: ...
+
+    def describe(self, ids: Any, *, missing_ok: bool = False) -> dict[str, Any]: ...
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +125,7 @@ class ArrowPartitionTransaction(ArrowSender):
     def __init__(
         self,
         *,
-        admin: Any,
+        admin: ArrowAdmin,
         transactional_id: str,
         topic: str,
         transaction_timeout_ms: int,

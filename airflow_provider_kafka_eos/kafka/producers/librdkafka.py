@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_provider_kafka_eos.kafka.config import is_secret_key
 from airflow_provider_kafka_eos.kafka.errors import (
@@ -41,6 +41,15 @@ from airflow_provider_kafka_eos.kafka.protocol.connection_security import (
     check_client_files,
     init_transactions_watched,
 )
+
+
+class VersionedAdmin(Protocol):
+    """What the transaction protocol is read from (a TransactionAdmin): the cluster's finalized
+    transaction version and the EndTxn version it allows."""
+
+    def transaction_version(self) -> int: ...
+
+    def end_txn_version(self) -> int: ...
 
 __all__ = [
     "DEFAULT_PARTITIONER",
@@ -80,7 +89,7 @@ class TransactionProtocol:
     end_txn_version: int
 
     @classmethod
-    def from_admin(cls, admin: Any) -> TransactionProtocol:
+    def from_admin(cls, admin: VersionedAdmin) -> TransactionProtocol:
         """Ask the cluster through a ``TransactionAdmin`` (finalized feature + EndTxn versions)."""
         return cls(transaction_version=2 if admin.transaction_version() >= 2 else 1,
                    end_txn_version=admin.end_txn_version())
