@@ -1,5 +1,6 @@
-"""kafka/checkpoints/lifecycle.py without a broker: the abort decision (property-based), the store's refusals,
-commit-and-mark's truthful report under concurrent committers, mark-ABORTED.
+"""kafka/checkpoints/ (store.py, abort_plan.py, lifecycle.py) without a broker: the abort decision
+(property-based), the store's refusals, commit-and-mark's truthful report under concurrent
+committers, mark-ABORTED.
 
 The admin is a stand-in here (the boundary is the coordinator); every broker path is covered
 end to end in tests/cli, tests/sensors, tests/operators and tests/system/dags.
