@@ -127,7 +127,7 @@ class Checkpoints:
             offsets_transactional_id,
             plan_checkpoint_input,
         )
-        from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
+        from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
         from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
         from airflow_provider_kafka_eos.spark.kafka_source import read_input_range
 

@@ -51,7 +51,7 @@ def run(bootstrap: str, count: int, *, cleanup: bool = True) -> dict[str, Any]:
     """Seed, poke, scan; ``cleanup=False`` leaves the transactions open (a throwaway cluster)."""
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-    from airflow_provider_kafka_eos.kafka.operations.classify import ScanSpec, scan
+    from airflow_provider_kafka_eos.kafka.operations.scan import ScanSpec, scan
     from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
     from benchmarks.bench_txn_ops import seed_in_parallel
     from kafka_eos_testing.transactions import write_prepared_manifest

@@ -36,8 +36,8 @@ def run(count: int, pipelines: int, repeat: int) -> dict[str, Any]:
     import s3fs
 
     from airflow_provider_kafka_eos.kafka.checkpoints import store_objects
-    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
-    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import _list_files
+    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import list_files
+    from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
     from kafka_eos_testing.s3_server import S3Server, seed_manifests
 
     load_before = os.getloadavg()
@@ -81,7 +81,7 @@ def run(count: int, pipelines: int, repeat: int) -> dict[str, Any]:
             assert store_objects.replace_if(target, data + b" ", version)
             samples["replace_if"].append(time.perf_counter() - t)
             t = time.perf_counter()
-            assert len(_list_files(f"s3://{bucket}/small/pipe")) == 100
+            assert len(list_files(f"s3://{bucket}/small/pipe")) == 100
             samples["list"].append(time.perf_counter() - t)
     return {
         "manifests": per * pipelines,

@@ -34,7 +34,8 @@ from typing import Any
 import pendulum
 from airflow.sdk import Param, dag, task
 
-from airflow_provider_kafka_eos.kafka.operations.classify import FindingKind, Findings
+from airflow_provider_kafka_eos.kafka.operations.classify import FindingKind
+from airflow_provider_kafka_eos.kafka.operations.scan import Findings
 from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
 

@@ -15,7 +15,8 @@ Trigger it with the form ("Trigger DAG w/ config"): pick an action and fill in w
 - ``commit-from-manifest``: commit everything a PREPARED manifest lists and mark it COMMITTED.
 
 ``dry_run`` checks and reports without changing anything. Validation is the CLI's
-(``kafka/operations/resolution.py``) in this form's words: e.g. ``commit`` without a "Producer epoch" fails
+(``kafka/operations/resolution_request.py``) in this form's words: e.g. ``commit`` without a
+"Producer epoch" fails
 before anything is sent, and the task log starts with the request as submitted. The rows are
 logged as a table and pushed to XCom. Runbook: ``kafka-eos-txn --runbook`` lists the pages (each
 has the DAG way and the CLI way).

@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from airflow_provider_kafka_eos.cli.options import (
     CHECKPOINTS,
@@ -33,6 +33,9 @@ from airflow_provider_kafka_eos.cli.options import (
     complete,
 )
 from airflow_provider_kafka_eos.cli.output import print_error, print_result, print_runbook
+
+if TYPE_CHECKING:  # the store client stays unimported until a command needs it
+    from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import StoreAccess
 
 # How long connecting to the cluster may take at most (less when --timeout is shorter).
 CONNECT_TIMEOUT_MS = 10_000
@@ -113,12 +116,12 @@ def _result(args: Any, env: Any, stdout: TextIO, stderr: TextIO) -> Any:
     """The action's ResolutionResult (raises what the action raises)."""
     from airflow_provider_kafka_eos.cli.output import ProgressBar
     from airflow_provider_kafka_eos.cli.settings import (
-        _client_config,
-        _manifest_base,
-        _properties,
-        _request,
-        _store_access,
         airflow_connection,
+        client_config_of,
+        command_properties,
+        manifest_base_of,
+        resolution_request_of,
+        store_access_for,
     )
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
     from airflow_provider_kafka_eos.kafka.errors import UsageError
@@ -132,18 +135,18 @@ def _result(args: Any, env: Any, stdout: TextIO, stderr: TextIO) -> Any:
     if timeout_ms is None:
         raise UsageError(f"--timeout must be a positive duration like 30s (default {DEFAULT_TIMEOUT})")
     deadline = time.monotonic() + timeout_ms / 1000
-    path, props = _properties(args, env)
-    manifest_base = _manifest_base(args, env, props, connection)
+    path, props = command_properties(args, env)
+    manifest_base = manifest_base_of(args, env, props, connection)
     if args.action == CHECKPOINTS:
-        return _checkpoints(args, manifest_base, _store_access(connection, manifest_base))
-    request = _request(args, manifest_base)
-    access = _store_access(connection, request.manifest_uri or request.manifest_base_uri)
+        return _checkpoints(args, manifest_base, store_access_for(connection, manifest_base))
+    request = resolution_request_of(args, manifest_base)
+    access = store_access_for(connection, request.manifest_uri or request.manifest_base_uri)
     if not request.protect:
         stderr.write(
             f"{PROG}: WARNING: --unprotected: transactions listed in PREPARED manifests will be "
             "aborted too; their checkpoints' batches are lost\n"
         )
-    config = _client_config(args, env, path, props, connection)
+    config = client_config_of(args, env, path, props, connection)
     interactive = stderr.isatty() and not args.json
     with (
         TransactionAdmin(
@@ -159,14 +162,14 @@ def _result(args: Any, env: Any, stdout: TextIO, stderr: TextIO) -> Any:
                               access=access)
 
 
-def _checkpoints(args: Any, manifest_base: str | None, access: Any) -> Any:
+def _checkpoints(args: Any, manifest_base: str | None, access: StoreAccess) -> Any:
     """``checkpoints``: the store's checkpoints (status, input, run); reads no Kafka and changes nothing,
     so its errors say what is wrong with the store and nothing about aborts."""
     from airflow_provider_kafka_eos.cli.options import ENV_MANIFEST_BASE, MANIFEST_BASE_KEY
-    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
     from airflow_provider_kafka_eos.kafka.checkpoints.listing import COLUMNS, checkpoint_rows
+    from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
     from airflow_provider_kafka_eos.kafka.errors import ManifestStoreError
-    from airflow_provider_kafka_eos.kafka.operations.resolution import ResolutionResult
+    from airflow_provider_kafka_eos.kafka.operations.resolution_request import ResolutionResult
     from airflow_provider_kafka_eos.kafka.validation import validate_input_id, validate_pipeline_id
 
     if not (manifest_base or "").strip():

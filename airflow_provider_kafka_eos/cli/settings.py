@@ -75,7 +75,7 @@ def airflow_connection(args: argparse.Namespace) -> _Airflow | None:
     return _Airflow(args.conn_id) if args.conn_id else None
 
 
-def _properties(args: argparse.Namespace, env: Any) -> tuple[str | None, dict[str, str]]:
+def command_properties(args: argparse.Namespace, env: Any) -> tuple[str | None, dict[str, str]]:
     """The --command-config file (or env) parsed, and its path."""
     from airflow_provider_kafka_eos.kafka.config import read_properties_file
 
@@ -83,7 +83,7 @@ def _properties(args: argparse.Namespace, env: Any) -> tuple[str | None, dict[st
     return path, (read_properties_file(path) if path else {})
 
 
-def _client_config(
+def client_config_of(
     args: argparse.Namespace,
     env: Any,
     path: str | None = None,
@@ -103,7 +103,7 @@ def _client_config(
     from airflow_provider_kafka_eos.kafka.errors import UsageError
 
     if props is None:
-        path, props = _properties(args, env)
+        path, props = command_properties(args, env)
     overrides: dict[str, Any] = settings_from_env(env)
     if args.bootstrap_servers:
         overrides["bootstrap.servers"] = args.bootstrap_servers
@@ -125,7 +125,7 @@ def _client_config(
     return KafkaClientConfig.from_mapping(settings, source="command line")
 
 
-def _manifest_base(
+def manifest_base_of(
     args: argparse.Namespace, env: Any, props: dict[str, str], connection: _Airflow | None = None
 ) -> str | None:
     """--manifest-base, else the key in --command-config or the connection, else the environment."""
@@ -138,7 +138,7 @@ def _manifest_base(
     return env.get(ENV_MANIFEST_BASE) or None
 
 
-def _store_access(connection: _Airflow | None, uri: str | None) -> Any:
+def store_access_for(connection: _Airflow | None, uri: str | None) -> Any:
     """The store credentials for ``uri``: ``--conn-id``'s (the task's rule), else the store client's
     standard chain (``AWS_*`` variables, profile, instance role)."""
     from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import STANDARD_CHAIN
@@ -146,10 +146,10 @@ def _store_access(connection: _Airflow | None, uri: str | None) -> Any:
     return connection.store_access(uri) if connection is not None and uri else STANDARD_CHAIN
 
 
-def _request(args: argparse.Namespace, manifest_base: str | None = None) -> Any:
+def resolution_request_of(args: argparse.Namespace, manifest_base: str | None = None) -> Any:
     """The parsed command line as a validated ``ResolutionRequest`` (UsageError names the option)."""
     from airflow_provider_kafka_eos.kafka.errors import UsageError
-    from airflow_provider_kafka_eos.kafka.operations.resolution import ResolutionRequest
+    from airflow_provider_kafka_eos.kafka.operations.resolution_request import ResolutionRequest
     from airflow_provider_kafka_eos.kafka.validation import parse_duration_ms
 
     if (args.pipeline_id or args.input_id) and args.action != CHECKPOINTS:

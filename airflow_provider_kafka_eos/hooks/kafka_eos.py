@@ -30,7 +30,7 @@ from airflow_provider_kafka_eos.hooks import masking  # noqa: F401 (registers th
 if TYPE_CHECKING:
     from airflow_provider_kafka_eos.kafka.admin.capabilities import ClusterCapabilities
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
-    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
+    from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
     from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import StoreAccess
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
     from airflow_provider_kafka_eos.kafka.operations.preflight import PreflightReport, RetrySchedule
@@ -199,7 +199,7 @@ class KafkaEosHook(BaseHook):
     def manifest_store(self, base_uri: str | None = None) -> ManifestStore:
         """The store :meth:`manifest_store_setting` names (ManifestStoreError naming it when unset),
         carrying how this task reaches it (:meth:`store_access`): the one way a task gets a store."""
-        from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
+        from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
 
         base, source = self.manifest_store_setting(base_uri)
         return ManifestStore.configured(base, source=source, access=self.store_access(base))

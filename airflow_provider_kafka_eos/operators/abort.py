@@ -5,7 +5,7 @@ time, what each transaction is: it reads the manifest store first (one PREPARED 
 have been written since the sensor looked; a store that cannot be read fails the task with
 nothing aborted), re-describes every transaction (one may have finished, or been restarted
 under the same id by a live pipeline) and only then fences the orphans, in parallel. The
-decision itself is ``kafka/checkpoints/lifecycle.py``'s :func:`plan_abort`, the same one the CLI and the
+decision itself is ``kafka/checkpoints/abort_plan.py``'s :func:`plan_abort`, the same one the CLI and the
 manual DAG use. ``protect=False`` is the only way around the PREPARED protection and is logged
 loudly. Running it twice is harmless: the second run finds nothing Ongoing and aborts nothing.
 """
@@ -19,14 +19,10 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
-    AbortCandidate,
-    AbortPolicy,
-    PreparedRef,
-    load_prepared,
-    plan_abort,
-)
-from airflow_provider_kafka_eos.kafka.operations.classify import FindingKind, Findings, format_table
+from airflow_provider_kafka_eos.kafka.checkpoints.abort_plan import AbortCandidate, AbortPolicy, plan_abort
+from airflow_provider_kafka_eos.kafka.checkpoints.store import PreparedRef, load_prepared
+from airflow_provider_kafka_eos.kafka.operations.classify import FindingKind
+from airflow_provider_kafka_eos.kafka.operations.scan import Findings, format_table
 from airflow_provider_kafka_eos.tasks.fail_now import raises_fail_now
 from airflow_provider_kafka_eos.tasks.metrics import record_abort
 

@@ -1,8 +1,8 @@
 """KafkaTransactionResolutionOperator: one ``kafka-eos-txn`` action, run from Airflow.
 
 The manual resolution DAG is the UI twin of the CLI, so both go through
-``kafka/operations/resolution.py``: the same validation (commit needs producer id *and* epoch), the same
-messages, the same rows. This operator only translates the DAG run's form (``params``) into a
+``kafka/operations/resolution_request.py``: the same validation (commit needs producer id *and*
+epoch), the same messages, the same rows. This operator only translates the DAG run's form (``params``) into a
 ``ResolutionRequest``, logs the rows as a table and pushes them to XCom.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_provider_kafka_eos.kafka.operations.classify import format_table
+from airflow_provider_kafka_eos.kafka.operations.scan import format_table
 from airflow_provider_kafka_eos.tasks.fail_now import raises_fail_now
 
 # The form fields of the manual DAG, in the order the UI shows them (see dags/eos_manual_resolution.py).
@@ -103,7 +103,7 @@ def request_from_form(
     with the form's store's credentials applied); without ``store_setting``, the form's field alone.
     ``unprotected`` is the form's explicit switch around its PREPARED protection.
     """
-    from airflow_provider_kafka_eos.kafka.operations.resolution import ResolutionRequest
+    from airflow_provider_kafka_eos.kafka.operations.resolution_request import ResolutionRequest
 
     names = {**form_field_names(), **(field_names or {})}
     store = _blank_to_none(form.get("manifest_base_uri"))

@@ -17,8 +17,9 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 
-from airflow_provider_kafka_eos.kafka.operations.classify import Findings, LsoStallTracker, ScanSpec
 from airflow_provider_kafka_eos.kafka.operations.findings_store import XCOM_MAX_FINDINGS
+from airflow_provider_kafka_eos.kafka.operations.lso_stalls import LsoStallTracker
+from airflow_provider_kafka_eos.kafka.operations.scan import Findings, ScanSpec
 from airflow_provider_kafka_eos.tasks.fail_now import raises_fail_now
 from airflow_provider_kafka_eos.triggers.lingering import (
     STATUS_FOUND,

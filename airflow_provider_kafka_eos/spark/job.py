@@ -166,9 +166,9 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
     from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord
     from airflow_provider_kafka_eos.kafka.log_levels import spark_log_level
     from airflow_provider_kafka_eos.spark.faults import FaultPlan
-    from airflow_provider_kafka_eos.spark.writer import _choose_producer
+    from airflow_provider_kafka_eos.spark.writer import choose_producer
 
-    check_job_side(_choose_producer(args.producer, args.two_phase_commit))
+    check_job_side(choose_producer(args.producer, args.two_phase_commit))
     params = load_params(args.params)
     config = load_client_config()
     access = load_store_access()  # the store's credentials from the operator's private file, if any
@@ -248,8 +248,8 @@ def plan_kafka_input(args: argparse.Namespace, config: Any, access: Any = None) 
         offsets_transactional_id,
         plan_checkpoint_input,
     )
-    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
     from airflow_provider_kafka_eos.kafka.checkpoints.restore import settle_before_planning
+    from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
     from airflow_provider_kafka_eos.kafka.errors import UsageError
 
     topics = [t.strip() for t in args.input_topics.split(",") if t.strip()]

@@ -22,12 +22,10 @@ from typing import Any
 
 from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import AbortStrategy, probing_ceiling
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord, RunIdentity
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
-    DEFAULT_TRANSACTION_TIMEOUT_MS,
-    ManifestStore,
-)
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import DEFAULT_TRANSACTION_TIMEOUT_MS
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus, write_manifest
 from airflow_provider_kafka_eos.kafka.checkpoints.naming import NamingStrategy, pipeline_identity
+from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import STANDARD_CHAIN, StoreAccess
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import (
@@ -61,6 +59,34 @@ PRODUCERS = ("arrow", "librdkafka")
 DEFAULT_PRODUCER = "arrow"
 
 
+def _checked_inputs(
+    kafka_config: KafkaClientConfig | Mapping[str, Any], validated: tuple[str, str, str, int, int],
+    producer: str | None, two_phase_commit: bool,
+) -> tuple[KafkaClientConfig, str, Any]:
+    """The client config, the inputs validated (``_validate``'s arguments) and the producer path
+    with its settings: each refused by name before anything is written."""
+    config = kafka_config if isinstance(kafka_config, KafkaClientConfig) else \
+        KafkaClientConfig.from_mapping(kafka_config)
+    _validate(*validated)
+    chosen = choose_producer(producer, two_phase_commit)
+    return config, chosen, _producer_settings(config, chosen)
+
+
+def _offsets_ids(input_record: InputRecord | None) -> tuple[str, ...]:
+    """The transactional id that moves a Kafka input's group offsets: ours, whatever its prefix."""
+    kafka = input_record.kafka if input_record is not None else None
+    return (kafka.offsets_transactional_id,) if kafka is not None and kafka.offsets_transactional_id else ()
+
+
+def _group_offsets(config: KafkaClientConfig, input_record: InputRecord | None, transaction_timeout_ms: int,
+                   protocol: TransactionProtocol, admin: Any) -> list[Committable]:
+    """The group's offsets transaction of a Kafka input (they move with the checkpoint), if any."""
+    if input_record is None or input_record.kafka is None:
+        return []
+    offsets = _prepare_group_offsets(config, input_record.kafka, transaction_timeout_ms, protocol, admin)
+    return [offsets] if offsets is not None else []
+
+
 def write_exactly_once(
     df: Any,
     *,
@@ -88,9 +114,8 @@ def write_exactly_once(
 ) -> Manifest:
     """Prepare checkpoint ``checkpoint_id`` of ``df`` in Kafka and return its PREPARED manifest.
 
-    ``manifest_base_uri`` is the manifest store (a local path, ``file://``, or any fsspec URI);
-    this checkpoint's manifest is ``<base>/<pipeline_id>/checkpoint-<id>.json`` and the returned
-    manifest's ``uri`` says where.
+    ``manifest_base_uri`` is the manifest store (a local path, ``file://``, or any fsspec URI); this
+    checkpoint's manifest is ``<base>/<pipeline_id>/checkpoint-<id>.json`` (the manifest's ``uri``).
     Before producing, earlier checkpoints are restored (see ``kafka/checkpoints/restore.py``); when this
     checkpoint already has a PREPARED or COMMITTED manifest, nothing is produced and that
     manifest is returned (a retried or rerun job is idempotent); whether that existing manifest
@@ -101,8 +126,8 @@ def write_exactly_once(
     check itself (the input's claim) is the caller's, before the job starts
     (``kafka/checkpoints/input_claims.py``).
 
-    ``store_access`` is how the job reaches the store (credentials, endpoint; default: the store
-    client's standard chain); the Spark job passes what the operator's private file holds.
+    ``store_access``: how the job reaches the store (credentials, endpoint; default: the store client's
+    standard chain); the Spark job passes what the operator's private file holds.
 
     ``two_phase_commit=True`` opens every partition's transaction with KIP-939's Enable2Pc (the
     coordinator never times it out; each committable records ``two_phase``); it needs the Arrow
@@ -117,11 +142,8 @@ def write_exactly_once(
     store = ManifestStore.configured(manifest_base_uri, source="manifest_base_uri", access=store_access)
     pipeline_id, transactional_id_prefix = pipeline_identity(pipeline_id, transactional_id_prefix)
     naming = NamingStrategy.parse(naming_strategy)
-    config = kafka_config if isinstance(kafka_config, KafkaClientConfig) else \
-        KafkaClientConfig.from_mapping(kafka_config)
-    _validate(pipeline_id, topic, transactional_id_prefix, checkpoint_id, transaction_timeout_ms)
-    producer = _choose_producer(producer, two_phase_commit)
-    arrow_settings = _producer_settings(config, producer)  # refused by name before anything is written
+    validated = (pipeline_id, topic, transactional_id_prefix, checkpoint_id, transaction_timeout_ms)
+    config, producer, arrow_settings = _checked_inputs(kafka_config, validated, producer, two_phase_commit)
     _check_session(df.sparkSession)
     formats = record_formats_module.parse(record_formats, df, key_col=key_col, value_col=value_col)
     plan = fault_plan if fault_plan is not None else FaultPlan()
@@ -132,10 +154,8 @@ def write_exactly_once(
     with TransactionAdmin(config) as admin:
         protocol = TransactionProtocol.from_admin(admin)
         aborter = _lingering_aborter(abort_strategy, naming, admin, checkpoint_id, partitions, newer)
-        own_offsets = (input_record.kafka.offsets_transactional_id,) if input_record is not None \
-            and input_record.kafka is not None and input_record.kafka.offsets_transactional_id else ()
         report = _restore(admin, store, pipeline_id, transactional_id_prefix, checkpoint_id, aborter,
-                          also_owned=own_offsets)
+                          also_owned=_offsets_ids(input_record))
         if report.existing is not None:
             return report.existing
         resolved = formats.resolve(topic) if formats is not None else None  # before any transaction opens
@@ -149,12 +169,7 @@ def write_exactly_once(
                                     arrow_settings=arrow_settings, resolved_formats=resolved)
         _check_one_per_transactional_id(committables)
         _verify_still_prepared(admin, committables)
-        if input_record is not None and input_record.kafka is not None:  # the group's offsets move with it
-            offsets = _prepare_group_offsets(config, input_record.kafka, transaction_timeout_ms, protocol,
-                                             admin)
-            if offsets is not None:
-                committables.append(offsets)
-
+        committables.extend(_group_offsets(config, input_record, transaction_timeout_ms, protocol, admin))
         plan.before_manifest()
         return _write_vote(store, committables, pipeline_id=pipeline_id, checkpoint_id=checkpoint_id,
                            prefix=transactional_id_prefix, naming=naming, topic=topic, started_ms=started_ms,
@@ -520,7 +535,7 @@ def _verify_still_prepared(admin: Any, committables: list[Committable]) -> None:
             ) from None
 
 
-def _choose_producer(producer: str | None, two_phase_commit: bool) -> str:
+def choose_producer(producer: str | None, two_phase_commit: bool) -> str:
     """The producer path; 2PC needs the Arrow producer (librdkafka cannot set Enable2Pc)."""
     if producer is None:
         return "arrow" if two_phase_commit else DEFAULT_PRODUCER

@@ -16,12 +16,13 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_kafka_eos.kafka import errors as eos_errors
-from airflow_provider_kafka_eos.kafka.operations.classify import Findings, LsoStallTracker, ScanSpec, scan
 from airflow_provider_kafka_eos.kafka.operations.findings_store import (
     XCOM_MAX_FINDINGS,
     write_findings,
     xcom_payload,
 )
+from airflow_provider_kafka_eos.kafka.operations.lso_stalls import LsoStallTracker
+from airflow_provider_kafka_eos.kafka.operations.scan import Findings, ScanSpec, scan
 
 STATUS_FOUND = "found"
 STATUS_ERROR = "error"

@@ -3,7 +3,7 @@
 Mounted by the provider's plugin at ``/kafka-eos`` (``ui/plugin.py``): ``/kafka-eos/`` is an HTML
 page, ``/kafka-eos/api/checkpoints`` and ``/kafka-eos/api/transactions`` its tables as JSON. They
 read the manifest store and the cluster of a ``kafka_eos`` connection (``?conn_id=``, default
-``kafka_eos_default``) and change nothing. Transactions are the sensor's scan (``classify.scan``):
+``kafka_eos_default``) and change nothing. Transactions are the sensor's scan (``scan.scan``):
 each Ongoing transaction under ``?prefixes=`` (comma-separated; blank: the whole cluster) at
 least ``?min_age_s=`` old, classified against the PREPARED manifests (orphan / commit-pending /
 foreign), with the partitions whose last stable offset it holds.
@@ -86,7 +86,7 @@ async def _transactions_for(conn_id: str, prefixes: str | None, min_age_s: int, 
     import asyncio
 
     from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-    from airflow_provider_kafka_eos.kafka.operations.classify import ScanSpec, scan
+    from airflow_provider_kafka_eos.kafka.operations.scan import ScanSpec, scan
 
     _require_connection_read(conn_id, user)
     wanted = tuple(p.strip() for p in (prefixes or "").split(",") if p.strip()) or None

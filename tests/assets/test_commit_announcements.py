@@ -15,7 +15,7 @@ import pytest
 from txn_helpers import connect_admin, produce_in_transaction, set_kafka_eos_connection, states
 
 from airflow_provider_kafka_eos.assets.lineage import kafka_asset_uri, kafka_namespace
-from airflow_provider_kafka_eos.kafka.operations.classify import ScanSpec
+from airflow_provider_kafka_eos.kafka.operations.scan import ScanSpec
 from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
 from airflow_provider_kafka_eos.tasks import metrics

@@ -19,7 +19,7 @@ from eos_cli_helpers import CLI
 from airflow_provider_kafka_eos import __version__, runbook
 from airflow_provider_kafka_eos.cli.options import COMMANDS
 from airflow_provider_kafka_eos.cli.output import print_runbook
-from airflow_provider_kafka_eos.kafka.operations.resolution import ACTIONS
+from airflow_provider_kafka_eos.kafka.operations.resolution_request import ACTIONS
 
 HEAVY = ("kafka", "confluent_kafka", "rich", "airflow", "pyspark", "pandas", "pyarrow", "fsspec")
 

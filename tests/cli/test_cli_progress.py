@@ -24,7 +24,8 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     write_manifest,
 )
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-from airflow_provider_kafka_eos.kafka.operations.resolution import ResolutionRequest, run_resolution
+from airflow_provider_kafka_eos.kafka.operations.resolution import run_resolution
+from airflow_provider_kafka_eos.kafka.operations.resolution_request import ResolutionRequest
 from kafka_eos_testing.transactions import produce_transaction
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 

@@ -14,11 +14,11 @@ import json
 import pytest
 
 from airflow_provider_kafka_eos.cli.options import build_parser
-from airflow_provider_kafka_eos.cli.settings import _client_config, _request
+from airflow_provider_kafka_eos.cli.settings import client_config_of, resolution_request_of
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, read_manifest
 from airflow_provider_kafka_eos.kafka.config import SECRET_ENV_VARS, KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, ManifestError, UsageError
-from airflow_provider_kafka_eos.kafka.operations.resolution import ResolutionRequest
+from airflow_provider_kafka_eos.kafka.operations.resolution_request import ResolutionRequest
 from airflow_provider_kafka_eos.kafka.validation import (
     MAX_KAFKA_STRING_BYTES,
     MAX_PREFIX_BYTES,
@@ -159,7 +159,7 @@ def _config(tmp_path, argv, env, properties=None):
         path = tmp_path / "client.properties"
         path.write_text(properties)
         argv = [*argv, "--command-config", str(path)]
-    return _client_config(build_parser().parse_args(["--action", "list", *argv]), env)
+    return client_config_of(build_parser().parse_args(["--action", "list", *argv]), env)
 
 
 def test_command_config_without_bootstrap_combines_with_bootstrap_servers(tmp_path):
@@ -202,7 +202,7 @@ def test_every_secret_key_has_an_environment_variable():
 def test_cli_request_refuses_a_lone_surrogate_prefix():
     args = build_parser().parse_args(["--action", "list", "--prefix", "etl-\udc80"])
     with pytest.raises(UsageError, match="--prefix"):
-        _request(args)
+        resolution_request_of(args)
 
 
 def test_properties_from_mapping_overrides_are_key_checked(tmp_path):

@@ -7,7 +7,7 @@ from txn_helpers import produce_in_transaction, set_kafka_eos_connection, states
 
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint
 from airflow_provider_kafka_eos.kafka.errors import ManifestStoreError, UnknownTransactionError
-from airflow_provider_kafka_eos.kafka.operations.classify import Findings
+from airflow_provider_kafka_eos.kafka.operations.scan import Findings
 from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
 from kafka_eos_testing.embedded import unique_name
@@ -144,7 +144,8 @@ def test_after_abort_and_commit_consumers_get_past_the_former_lso(
 ):
     """The orphan pins the LSO at offset 0; once it is aborted and the prepared one committed,
     read_committed consumers see exactly the committed keys."""
-    from airflow_provider_kafka_eos.kafka.operations.resolution import ResolutionRequest, run_resolution
+    from airflow_provider_kafka_eos.kafka.operations.resolution import run_resolution
+    from airflow_provider_kafka_eos.kafka.operations.resolution_request import ResolutionRequest
 
     prefix, topic = unique_name("lso") + "-", unique_name("topic")
     orphan, pending = f"{prefix}0-1", f"{prefix}1-1"

@@ -12,7 +12,7 @@ import pathlib
 import pytest
 
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
+from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
 from airflow_provider_kafka_eos.kafka.errors import UsageError
 from airflow_provider_kafka_eos.kafka.validation import validate_flag
 from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator

@@ -7,7 +7,7 @@ import json
 import pytest
 from txn_helpers import produce_in_transaction, wait_until_older_than, write_prepared_manifest
 
-from airflow_provider_kafka_eos.kafka.operations.classify import Findings
+from airflow_provider_kafka_eos.kafka.operations.scan import Findings
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
 from kafka_eos_testing.embedded import unique_name
 

@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from airflow_provider_kafka_eos.kafka.admin.input_offsets import read_input_offsets
-from airflow_provider_kafka_eos.kafka.operations.classify import Findings
+from airflow_provider_kafka_eos.kafka.operations.scan import Findings
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
 from airflow_provider_kafka_eos.triggers.lingering import LingeringTransactionTrigger
 from kafka_eos_testing.embedded import unique_name

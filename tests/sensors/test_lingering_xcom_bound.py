@@ -11,8 +11,8 @@ import pytest
 from txn_helpers import first_event, produce_in_transaction, set_kafka_eos_connection
 
 from airflow_provider_kafka_eos.kafka.errors import ManifestError
-from airflow_provider_kafka_eos.kafka.operations.classify import Findings, ScanSpec
 from airflow_provider_kafka_eos.kafka.operations.findings_store import FINDINGS_DIR, read_findings
+from airflow_provider_kafka_eos.kafka.operations.scan import Findings, ScanSpec
 from airflow_provider_kafka_eos.operators.abort import KafkaAbortTransactionsOperator
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
 from airflow_provider_kafka_eos.triggers.lingering import LingeringTransactionTrigger

@@ -187,6 +187,8 @@ def test_the_runtime_zip_holds_the_job_side_code_and_imports_on_its_own(tmp_path
 # The job side's own modules: they run in Spark tasks, where the [spark] extra is installed.
 JOB_SIDE_ONLY = {
     "airflow_provider_kafka_eos.kafka.producers.arrow",
+    "airflow_provider_kafka_eos.kafka.producers.arrow_encode",
+    "airflow_provider_kafka_eos.kafka.producers.arrow_send",
     "airflow_provider_kafka_eos.kafka.producers.partitioner",
     "airflow_provider_kafka_eos.kafka.producers.record_batch",
 }

@@ -10,7 +10,7 @@ from airflow.sdk.module_loading import import_string
 from txn_helpers import first_event, produce_in_transaction, set_kafka_eos_connection
 
 from airflow_provider_kafka_eos.kafka.errors import BrokerUnreachableError, ConfigError
-from airflow_provider_kafka_eos.kafka.operations.classify import Findings, ScanSpec
+from airflow_provider_kafka_eos.kafka.operations.scan import Findings, ScanSpec
 from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
 from airflow_provider_kafka_eos.triggers.lingering import LingeringTransactionTrigger
 from kafka_eos_testing.embedded import unique_name

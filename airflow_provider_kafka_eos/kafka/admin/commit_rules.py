@@ -20,7 +20,7 @@ from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 from airflow_provider_kafka_eos.kafka.protocol.transaction_types import (
     TransactionDescription,
     TxnState,
-    _state,
+    state_name,
 )
 
 __all__ = ["timeout_hint", "verify_committable"]
@@ -61,7 +61,7 @@ def verify_committable(
         if state in (TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT):
             raise DataLossError(
                 f"the prepared transaction (producer id {c.producer_id}, epoch {c.producer_epoch}, "
-                f"{c.records_text}) was aborted (coordinator state {_state(state)}, epoch "
+                f"{c.records_text}) was aborted (coordinator state {state_name(state)}, epoch "
                 f"{d.producer_epoch}){timeout_hint(c, now)}; its records can no longer be committed",
                 transactional_id=tid,
             )

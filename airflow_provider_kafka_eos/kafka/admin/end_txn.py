@@ -43,7 +43,7 @@ from airflow_provider_kafka_eos.kafka.protocol.error_codes import (
 from airflow_provider_kafka_eos.kafka.protocol.transaction_types import (
     TransactionDescription,
     TxnOutcome,
-    _holder,
+    holder_text,
 )
 from airflow_provider_kafka_eos.kafka.protocol.verdicts import TxnVerdict, Verdict
 from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
@@ -86,6 +86,31 @@ def check_end_txn_versions(wire: Wire, committables: Sequence[Committable]) -> N
             )
 
 
+def _end_txn_requests(
+    wire: Wire, pending: Sequence[Committable], commit: bool
+) -> list[tuple[EndTxnRequest, int | None]]:
+    """One EndTxn per committable, addressed to its coordinator when the lookup answered."""
+    try:
+        coordinators = wire.coordinators(c.transactional_id for c in pending)
+    except BrokerUnreachableError:
+        # No lookup answered (the cluster, or this lane's connection, is down). Send anyway,
+        # to any broker: an EndTxn without an answer is retried until the deadline and then
+        # reported as "outcome unknown"; a broker that is not the coordinator says so.
+        coordinators = {}
+    batch = []
+    for c in pending:
+        request = EndTxnRequest(
+            transactional_id=c.transactional_id,
+            producer_id=c.producer_id,
+            producer_epoch=c.producer_epoch,
+            committed=commit,
+            version=c.end_txn_version,
+        )
+        node = coordinators.get(c.transactional_id)
+        batch.append((request, node if isinstance(node, int) else None))
+    return batch
+
+
 def end_txn_group(
     admin: EndTxnAdmin,
     group: Sequence[Committable],
@@ -112,27 +137,10 @@ def end_txn_group(
     verb = "commit" if commit else "abort"
     last: dict[str, str] = {}  # the last answer per id, for the "outcome unknown" message
     while pending:
-        try:
-            coordinators = wire.coordinators(c.transactional_id for c in pending)
-        except BrokerUnreachableError:
-            # No lookup answered (the cluster, or this lane's connection, is down). Send anyway,
-            # to any broker: an EndTxn without an answer is retried until the deadline and then
-            # reported as "outcome unknown"; a broker that is not the coordinator says so.
-            coordinators = {}
-        batch = []
-        for c in pending:
-            request = EndTxnRequest(
-                transactional_id=c.transactional_id,
-                producer_id=c.producer_id,
-                producer_epoch=c.producer_epoch,
-                committed=commit,
-                version=c.end_txn_version,
-            )
-            node = coordinators.get(c.transactional_id)
-            batch.append((request, node if isinstance(node, int) else None))
         again: list[Committable] = []
         progressed = False
-        for c, response in zip(pending, wire.send_all(batch, raise_errors=False), strict=True):
+        answers = wire.send_all(_end_txn_requests(wire, pending, commit), raise_errors=False)
+        for c, response in zip(pending, answers, strict=True):
             if isinstance(response, BrokerUnreachableError):
                 wire.forget_coordinator(c.transactional_id)  # it may have moved: ask again
                 last[c.transactional_id] = f"no answer ({response.cause})"
@@ -223,7 +231,7 @@ def end_txn_error(admin: EndTxnAdmin, c: Committable, code: int, verb: str) -> K
         return ProducerFencedError(
             f"EndTxn({verb}) with producer id {c.producer_id}, epoch {c.producer_epoch} was refused with "
             f"{error_name(code)}: the coordinator holds "
-            f"{_holder(described)}",
+            f"{holder_text(described)}",
             transactional_id=tid,
         )
     return KafkaEosError(

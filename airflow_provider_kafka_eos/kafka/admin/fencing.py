@@ -49,6 +49,42 @@ class FencingAdmin(Protocol):
     retry_timeout_ms: int
 
 
+def _init_requests(
+    wire: Wire, pending: Sequence[str], timeouts: dict[str, int], two_pc: dict[str, Any]
+) -> tuple[list[tuple[Any, Any]], list[str], list[str], dict[str, KafkaEosError]]:
+    """One InitProducerId per id, addressed to its coordinator: ``(requests, their ids, ids to
+    ask again, ids whose coordinator lookup was refused)``."""
+    try:
+        coordinators = wire.coordinators(pending)
+    except BrokerUnreachableError:
+        # No lookup answered (the cluster, or this lane's connection, is down): send anyway,
+        # to any broker, as EndTxn does; no answer is retried until the deadline and then
+        # reported per id, and a broker that is not the coordinator says so.
+        coordinators = {}
+    batch, sent, again = [], [], []
+    refused: dict[str, KafkaEosError] = {}
+    for tid in pending:
+        node = coordinators.get(tid)
+        if isinstance(node, Exception):
+            code = getattr(node, "errno", -1)
+            if code in RETRIABLE:
+                wire.forget_coordinator(tid)
+                again.append(tid)
+            else:
+                refused[tid] = error_for_code(tid, code, "FindCoordinator")
+            continue
+        request = InitProducerIdRequest(
+            transactional_id=tid,
+            transaction_timeout_ms=timeouts[tid],
+            producer_id=-1,
+            producer_epoch=-1,
+            **two_pc,
+        )
+        batch.append((request, node))
+        sent.append(tid)
+    return batch, sent, again, refused
+
+
 def fence_many(
     admin: FencingAdmin,
     targets: Sequence[tuple[str, int]],
@@ -81,35 +117,10 @@ def fence_many(
     failed: dict[str, KafkaEosError] = {}
     retry = new_retry()
     while pending:
-        try:
-            coordinators = wire.coordinators(pending)
-        except BrokerUnreachableError:
-            # No lookup answered (the cluster, or this lane's connection, is down): send anyway,
-            # to any broker, as EndTxn does; no answer is retried until the deadline and then
-            # reported per id, and a broker that is not the coordinator says so.
-            coordinators = {}
-        batch, sent = [], []
-        again: list[str] = []
-        for tid in pending:
-            node = coordinators.get(tid)
-            if isinstance(node, Exception):
-                code = getattr(node, "errno", -1)
-                if code in RETRIABLE:
-                    wire.forget_coordinator(tid)
-                    again.append(tid)
-                else:
-                    failed[tid] = error_for_code(tid, code, "FindCoordinator")
-                    answered(tid)
-                continue
-            request = InitProducerIdRequest(
-                transactional_id=tid,
-                transaction_timeout_ms=timeouts[tid],
-                producer_id=-1,
-                producer_epoch=-1,
-                **two_pc,
-            )
-            batch.append((request, node))
-            sent.append(tid)
+        batch, sent, again, refused = _init_requests(wire, pending, timeouts, two_pc)
+        for tid, error in refused.items():
+            failed[tid] = error
+            answered(tid)
         progressed = False
         for tid, response in zip(sent, wire.send_all(batch, raise_errors=False), strict=True):
             if isinstance(response, BrokerUnreachableError):

@@ -12,7 +12,7 @@ tool is needed.
 This module owns what "hanging" means here (:func:`open_transactions` marks each open
 transaction of a partition with what its coordinator says about the producer) and the marker
 write (:func:`abort_on_partition`). Whether an abort is *allowed* (a PREPARED manifest listing
-the producer forbids it) is decided by the caller, ``kafka/operations/resolution.py``, which
+the producer forbids it) is decided by the caller, ``kafka/operations/resolve_hanging.py``, which
 reads the manifest store first.
 """
 
@@ -27,6 +27,7 @@ from kafka.protocol.admin.transactions import ListTransactionsRequest
 from airflow_provider_kafka_eos.kafka.admin.lso import lso_probe
 from airflow_provider_kafka_eos.kafka.errors import AuthorizationError, KafkaEosError
 from airflow_provider_kafka_eos.kafka.protocol.committable import TopicPartition
+from airflow_provider_kafka_eos.kafka.protocol.wire import WireOwner
 
 __all__ = [
     "OPEN_STATES",
@@ -80,7 +81,7 @@ class PartitionOpenTransaction:
 
 
 def open_transactions(
-    admin: Any, topic_partitions: Iterable[TopicPartition | tuple[str, int]]
+    admin: WireOwner, topic_partitions: Iterable[TopicPartition | tuple[str, int]]
 ) -> list[PartitionOpenTransaction]:
     """Every open transaction on the partitions (DescribeProducers through the LSO probe), each with
     its coordinator's entry for the producer id (ListTransactions filtered by producer id, every
@@ -106,7 +107,7 @@ def open_transactions(
     ]
 
 
-def topic_partitions(admin: Any, topics: Sequence[str]) -> list[tuple[str, int]]:
+def topic_partitions(admin: WireOwner, topics: Sequence[str]) -> list[tuple[str, int]]:
     """Every partition of ``topics`` (kafka-python's ``describe_topics``: one Metadata request,
     bounded by the admin's request timeout); an unknown topic is an error naming it."""
     from kafka.errors import for_code
@@ -123,7 +124,7 @@ def topic_partitions(admin: Any, topics: Sequence[str]) -> list[tuple[str, int]]
     return sorted(found)
 
 
-def _coordinator_entries(admin: Any, producer_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+def _coordinator_entries(admin: WireOwner, producer_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
     """Producer id -> (transactional id, state) from every broker's ListTransactions."""
     wire = admin.wire
     if not producer_ids:
@@ -153,7 +154,7 @@ def _coordinator_entries(admin: Any, producer_ids: Sequence[int]) -> dict[int, t
     return entries
 
 
-def abort_on_partition(admin: Any, txn: PartitionOpenTransaction) -> None:
+def abort_on_partition(admin: WireOwner, txn: PartitionOpenTransaction) -> None:
     """Write an ABORT marker for ``txn``'s producer id / epoch on its partition (KIP-664), with the
     coordinator epoch DescribeProducers reported for it.
 

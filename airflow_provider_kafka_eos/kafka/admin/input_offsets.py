@@ -24,6 +24,7 @@ from kafka.structs import TopicPartition as KafkaTopicPartition
 
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
 from airflow_provider_kafka_eos.kafka.protocol.error_codes import error_name
+from airflow_provider_kafka_eos.kafka.protocol.wire import WireOwner
 
 __all__ = ["InputOffsets", "read_input_offsets"]
 
@@ -48,8 +49,9 @@ class InputOffsets:
         return set(self.stable)
 
 
-def read_input_offsets(admin: Any, topics: Sequence[str], *, start: Any = None, group: str | None = None,
-                       ) -> InputOffsets:
+def read_input_offsets(
+    admin: WireOwner, topics: Sequence[str], *, start: Any = None, group: str | None = None,
+) -> InputOffsets:
     """Earliest and last stable offset of every partition of ``topics``; with ``start`` (a
     ``StartChoice``) also where a first checkpoint starts. ``admin``: an open ``TransactionAdmin``."""
     wire = admin.wire
@@ -77,7 +79,9 @@ def read_input_offsets(admin: Any, topics: Sequence[str], *, start: Any = None, 
     return InputOffsets(earliest, stable, frozenset(missing), at_start)
 
 
-def group_offsets(admin: Any, group: str, parts: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+def group_offsets(
+    admin: WireOwner, group: str, parts: Iterable[tuple[str, int]]
+) -> dict[tuple[str, int], int]:
     """The group's committed offsets of ``parts`` (OffsetFetch); a partition without one is absent."""
     wanted = [KafkaTopicPartition(t, p) for t, p in parts]
     try:

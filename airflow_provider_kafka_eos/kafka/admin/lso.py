@@ -24,6 +24,7 @@ from kafka.structs import TopicPartition as KafkaTopicPartition
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UnsupportedCapabilityError
 from airflow_provider_kafka_eos.kafka.protocol.committable import TopicPartition
 from airflow_provider_kafka_eos.kafka.protocol.error_codes import error_name
+from airflow_provider_kafka_eos.kafka.protocol.wire import WireOwner
 
 __all__ = ["LsoStatus", "OpenTransaction", "lso_probe"]
 
@@ -86,7 +87,9 @@ class LsoStatus:
         }
 
 
-def lso_probe(admin: Any, topic_partitions: Iterable[TopicPartition | tuple[str, int]]) -> list[LsoStatus]:
+def lso_probe(
+    admin: WireOwner, topic_partitions: Iterable[TopicPartition | tuple[str, int]]
+) -> list[LsoStatus]:
     """LSO, high watermark and open transactions of each partition (sorted by topic, partition).
 
     ``admin`` is an open :class:`~airflow_provider_kafka_eos.kafka.admin.transactions.TransactionAdmin`.
@@ -193,7 +196,7 @@ def _describe_producers(tps: Sequence[TopicPartition]) -> Any:
     )
 
 
-def _transactional_ids(admin: Any, producer_ids: Sequence[int]) -> dict[int, str]:
+def _transactional_ids(admin: WireOwner, producer_ids: Sequence[int]) -> dict[int, str]:
     """Producer id -> transactional id via ListTransactions(ProducerIdFilters); {} when unsupported."""
     wire = admin.wire
     if not producer_ids or wire.api_version(ListTransactionsRequest) is None:

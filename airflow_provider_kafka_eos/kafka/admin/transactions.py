@@ -35,10 +35,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from kafka.protocol.admin.transactions import DescribeTransactionsRequest, ListTransactionsRequest
 from kafka.protocol.producer.transaction import EndTxnRequest
 
 from airflow_provider_kafka_eos.kafka.admin.commit_rules import verify_committable
+from airflow_provider_kafka_eos.kafka.admin.describe import describe_transactions, list_filtered
 from airflow_provider_kafka_eos.kafka.admin.end_txn import check_end_txn_versions, end_txn_group
 from airflow_provider_kafka_eos.kafka.admin.fencing import fence_many, fence_outcome
 from airflow_provider_kafka_eos.kafka.admin.verdict import judge
@@ -48,18 +48,12 @@ from airflow_provider_kafka_eos.kafka.errors import (
     DataLossError,
     KafkaEosError,
     ProducerFencedError,
-    UnknownTransactionError,
     UnsupportedCapabilityError,
 )
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
 from airflow_provider_kafka_eos.kafka.protocol.coordinator_answers import (
-    RETRIABLE,
     Retry,
     error_for_code,
-)
-from airflow_provider_kafka_eos.kafka.protocol.error_codes import (
-    NOT_COORDINATOR,
-    TRANSACTIONAL_ID_NOT_FOUND,
 )
 from airflow_provider_kafka_eos.kafka.protocol.lanes import (
     Lanes,
@@ -73,16 +67,15 @@ from airflow_provider_kafka_eos.kafka.protocol.transaction_types import (
     TransactionListing,
     TxnOutcome,
     TxnState,
-    _holder,
-    _now_ms,
-    _state,
+    holder_text,
+    state_name,
+    wall_clock_ms,
 )
 from airflow_provider_kafka_eos.kafka.protocol.verdicts import GroupEffect, TxnVerdict, Verdict
 from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
 
 __all__ = ["TransactionAdmin"]
 
-_DESCRIBE_BATCH = 1000
 _T = TypeVar("_T")
 # progress(done, total, label): how commit and abort report each answer as it arrives.
 Progress = Callable[[int, int, str], None]
@@ -121,7 +114,7 @@ class TransactionAdmin:
         self.retry_timeout_ms = retry_timeout_ms
         self.safety_margin_ms = safety_margin_ms
         self.lanes = None if lanes is None else check_lanes(lanes)
-        self._clock_ms = clock_ms or _now_ms
+        self._clock_ms = clock_ms or wall_clock_ms
 
         def open_wire() -> Wire:
             return Wire(
@@ -168,71 +161,12 @@ class TransactionAdmin:
     # -- describe / list ---------------------------------------------------------------------
 
     def describe(self, ids: Iterable[str], *, missing_ok: bool = False) -> dict[str, TransactionDescription]:
-        """DescribeTransactions for each id, batched per coordinator.
+        """DescribeTransactions for each id, batched per coordinator (:func:`describe_transactions`).
 
         An id the coordinator does not know raises UnknownTransactionError (or is left out of
         the result with ``missing_ok=True``).
         """
-        ids = list(dict.fromkeys(ids))
-        if not ids:
-            return {}
-        result: dict[str, TransactionDescription] = {}
-        pending = ids
-        retry = self._retry()
-        unreachable: BrokerUnreachableError | None = None
-        while pending:
-            coordinators = self.wire.coordinators(pending)
-            by_node: dict[int, list[str]] = defaultdict(list)
-            again: list[str] = []
-            for tid in pending:
-                node = coordinators[tid]
-                if isinstance(node, Exception):
-                    code = getattr(node, "errno", -1)
-                    if code not in RETRIABLE:
-                        self._raise_for_code(tid, code, "FindCoordinator")
-                    again.append(tid)  # coordinator loading or moving: ask again after a backoff
-                    continue
-                by_node[node].append(tid)
-            batch = [
-                (DescribeTransactionsRequest(transactional_ids=chunk), node)
-                for node, tids in by_node.items()
-                for chunk in _chunks(tids, _DESCRIBE_BATCH)
-            ]
-            answers = self.wire.send_all(batch, raise_errors=False)
-            for (request, node), response in zip(batch, answers, strict=True):
-                if isinstance(response, BrokerUnreachableError):
-                    # The coordinator died or restarts: look it up again (its partition moves).
-                    self._forget_coordinators(request.transactional_ids)
-                    again.extend(request.transactional_ids)
-                    unreachable = response
-                    continue
-                for row in response.transaction_states:
-                    tid = row.transactional_id
-                    if row.error_code == TRANSACTIONAL_ID_NOT_FOUND:
-                        if not missing_ok:
-                            raise UnknownTransactionError(
-                                "the transaction coordinator does not know this transactional id (never "
-                                "used, or expired after transactional.id.expiration.ms)",
-                                transactional_id=tid,
-                            )
-                        continue
-                    if row.error_code in RETRIABLE:
-                        if row.error_code == NOT_COORDINATOR:
-                            self.wire.forget_coordinator(tid)
-                        again.append(tid)
-                        continue
-                    if row.error_code:
-                        self._raise_for_code(tid, row.error_code, "DescribeTransactions")
-                    result[tid] = _description(row, node)
-            pending = again
-            if pending and not retry.wait():
-                reason = f" (last: {unreachable.cause})" if unreachable is not None else ""
-                raise BrokerUnreachableError(
-                    f"coordinators kept answering retriable errors or could not be reached for "
-                    f"{len(pending)} transaction(s) for {self.retry_timeout_ms} ms{reason}",
-                    transactional_id=pending[0],
-                )
-        return result
+        return describe_transactions(self, ids, missing_ok=missing_ok)
 
     def list(
         self,
@@ -247,7 +181,7 @@ class TransactionAdmin:
         answer is the same on every cluster version. Without DurationFilter the age filter
         needs DescribeTransactions (start times are not listed).
         """
-        listings = self._list_filtered(prefixes, states, min_age_ms)
+        listings = list_filtered(self.wire, prefixes, states, min_age_ms)
         if min_age_ms is not None and listings:
             # Client-side age check (also guards against clock skew in the server-side filter).
             now = self._clock_ms()
@@ -259,42 +193,11 @@ class TransactionAdmin:
             }
         return sorted(listings.values(), key=lambda entry: entry.transactional_id)
 
-    def _list_filtered(
-        self, prefixes: Sequence[str] | None, states: Sequence[str] | None, min_age_ms: int | None
-    ) -> dict[str, TransactionListing]:
-        """ListTransactions with every filter the broker supports; prefixes and states re-applied here."""
-        version = self.wire.api_version(ListTransactionsRequest)
-        if version is None:
-            raise UnsupportedCapabilityError(
-                "the cluster does not support ListTransactions (Kafka 3.0+); use the PROBING abort strategy"
-            )
-        prefixes = [p for p in (prefixes or []) if p]
-        wanted_states = {str(getattr(s, "value", s)) for s in (states or [])}
-        kwargs: dict[str, Any] = {"state_filters": sorted(wanted_states), "producer_id_filters": []}
-        if min_age_ms is not None and version >= 1:
-            kwargs["duration_filter"] = max(0, int(min_age_ms) - 1)  # broker: now - start > d
-        if prefixes and version >= 2:
-            kwargs["transactional_id_pattern"] = _prefix_pattern(prefixes)
-        batch = [(ListTransactionsRequest(**kwargs, version=version), node) for node in self.wire.brokers()]
-        listings: dict[str, TransactionListing] = {}
-        for response in self.wire.send_all(batch):
-            if response.error_code:
-                self._raise_for_code(None, response.error_code, "ListTransactions")
-            for row in response.transaction_states:
-                if prefixes and not row.transactional_id.startswith(tuple(prefixes)):
-                    continue
-                if wanted_states and row.transaction_state not in wanted_states:
-                    continue
-                listings[row.transactional_id] = TransactionListing(
-                    row.transactional_id, row.producer_id, TxnState.parse(row.transaction_state)
-                )
-        return listings
-
     def find_lingering(
         self, prefixes: Sequence[str] | None = None, min_age_ms: int = 0
     ) -> list[TransactionDescription]:
         """Ongoing transactions (of these prefixes) open for at least ``min_age_ms``."""
-        listed = self._list_filtered(prefixes, [TxnState.ONGOING.value], min_age_ms or None)
+        listed = list_filtered(self.wire, prefixes, [TxnState.ONGOING.value], min_age_ms or None)
         described = self.describe(list(listed), missing_ok=True)
         now = self._clock_ms()
         found = [
@@ -584,7 +487,7 @@ class TransactionAdmin:
                 return d
             if not retry.wait():
                 raise BrokerUnreachableError(
-                    f"the transaction stayed in {_state(d.state)} for {self.retry_timeout_ms} ms",
+                    f"the transaction stayed in {state_name(d.state)} for {self.retry_timeout_ms} ms",
                     transactional_id=tid,
                 )
 
@@ -627,7 +530,7 @@ class TransactionAdmin:
             return TxnOutcome(tid, "already_committed", d.producer_id, d.producer_epoch)
         if not same or (d.state == TxnState.ONGOING and d.producer_epoch != committable.producer_epoch):
             raise ProducerFencedError(
-                f"cannot abort in place: the coordinator holds {_holder(d)}, not producer id "
+                f"cannot abort in place: the coordinator holds {holder_text(d)}, not producer id "
                 f"{committable.producer_id}, epoch {committable.producer_epoch}",
                 transactional_id=tid,
             )
@@ -680,34 +583,6 @@ class _Tally:
         with self._lock:
             self._done += 1
             self._progress(self._done, self._total, self._label)
-
-
-def _chunks(items: Sequence[str], size: int) -> Iterable[list[str]]:
-    for start in range(0, len(items), size):
-        yield list(items[start : start + size])
-
-
-def _description(row: Any, node: int | None) -> TransactionDescription:
-    partitions = tuple(sorted(TopicPartition(t.topic, p) for t in row.topics for p in t.partitions))
-    return TransactionDescription(
-        transactional_id=row.transactional_id,
-        state=TxnState.parse(row.transaction_state),
-        producer_id=row.producer_id,
-        producer_epoch=row.producer_epoch,
-        timeout_ms=row.transaction_timeout_ms,
-        start_time_ms=row.transaction_start_time_ms,
-        partitions=partitions,
-        coordinator_id=node,
-    )
-
-
-def _prefix_pattern(prefixes: Sequence[str]) -> str:
-    """A regex valid in both Java and Python: alternatives of escaped prefixes, then anything."""
-
-    def escape(text: str) -> str:
-        return "".join(ch if ch.isalnum() or ch == "_" else "\\" + ch for ch in text)
-
-    return "(?:" + "|".join(escape(p) for p in prefixes) + ").*"
 
 
 def _already_committed(verdict: TxnVerdict, c: Committable) -> TxnOutcome:

@@ -56,7 +56,7 @@ from airflow_provider_kafka_eos.kafka.protocol.error_codes import (
 from airflow_provider_kafka_eos.kafka.protocol.transaction_types import (
     TransactionDescription,
     TxnState,
-    _holder,
+    holder_text,
 )
 from airflow_provider_kafka_eos.kafka.protocol.verdicts import GroupEffect, TxnVerdict, Verdict
 from airflow_provider_kafka_eos.kafka.protocol.wire import Wire
@@ -126,11 +126,11 @@ def _from_description(
     except (TransactionTimeoutRiskError, ProducerFencedError) as exc:
         return TxnVerdict(tid, Verdict.OPEN, f"coordinator: {exc.cause}", error=exc, **held)
     if rule == "already_committed":
-        return TxnVerdict(tid, Verdict.COMMITTED, f"coordinator: committed ({_holder(d)})", **held)
+        return TxnVerdict(tid, Verdict.COMMITTED, f"coordinator: committed ({holder_text(d)})", **held)
     if rule == "commit" and d.state == TxnState.PREPARE_COMMIT:  # decided: the coordinator completes it
-        return TxnVerdict(tid, Verdict.COMMITTED, f"coordinator: commit under way ({_holder(d)})", **held)
+        return TxnVerdict(tid, Verdict.COMMITTED, f"coordinator: commit under way ({holder_text(d)})", **held)
     if rule == "commit":
-        return TxnVerdict(tid, Verdict.OPEN, f"coordinator: open ({_holder(d)})", **held)
+        return TxnVerdict(tid, Verdict.OPEN, f"coordinator: open ({holder_text(d)})", **held)
     return None  # undecided from the description alone
 
 
@@ -139,7 +139,7 @@ def _from_data_and_coordinator(
     effect: GroupEffect | None = None,
 ) -> TxnVerdict:
     tid = c.transactional_id
-    holds = "the coordinator does not know the id" if d is None else f"the coordinator holds {_holder(d)}"
+    holds = "the coordinator does not know the id" if d is None else f"the coordinator holds {holder_text(d)}"
     readings = read_transaction_data(admin.wire, c)
     outcome = data_outcome(readings)
     data_text = "; ".join(map(str, readings))

@@ -46,12 +46,12 @@ from enum import Enum
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     Manifest,
     ManifestStatus,
     store_exists,
 )
+from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
     create_object,
     read_object,

@@ -40,9 +40,10 @@ from airflow_provider_kafka_eos.kafka.checkpoints.kafka_input import (
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     Manifest,
     ManifestStatus,
-    _list_files,
+    list_files,
     store_unreachable,
 )
+from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
     STANDARD_CHAIN,
     StoreAccess,
@@ -128,22 +129,13 @@ def plan_input(
         lost.append(f"{shown}: {reason}")
         skipped.append(SkippedRange(topic, partition, begin, begin if end is None else end, reason))
 
-    if previous is not None:  # partitions read before: their range continues, or is gone
-        for r in previous.ranges:
-            key = (r.topic, r.partition)
-            if r.topic not in topics:
-                continue  # the pipeline no longer reads this topic: its progress stays where it is
-            if r.topic in facts.missing_topics:
-                gone(r.topic, r.partition, r.end, None, f"topic {r.topic} no longer exists")
-            elif key not in facts.stable:
-                gone(r.topic, r.partition, r.end, None, f"partition {r.partition} of {r.topic} no "
-                                                        f"longer exists")
+    for r, reason in _vanished(previous, topics, facts):
+        gone(r.topic, r.partition, r.end, None, reason)
     missing_new = sorted(t for t in topics if t in facts.missing_topics
                          and (previous is None or t not in previous.topics))
     if missing_new:
         raise UsageError(f"input topic(s) {', '.join(missing_new)} do not exist on the cluster: create "
-                         f"them or "
-                         "fix input_topics; nothing was read")
+                         "them or fix input_topics; nothing was read")
     no_group_offset: list[str] = []
     for key in sorted(facts.stable):
         topic, partition = key
@@ -151,22 +143,13 @@ def plan_input(
             continue
         stable = facts.stable[key]
         earliest = facts.earliest.get(key, 0)
-        before = previous.range_of(topic, partition) if previous is not None else None
-        if before is not None:
-            begin = before.end
-        elif previous is not None and topic in previous.topics:
-            begin = earliest  # a partition added since: all of it is new to the pipeline
-        elif key in facts.at_start:
-            begin = facts.at_start[key]
-        elif start.kind == "group":
+        begin = _begin(key, facts, previous, start)
+        if begin is None:
             no_group_offset.append(f"{topic}-{partition}")
             continue
-        else:
-            begin = earliest
         if begin < earliest:
             gone(topic, partition, begin, earliest, f"retention removed offsets {begin}..{earliest - 1} "
-                                                    f"before "
-                 "they were read (log start offset is now " f"{earliest})")
+                 f"before they were read (log start offset is now {earliest})")
             begin = earliest
         if stable < begin:
             gone(topic, partition, begin, None, f"the partition's end offset {stable} is before the recorded "
@@ -179,16 +162,52 @@ def plan_input(
                          "pipeline's first checkpoint; nothing was read")
     if lost and not skip_lost_ranges:
         raise InputRangeLostError(
-            f"checkpoint {checkpoint_id} of {pipeline_id}: input Kafka no longer has: "
-            f"{'; '.join(lost)}. Nothing "
-            "was read or written. Those records cannot be read any more; to go on without them, run with "
-            "skip_lost_ranges=True (the skipped ranges are recorded in the checkpoint's manifest)")
+            f"checkpoint {checkpoint_id} of {pipeline_id}: input Kafka no longer has: {'; '.join(lost)}. "
+            "Nothing was read or written. Those records cannot be read any more; to go on without them, run "
+            "with skip_lost_ranges=True (the skipped ranges are recorded in the checkpoint's manifest)")
     return KafkaInput(
         topics=tuple(topics), group=group, start=str(start), ranges=tuple(ranges),
         based_on=previous_id(checkpoint_id, manifests), planned_at_ms=now_ms if now_ms is not None else
         int(time.time() * 1000), skipped=tuple(skipped) if skip_lost_ranges else (),
         offsets_transactional_id=offsets_transactional_id,
     )
+
+
+def _vanished(
+    previous: KafkaInput | None, topics: Sequence[str], facts: KafkaFacts
+) -> list[tuple[PartitionRange, str]]:
+    """The previous checkpoint's ranges whose partition is gone (a topic no longer read keeps its
+    progress where it is: not gone)."""
+    if previous is None:
+        return []
+    found = []
+    for r in previous.ranges:
+        if r.topic not in topics:
+            continue
+        if r.topic in facts.missing_topics:
+            found.append((r, f"topic {r.topic} no longer exists"))
+        elif (r.topic, r.partition) not in facts.stable:
+            found.append((r, f"partition {r.partition} of {r.topic} no longer exists"))
+    return found
+
+
+def _begin(
+    key: tuple[str, int], facts: KafkaFacts, previous: KafkaInput | None, start: StartChoice
+) -> int | None:
+    """Where a partition's range begins: where the previous checkpoint's ended; a partition added
+    since, at its earliest offset (all of it is new to the pipeline); on the first checkpoint, the
+    start choice's offset. None: ``input_start=group`` and the group has no offset for it."""
+    topic, partition = key
+    before = previous.range_of(topic, partition) if previous is not None else None
+    if before is not None:
+        return before.end
+    if previous is not None and topic in previous.topics:
+        return facts.earliest.get(key, 0)
+    if key in facts.at_start:
+        return facts.at_start[key]
+    if start.kind == "group":
+        return None
+    return facts.earliest.get(key, 0)
 
 
 def _refuse_pending(pipeline_id: str, checkpoint_id: int, manifests: Sequence[Manifest],
@@ -289,7 +308,7 @@ def plans_without_manifest(base_uri: str, pipeline_id: str, manifests: Sequence[
     """Checkpoint ids with a stored plan but no manifest (their job has not voted, or died)."""
     have = {m.checkpoint_id for m in manifests}
     found = []
-    for name in _list_files(f"{base_uri.rstrip('/')}/{pipeline_id}/_inputs", access):
+    for name in list_files(f"{base_uri.rstrip('/')}/{pipeline_id}/_inputs", access):
         if name.startswith(_PLAN_PREFIX) and name.endswith(".json"):
             digits = name[len(_PLAN_PREFIX):-len(".json")]
             if digits.isdigit() and int(digits) not in have:
@@ -297,11 +316,11 @@ def plans_without_manifest(base_uri: str, pipeline_id: str, manifests: Sequence[
     return sorted(found)
 
 
-def plan_checkpoint_input(store: Any, *, pipeline_id: str, checkpoint_id: int, facts_for: Any,
+def plan_checkpoint_input(store: ManifestStore, *, pipeline_id: str, checkpoint_id: int, facts_for: Any,
                           settle: Callable[[], object] | None = None, **kwargs: Any) -> KafkaInput:
     """Plan and record checkpoint ``checkpoint_id``'s input (a retry gets the stored plan back).
 
-    ``store``: a ``ManifestStore``; ``facts_for(start)`` returns the Kafka facts (asked only when no
+    ``facts_for(start)`` returns the Kafka facts (asked only when no
     plan is stored yet, so a retry does not even look at Kafka's offsets again). ``settle()``
     settles the pipeline's older PREPARED checkpoints before the manifests are read (the job
     passes restore's ``settle_before_planning``); without it an older PREPARED checkpoint is

@@ -1,19 +1,16 @@
-"""A checkpoint's life, in one place: the manifest store, the PREPARED index, commit, abort.
+"""A checkpoint's transitions: commit-and-mark, the commit-or-give-up decision, mark-ABORTED.
 
-A checkpoint manifest is the vote of the two-phase commit. Everything that decides what may
-happen to a transaction a manifest lists goes through this module, so that the writer's
-restore, the commit operator, the abort operator, the sensor, the CLI / manual DAG and the
-cleanup DAG can never disagree:
+A checkpoint manifest is the vote of the two-phase commit. Every change of a manifest's status
+goes through this module, so that the writer's restore, the commit operator, the abort operator,
+the sensor, the CLI / manual DAG and the cleanup DAG can never disagree:
 
-- :class:`ManifestStore` (one base URI): reading a store that is not configured, does not exist
-  or cannot be read is a :class:`ManifestStoreError` naming it, never "no manifests" (a
-  mistyped path must not make PREPARED transactions look like orphans);
-- :func:`prepared_index`: transactional id -> the PREPARED manifest that must commit it;
 - :func:`commit_checkpoint`: commit a manifest's transactions and mark it COMMITTED, returning
   one :class:`CommitReport` (also for dry runs and already-committed checkpoints);
-- :func:`plan_abort`: the abort decision (which transactions may be aborted, and why not);
 - :func:`mark_aborted`: the only way a manifest becomes ABORTED; :func:`abort_checkpoint` aborts
   what one manifest still holds open and marks it.
+
+The store these manifests live in is ``store.py`` (:class:`ManifestStore`, the PREPARED index);
+which open transactions an abort may touch is ``abort_plan.py`` (:func:`plan_abort`).
 
 Marking a manifest is a compare-and-set (:func:`_transition`: read the manifest and its version,
 decide, write only if it is still that version, else read again and decide again;
@@ -27,30 +24,22 @@ No Airflow imports: the Spark driver and the CLI use it.
 from __future__ import annotations
 
 import logging
-import os
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     Decision,
     Manifest,
     ManifestStatus,
-    find_manifests,
-    is_local_uri,
-    local_path,
     manifest_bytes,
-    manifest_uri,
     read_manifest,
-    store_exists,
     store_unreachable,
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
     STANDARD_CHAIN,
     StoreAccess,
-    create_object,
     read_versioned,
     replace_if,
 )
@@ -58,28 +47,50 @@ from airflow_provider_kafka_eos.kafka.errors import (
     DataLossError,
     KafkaEosError,
     ManifestError,
-    ManifestStoreError,
 )
-from airflow_provider_kafka_eos.kafka.protocol.verdicts import Verdict
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
+from airflow_provider_kafka_eos.kafka.protocol.transaction_types import (
+    TransactionDescription,
+    TxnOutcome,
+    wall_clock_ms,
+)
+from airflow_provider_kafka_eos.kafka.protocol.verdicts import GroupEffect, TxnVerdict, Verdict
+
+
+class CheckpointAdmin(Protocol):
+    """What a checkpoint's transitions need of the admin handed in (a TransactionAdmin): the
+    verdict of each transaction, commit and abort. A Protocol: ``kafka/checkpoints`` does not
+    import its sibling ``kafka/admin``."""
+
+    def describe(
+        self, ids: Iterable[str], *, missing_ok: bool = False
+    ) -> dict[str, TransactionDescription]: ...
+
+    def judge(
+        self, committables: Sequence[Committable], *, ask_coordinator: bool,
+        descriptions: dict[str, TransactionDescription] | None = None,
+        group_effects: Mapping[str, GroupEffect] | None = None,
+    ) -> dict[str, TxnVerdict]: ...
+
+    def commit(
+        self, committables: Sequence[Committable], *, max_workers: int = 16, lanes: int | None = None,
+        progress: Callable[[int, int, str], None] | None = None,
+        group_effects: Mapping[str, GroupEffect] | None = None,
+    ) -> list[TxnOutcome]: ...
+
+    def abort(
+        self, ids: Iterable[str], *, max_workers: int = 16, lanes: int | None = None,
+        progress: Callable[[int, int, str], None] | None = None,
+    ) -> list[TxnOutcome]: ...
 
 __all__ = [
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
-    "ENV_MANIFEST_BASE_URI",
-    "AbortCandidate",
-    "AbortPlan",
-    "AbortPolicy",
-    "AbortVerdict",
     "CheckpointAbortReport",
     "CommitReport",
-    "ManifestStore",
-    "PreparedRef",
     "abort_checkpoint",
     "commit_checkpoint",
     "effects_kw",
-    "load_prepared",
     "mark_aborted",
-    "plan_abort",
-    "prepared_index",
 ]
 
 log = logging.getLogger(__name__)
@@ -87,329 +98,6 @@ log = logging.getLogger(__name__)
 # Kafka's default transaction.max.timeout.ms: the longest timeout a default broker accepts. The
 # one source for the writer's default timeout and for the default minimum age of a bulk abort.
 DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
-ENV_MANIFEST_BASE_URI = "KAFKA_EOS_MANIFEST_BASE_URI"
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-STORE_MARKER = ".kafka-eos-store"
-
-# -- the store --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ManifestStore:
-    """Where a deployment's checkpoint manifests live: ``<base>/<pipeline_id>/checkpoint-<id>.json``.
-
-    ``source`` says where the base URI came from (shown in errors, so a user can fix the right
-    setting). ``access`` is how this process reaches it (credentials, endpoint: built by the
-    Airflow hook from the connection, by the Spark job from its private file); every read and
-    write of the store and of its manifests goes through it.
-    """
-
-    base_uri: str
-    source: str = "manifest_base_uri"
-    access: StoreAccess = field(default=STANDARD_CHAIN, compare=False)
-
-    @classmethod
-    def configured(cls, base_uri: str | None, *, source: str = "manifest_base_uri",
-                   access: StoreAccess = STANDARD_CHAIN) -> ManifestStore:
-        """The store, or :class:`ManifestStoreError` when no base URI was given."""
-        base = (base_uri or "").strip()
-        if not base:
-            raise ManifestStoreError(
-                f"no manifest store is configured ({source} is empty): without it, transactions that a "
-                "PREPARED manifest lists cannot be told apart from orphans, so nothing is aborted. Set "
-                "manifest_base_uri in the kafka_eos connection extra (Airflow), or pass --manifest-base URI "
-                f"(or ${ENV_MANIFEST_BASE_URI}) to kafka-eos-txn"
-            )
-        return cls(base.rstrip("/") or base, source, access)
-
-    def uri(self, pipeline_id: str, checkpoint_id: int) -> str:
-        return manifest_uri(self.base_uri, pipeline_id, checkpoint_id)
-
-    def create(self) -> None:
-        """Make the base exist (writers only: a reader never creates what it expected to find).
-
-        On an object store a prefix exists only while an object is under it, so a writer's first
-        run on a new prefix puts the marker ``<base>/.kafka-eos-store`` there (created only if
-        absent); readers keep refusing a prefix nobody wrote to, which is what a typo looks like.
-        """
-        if is_local_uri(self.base_uri):
-            os.makedirs(local_path(self.base_uri), exist_ok=True)
-            return
-        try:
-            if not store_exists(self.base_uri, access=self.access):
-                create_object(f"{self.base_uri}/{STORE_MARKER}", b"kafka-eos manifest store\n",
-                              access=self.access)
-        except Exception as exc:  # a missing bucket, refused credentials, an unreachable endpoint
-            raise self._unreadable(f"{type(exc).__name__}: {exc}") from None
-
-    def check(self) -> None:
-        """Raise :class:`ManifestStoreError` unless the store exists and can be listed."""
-        try:
-            exists = store_exists(self.base_uri, access=self.access)
-        except Exception as exc:  # any failure to answer (a store client's own types too): refuse
-            raise self._unreadable(f"{type(exc).__name__}: {exc}") from None
-        if not exists:
-            raise self._unreadable("it does not exist")
-
-    def manifests(
-        self, pipeline_id: str | None = None, status: ManifestStatus | None = None
-    ) -> list[tuple[str, Manifest]]:
-        """Every manifest (of one pipeline / one status); strict: a bad store or manifest raises."""
-        self.check()
-        try:
-            return find_manifests(self.base_uri, pipeline_id, status, access=self.access)
-        except ManifestError:
-            raise
-        except Exception as exc:  # OSError, or a store client's own type for an unreachable endpoint
-            raise self._unreadable(f"{type(exc).__name__}: {exc}") from None
-
-    def prepared(self) -> dict[str, PreparedRef]:
-        """:func:`prepared_index` of this store (raises when the store cannot be read).
-
-        Its reader is an abort deciding what it may touch, so its error says what the abort did.
-        """
-        try:
-            return prepared_index(self.manifests(status=ManifestStatus.PREPARED))
-        except ManifestStoreError as err:
-            raise ManifestStoreError(
-                f"{err.cause}. Nothing was aborted: without the store, transactions that a PREPARED "
-                "manifest lists cannot be told apart from orphans; or pass --unprotected / "
-                "protect=False if you accept losing prepared batches"
-            ) from None
-
-    def _unreadable(self, why: str) -> ManifestStoreError:
-        """The store's own failure, for every reader (a listing, a write, an abort's protection)."""
-        return ManifestStoreError(
-            f"manifest store {self.base_uri} ({self.source}) cannot be read: {why}. Fix the store "
-            "location (the kafka_eos connection's manifest_base_uri, or --manifest-base) or its credentials"
-        )
-
-
-# -- the PREPARED index -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PreparedRef:
-    """Where a prepared transaction is recorded: the manifest that must commit it."""
-
-    manifest_uri: str
-    pipeline_id: str
-    checkpoint_id: int
-    producer_id: int
-    producer_epoch: int
-
-
-def prepared_index(manifests: Iterable[tuple[str, Manifest]]) -> dict[str, PreparedRef]:
-    """Transactional id -> its PREPARED manifest; the one rule for "which ids are protected".
-
-    COMMITTED and ABORTED manifests cast no vote that is still owed, so they protect nothing; nor
-    does a PREPARED one whose give-up was decided (its abort stopped half way: finishing it is right).
-    """
-    index: dict[str, PreparedRef] = {}
-    for uri, manifest in manifests:
-        if manifest.status is not ManifestStatus.PREPARED or _given_up(manifest):
-            continue
-        for c in manifest.committables:
-            index.setdefault(
-                c.transactional_id,
-                PreparedRef(
-                    uri, manifest.pipeline_id, manifest.checkpoint_id, c.producer_id, c.producer_epoch
-                ),
-            )
-    return index
-
-
-def load_prepared(
-    base_uri: str | None,
-    *,
-    protect: bool = True,
-    source: str = "manifest_base_uri",
-    access: StoreAccess = STANDARD_CHAIN,
-) -> dict[str, PreparedRef]:
-    """The PREPARED index an abort must respect.
-
-    ``protect=True`` (the default everywhere): the store must be configured and readable, else
-    :class:`ManifestStoreError`. ``protect=False`` is the explicit way around: the store is read if
-    it can be (to label what is being lost), and an unreadable one is logged loudly and ignored.
-    """
-    if protect:
-        return ManifestStore.configured(base_uri, source=source, access=access).prepared()
-    log.warning(
-        "UNPROTECTED abort: transactions listed in PREPARED manifests may be aborted (their batches are lost)"
-    )
-    try:
-        return ManifestStore.configured(base_uri, source=source, access=access).prepared()
-    except ManifestError as exc:
-        log.warning("UNPROTECTED abort: the manifest store is not consulted (%s)", exc)
-        return {}
-
-
-# -- the abort decision -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AbortCandidate:
-    """One transaction as the coordinator describes it (``age_ms`` None: unknown / not open)."""
-
-    transactional_id: str
-    state: str
-    producer_id: int
-    producer_epoch: int
-    age_ms: int | None = None
-
-    @classmethod
-    def of(cls, description: Any, now_ms: int | None = None) -> AbortCandidate:
-        """From a ``TransactionDescription``."""
-        now = _now_ms() if now_ms is None else now_ms
-        start = getattr(description, "start_time_ms", -1)
-        age = now - start if start is not None and start >= 0 else None
-        return cls(
-            description.transactional_id,
-            str(getattr(description.state, "value", description.state)),
-            int(description.producer_id),
-            int(description.producer_epoch),
-            age,
-        )
-
-
-@dataclass(frozen=True)
-class AbortPolicy:
-    """The switches an abort starts with. The defaults are the safe ones.
-
-    ``prefixes``: the ids that are ours (None: every id a caller named is ours);
-    ``generated_only``: ours only if generated by a prefix (``prefix-<partition>-<n>``, the writer's
-    rule) instead of a plain string prefix; ``protect``: refuse ids of PREPARED manifests;
-    ``min_age_ms``: spare younger transactions; ``expected``: id -> (producer id, epoch) that must
-    still hold it (compare-and-abort: the sensor's sighting, or the user's ``--producer-id/--epoch``);
-    ``owned_ids``: ids that are ours whatever their prefix (the sensor classified them so).
-    """
-
-    protect: bool = True
-    prefixes: tuple[str, ...] | None = None
-    generated_only: bool = False
-    min_age_ms: int = 0
-    expected: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-    abort_foreign: bool = False
-    owned_ids: frozenset[str] = frozenset()
-
-    def owner(self, transactional_id: str) -> str | None:
-        """The owning prefix (``""``: no prefix scope, or one of ``owned_ids``); None if not ours."""
-        if self.prefixes is None or transactional_id in self.owned_ids:
-            return ""
-        if self.generated_only:
-            from airflow_provider_kafka_eos.kafka.checkpoints.naming import owned_by
-
-            return next((p for p in self.prefixes if owned_by(p, transactional_id)), None)
-        return next((p for p in self.prefixes if transactional_id.startswith(p)), None)
-
-
-@dataclass(frozen=True)
-class AbortVerdict:
-    """What may happen to one candidate and why. ``kind``: orphan / commit-pending / foreign."""
-
-    transactional_id: str
-    abort: bool
-    kind: str
-    reason: str
-    producer_id: int | None = None
-    producer_epoch: int | None = None
-    state: str = ""
-    manifest_uri: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class AbortPlan:
-    verdicts: list[AbortVerdict] = field(default_factory=list)
-
-    @property
-    def to_abort(self) -> list[str]:
-        return [v.transactional_id for v in self.verdicts if v.abort]
-
-    @property
-    def refused(self) -> list[AbortVerdict]:
-        return [v for v in self.verdicts if not v.abort]
-
-
-def plan_abort(
-    candidates: Iterable[AbortCandidate],
-    *,
-    prepared: Mapping[str, PreparedRef],
-    policy: AbortPolicy = AbortPolicy(),
-) -> AbortPlan:
-    """The abort decision: every candidate gets one verdict, and only orphans may be aborted.
-
-    In order: a transaction that is not Ongoing has nothing to abort; one whose producer id /
-    epoch is not the expected one is a new transaction reusing the id; one listed in a PREPARED
-    manifest must be committed (refused while ``policy.protect``); one outside the prefix scope
-    is foreign; one younger than ``min_age_ms`` may still be written. Pure: no I/O.
-    """
-    plan = AbortPlan()
-    for c in candidates:
-        plan.verdicts.append(_verdict(c, prepared, policy))
-    return plan
-
-
-def _verdict(c: AbortCandidate, prepared: Mapping[str, PreparedRef], policy: AbortPolicy) -> AbortVerdict:
-    ref = prepared.get(c.transactional_id)
-    owner = policy.owner(c.transactional_id)
-    kind = "commit-pending" if ref is not None else ("orphan" if owner is not None else "foreign")
-
-    def verdict(abort: bool, reason: str) -> AbortVerdict:
-        return AbortVerdict(
-            c.transactional_id,
-            abort,
-            kind,
-            reason,
-            c.producer_id,
-            c.producer_epoch,
-            c.state,
-            ref.manifest_uri if ref else None,
-        )
-
-    if c.state != "Ongoing":
-        return verdict(False, f"not open (state {c.state}): nothing to abort")
-    want = policy.expected.get(c.transactional_id)
-    if want is not None and tuple(want) != (c.producer_id, c.producer_epoch):
-        return verdict(
-            False,
-            f"the coordinator holds producer id {c.producer_id} epoch {c.producer_epoch}, "
-            f"not the expected producer id {want[0]} epoch {want[1]}: another producer uses "
-            "this id now; nothing was aborted",
-        )
-    if ref is not None and policy.protect:
-        return verdict(
-            False,
-            f"listed in PREPARED manifest {ref.manifest_uri} (checkpoint {ref.checkpoint_id}): "
-            f"it must be committed, not aborted; commit it with --action commit --manifest "
-            f"{ref.manifest_uri}",
-        )
-    if owner is None and not policy.abort_foreign:
-        return verdict(
-            False, f"outside the configured prefixes {list(policy.prefixes or ())}: not ours to abort"
-        )
-    if policy.min_age_ms and (c.age_ms is None or c.age_ms < policy.min_age_ms):
-        age = "unknown" if c.age_ms is None else f"{c.age_ms // 1000} s"
-        return verdict(
-            False,
-            f"open for {age}, less than the minimum age {policy.min_age_ms // 1000} s: "
-            "it may still be written (pass a smaller --min-age to include it)",
-        )
-    if ref is not None:
-        return verdict(
-            True,
-            f"UNPROTECTED: listed in PREPARED manifest {ref.manifest_uri}; aborting it loses "
-            "that checkpoint's batch",
-        )
-    scope = f"under prefix {owner!r}" if owner else "named explicitly"
-    return verdict(True, f"{scope} and in no PREPARED manifest")
 
 
 # -- commit-and-mark --------------------------------------------------------------------------
@@ -554,7 +242,7 @@ def _refuse_aborted(uri: str, manifest: Manifest) -> DataLossError:
 _PLANNED = {Verdict.COMMITTED: "already_committed", Verdict.OPEN: "commit"}
 
 
-def verify_checkpoint(admin: Any, manifest: Manifest) -> dict[str, str]:
+def verify_checkpoint(admin: CheckpointAdmin, manifest: Manifest) -> dict[str, str]:
     """The commit's own verification, changing nothing: id -> ``commit`` / ``already_committed``.
 
     Raises what the real commit would raise (DataLossError, TransactionTimeoutRiskError,
@@ -575,13 +263,13 @@ def verify_checkpoint(admin: Any, manifest: Manifest) -> dict[str, str]:
 
 
 def commit_checkpoint(
-    admin: Any,
+    admin: CheckpointAdmin,
     uri: str,
     *,
     committed_by: str,
     dry_run: bool = False,
     max_workers: int = 16,
-    now_ms: Callable[[], int] = _now_ms,
+    now_ms: Callable[[], int] = wall_clock_ms,
     progress: Callable[[int, int, str], None] | None = None,
     access: StoreAccess = STANDARD_CHAIN,
 ) -> CommitReport:
@@ -655,10 +343,6 @@ def _mark_committed(uri: str, report: CommitReport, at_ms: int,
 
     _transition(uri, decide, access)
     return report
-
-
-def _given_up(manifest: Manifest) -> bool:
-    return manifest.decision is not None and manifest.decision.outcome == "abort"
 
 
 def _decide(uri: str, outcome: str, by: str, now_ms: Callable[[], int],
@@ -747,7 +431,7 @@ def mark_aborted(
     reasons: Sequence[str],
     *,
     aborted_by: str,
-    now_ms: Callable[[], int] = _now_ms,
+    now_ms: Callable[[], int] = wall_clock_ms,
     access: StoreAccess = STANDARD_CHAIN,
 ) -> None:
     """Mark the manifest ABORTED with the reasons (the only writer of ABORTED).
@@ -788,7 +472,7 @@ class CheckpointAbortReport:
 
 
 def abort_checkpoint(
-    admin: Any,
+    admin: CheckpointAdmin,
     uri: str,
     *,
     dry_run: bool = False,
@@ -836,7 +520,7 @@ def abort_checkpoint(
     # A commit decided first wins (nothing is aborted then), unless the verdict proved every
     # transaction of the checkpoint aborted: then no commit can ever succeed and the give-up is the way on.
     lost = all(v.verdict is Verdict.ABORTED for v in verdicts.values())
-    _decide(uri, "abort", aborted_by, _now_ms, access, over_commit=lost)
+    _decide(uri, "abort", aborted_by, wall_clock_ms, access, over_commit=lost)
     for outcome in admin.abort(mine, **_progress_kw(progress)) if mine else []:
         report.outcomes[outcome.transactional_id] = outcome.outcome
     committed = sorted(t for t, o in report.outcomes.items() if o == "already_committed")

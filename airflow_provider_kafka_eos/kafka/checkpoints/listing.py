@@ -10,8 +10,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest
+from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
 
 __all__ = ["COLUMNS", "checkpoint_row", "checkpoint_rows"]
 

@@ -29,7 +29,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
     replace_object,
 )
 from airflow_provider_kafka_eos.kafka.errors import ManifestError, ManifestStoreError, UsageError
-from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, _reject_unknown, _require
+from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, reject_unknown, require_field
 from airflow_provider_kafka_eos.kafka.validation import (
     validate_prefix,
     validate_topic,
@@ -117,13 +117,13 @@ class Decision:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str) -> Decision:
-        _reject_unknown(data, {"outcome", "by", "at_ms"}, source, "decision")
-        outcome = _require(data, "outcome", str, source, "decision.outcome")
+        reject_unknown(data, {"outcome", "by", "at_ms"}, source, "decision")
+        outcome = require_field(data, "outcome", str, source, "decision.outcome")
         if outcome not in DECISIONS:
             raise ManifestError(
                 f"{source}: field 'decision.outcome' must be commit or abort, got {outcome!r}")
-        return cls(outcome, _require(data, "by", str, source, "decision.by"),
-                   _require(data, "at_ms", int, source, "decision.at_ms"))
+        return cls(outcome, require_field(data, "by", str, source, "decision.by"),
+                   require_field(data, "at_ms", int, source, "decision.at_ms"))
 
 
 @dataclass
@@ -149,6 +149,11 @@ class Manifest:
 
     def __post_init__(self) -> None:
         self.status = ManifestStatus(self.status)
+
+    @property
+    def given_up(self) -> bool:
+        """A give-up decided to abort it (recorded before the aborts are sent): it commits no more."""
+        return self.decision is not None and self.decision.outcome == "abort"
 
     @property
     def transactional_ids(self) -> set[str]:
@@ -200,12 +205,12 @@ class Manifest:
                 "upgrade the provider before touching this checkpoint)"
             )
         fields = {name: kind for name, kind in _FIELDS.items() if _SINCE_VERSION.get(name, 1) <= version}
-        _reject_unknown(data, set(fields), source, "")
+        reject_unknown(data, set(fields), source, "")
         values: dict[str, Any] = {}
         for name, kind in fields.items():
             if name in _OPTIONAL and name not in data:
                 continue
-            values[name] = _require(data, name, kind, source, name)
+            values[name] = require_field(data, name, kind, source, name)
         if values.get("prepared_by") is not None:
             values["prepared_by"] = RunIdentity.from_dict(values["prepared_by"], source=source)
         if values.get("input") is not None:
@@ -365,7 +370,7 @@ def find_manifests(
     pipelines = [pipeline_id] if pipeline_id else _list_dirs(base, access)
     found: list[tuple[str, Manifest]] = []
     for pipeline in sorted(pipelines):
-        names = [n for n in _list_files(f"{base}/{pipeline}", access) if _CHECKPOINT_FILE.match(n)]
+        names = [n for n in list_files(f"{base}/{pipeline}", access) if _CHECKPOINT_FILE.match(n)]
         # Numeric order: ids of different lengths (12-digit padded seconds, 16-digit microseconds,
         # explicit ones) must not sort as text.
         ordered = sorted(names, key=lambda n: int(_CHECKPOINT_FILE.match(n).group(1)))
@@ -440,7 +445,7 @@ def _list_dirs(base: str, access: StoreAccess) -> list[str]:
     ]
 
 
-def _list_files(folder: str, access: StoreAccess) -> list[str]:
+def list_files(folder: str, access: StoreAccess) -> list[str]:
     if _is_local(folder):
         root = _local_path(folder)
         return os.listdir(root) if os.path.isdir(root) else []

@@ -20,14 +20,25 @@ pooled ids do not follow checkpoint numbers, so PROBING would never find lingeri
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_provider_kafka_eos.kafka.errors import ConfigError
+from airflow_provider_kafka_eos.kafka.protocol.transaction_types import TransactionListing
 from airflow_provider_kafka_eos.kafka.validation import validate_prefix
+
+
+class ListingAdmin(Protocol):
+    """What naming needs of the admin handed in (a TransactionAdmin): ListTransactions. A Protocol:
+    ``kafka/checkpoints`` does not import its sibling ``kafka/admin``."""
+
+    def list(
+        self, prefixes: Sequence[str] | None = None, states: Sequence[str] | None = None,
+        min_age_ms: int | None = None,
+    ) -> list[TransactionListing]: ...
 
 __all__ = [
     "NamingStrategy",
@@ -57,7 +68,7 @@ class NamingStrategy(str, Enum):
         except ValueError:
             raise ConfigError(f"naming strategy must be INCREMENTING or POOLING, got {value!r}") from None
 
-    def ids_in_use(self, admin: Any, prefix: str, prepared_ids: Iterable[str]) -> set[str]:
+    def ids_in_use(self, admin: ListingAdmin, prefix: str, prepared_ids: Iterable[str]) -> set[str]:
         """Ids a new checkpoint must not take: POOLING's open and PREPARED ids; none for INCREMENTING."""
         if self is NamingStrategy.INCREMENTING:
             return set()

@@ -28,25 +28,29 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from airflow_provider_kafka_eos.kafka.checkpoints.abort_plan import AbortCandidate, AbortPolicy, plan_abort
+from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import AbortingAdmin
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
-    AbortCandidate,
-    AbortPolicy,
-    ManifestStore,
-    PreparedRef,
+    CheckpointAdmin,
     commit_checkpoint,
     effects_kw,
     mark_aborted,
-    plan_abort,
-    prepared_index,
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus, read_manifest
+from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore, PreparedRef, prepared_index
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import STANDARD_CHAIN, StoreAccess
 from airflow_provider_kafka_eos.kafka.errors import DataLossError, VerdictUnknownError
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 from airflow_provider_kafka_eos.kafka.protocol.verdicts import TxnVerdict, Verdict, checkpoint_verdict
 from airflow_provider_kafka_eos.runbook import reference as runbook_reference
+
+
+class RestoreAdmin(CheckpointAdmin, AbortingAdmin, Protocol):
+    """What a restore needs of the admin handed in (a TransactionAdmin): a checkpoint's transitions
+    (it recommits and aborts) and the abort strategies it runs. A Protocol: ``kafka/checkpoints``
+    does not import its sibling ``kafka/admin``."""
 
 __all__ = ["RestoreReport", "check_committable", "restore_pipeline", "settle_before_planning"]
 
@@ -87,7 +91,7 @@ class RestoreReport:
         }
 
 
-def check_committable(admin: Any, committables: Iterable[Committable]) -> list[str]:
+def check_committable(admin: RestoreAdmin, committables: Iterable[Committable]) -> list[str]:
     """Reasons why these committables can no longer all be committed (empty list: they can).
 
     Read-only: the verdict of each (``admin.judge`` without the coordinator question: the
@@ -99,7 +103,7 @@ def check_committable(admin: Any, committables: Iterable[Committable]) -> list[s
 
 
 def restore_pipeline(
-    admin: Any,
+    admin: RestoreAdmin,
     *,
     manifest_base_uri: str | ManifestStore,
     pipeline_id: str,
@@ -154,7 +158,7 @@ def restore_pipeline(
 
 
 def settle_before_planning(
-    admin: Any,
+    admin: RestoreAdmin,
     store: ManifestStore,
     *,
     pipeline_id: str,
@@ -177,11 +181,11 @@ def settle_before_planning(
                             abort_lingering=_fence_nothing, now_ms=now_ms)
 
 
-def _fence_nothing(admin: Any, prefix: str, prepared: Mapping[str, PreparedRef]) -> list[str]:
+def _fence_nothing(admin: RestoreAdmin, prefix: str, prepared: Mapping[str, PreparedRef]) -> list[str]:
     return []
 
 
-def _abort_own_ids(admin: Any, ids: Sequence[str], protected: Mapping[str, PreparedRef],
+def _abort_own_ids(admin: RestoreAdmin, ids: Sequence[str], protected: Mapping[str, PreparedRef],
                    manifests: Iterable[tuple[str, Manifest]]) -> list[str]:
     """Fence the open transactions of ``ids`` that a dead attempt left (rule 5 of the module docstring).
 
@@ -212,7 +216,7 @@ def _abort_own_ids(admin: Any, ids: Sequence[str], protected: Mapping[str, Prepa
     return [o.transactional_id for o in admin.abort(plan.to_abort) if o.outcome == "aborted"]
 
 
-def _settle_this_checkpoint(admin: Any, uri: str, manifest: Manifest, report: RestoreReport,
+def _settle_this_checkpoint(admin: RestoreAdmin, uri: str, manifest: Manifest, report: RestoreReport,
                             now_ms: Callable[[], int]) -> None:
     """This checkpoint's own manifest: keep it (nothing produced again), or mark it ABORTED and
     produce again, only on the verdict's proof that none of its records can be visible."""
@@ -276,7 +280,7 @@ def _refuse_unproven(uri: str, manifest: Manifest, verdicts: Mapping[str, TxnVer
         )
 
 
-def _recommit(admin: Any, uri: str, manifest: Manifest, report: RestoreReport,
+def _recommit(admin: RestoreAdmin, uri: str, manifest: Manifest, report: RestoreReport,
               now_ms: Callable[[], int]) -> None:
     """Commit a PREPARED manifest (its vote stands). Marked ABORTED only when the commit proved that
     none of it can be visible (every transaction aborted); partly committed or unknown: raised."""

@@ -21,15 +21,23 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
+
+
+class DescribingAdmin(Protocol):
+    """What marking input stalls needs of the admin handed in (a TransactionAdmin): DescribeTransactions."""
+
+    def describe(self, ids: Iterable[str], *, missing_ok: bool = False) -> dict[str, Any]: ...
 
 __all__ = ["mark_input_stalls"]
 
 
-def mark_input_stalls(admin: Any, stalls: Iterable[Any], input_topics: Sequence[str]) -> list[Any]:
-    """``stalls`` (``classify.LsoStall``, which calls this: no import back) with those on
+def mark_input_stalls(
+    admin: DescribingAdmin, stalls: Iterable[Any], input_topics: Sequence[str]
+) -> list[Any]:
+    """``stalls`` (``lso_stalls.LsoStall``, which calls this: no import back) with those on
     ``input_topics`` marked as input stalls and explained as such.
 
     The blocking transactions' start times come from one DescribeTransactions (bounded by the

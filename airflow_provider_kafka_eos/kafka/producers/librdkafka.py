@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_provider_kafka_eos.kafka.config import is_secret_key
 from airflow_provider_kafka_eos.kafka.errors import (
@@ -41,6 +41,15 @@ from airflow_provider_kafka_eos.kafka.protocol.connection_security import (
     check_client_files,
     init_transactions_watched,
 )
+
+
+class VersionedAdmin(Protocol):
+    """What the transaction protocol is read from (a TransactionAdmin): the cluster's finalized
+    transaction version and the EndTxn version it allows."""
+
+    def transaction_version(self) -> int: ...
+
+    def end_txn_version(self) -> int: ...
 
 __all__ = [
     "DEFAULT_PARTITIONER",
@@ -80,7 +89,7 @@ class TransactionProtocol:
     end_txn_version: int
 
     @classmethod
-    def from_admin(cls, admin: Any) -> TransactionProtocol:
+    def from_admin(cls, admin: VersionedAdmin) -> TransactionProtocol:
         """Ask the cluster through a ``TransactionAdmin`` (finalized feature + EndTxn versions)."""
         return cls(transaction_version=2 if admin.transaction_version() >= 2 else 1,
                    end_txn_version=admin.end_txn_version())
@@ -209,7 +218,7 @@ class PartitionTransaction:
             error = (
                 exc.with_traceback(None)  # its traceback would keep the producer alive
                 if isinstance(exc, KafkaEosError)
-                else _translate(exc, self.transactional_id, "init_transactions")
+                else translate_error(exc, self.transactional_id, "init_transactions")
             )
             # A producer that could not initialise holds no transaction; drop it (and this
             # frame's reference, which the traceback would keep) so it stops dialling the brokers.
@@ -242,7 +251,7 @@ class PartitionTransaction:
         except KafkaEosError:
             raise
         except Exception as exc:  # a fatal producer error (fenced, authorization) surfaces here
-            raise _translate(exc, self.transactional_id, "produce") from None
+            raise translate_error(exc, self.transactional_id, "produce") from None
         self._produced += count
         return count
 
@@ -306,7 +315,7 @@ class PartitionTransaction:
             remaining = self._require_producer().flush(timeout_s)
         except Exception as exc:  # KafkaException, or SystemError wrapping one raised in a callback
             known = self._fatal_error or "; ".join(self._delivery_errors) or None
-            raise _translate(exc, self.transactional_id, "flush", known_cause=known) from None
+            raise translate_error(exc, self.transactional_id, "flush", known_cause=known) from None
         if remaining:
             raise BrokerUnreachableError(
                 f"{remaining} record(s) were not acknowledged within {timeout_s:.0f}s of flush",
@@ -422,11 +431,11 @@ def verified_committable(
     except KafkaEosError:
         raise
     except Exception as exc:
-        raise _translate(exc, transactional_id, "DescribeTransactions") from None
-    raw_state = _field(description, "state")
+        raise translate_error(exc, transactional_id, "DescribeTransactions") from None
+    raw_state = description_field(description, "state")
     state = str(getattr(raw_state, "value", raw_state))
-    pid = int(_field(description, "producer_id"))
-    epoch = int(_field(description, "producer_epoch"))
+    pid = int(description_field(description, "producer_id"))
+    epoch = int(description_field(description, "producer_epoch"))
     if state.lower() != "ongoing" or pid != producer_id or epoch != producer_epoch:
         raise ProducerFencedError(
             f"after flush the coordinator shows state {state} with producer id {pid} epoch {epoch}, "
@@ -437,7 +446,7 @@ def verified_committable(
         )
     coordinator_partitions = {
         (tp.topic, tp.partition) if isinstance(tp, TopicPartition) else (tp[0], tp[1])
-        for tp in _field(description, "partitions")
+        for tp in description_field(description, "partitions")
     }
     written = {(topic, p) for p in written_partitions}
     missing = written - coordinator_partitions
@@ -455,8 +464,8 @@ def verified_committable(
         partitions=tuple(TopicPartition(t, p) for t, p in sorted(written)),
         record_count=record_count,
         prepared_at_ms=int(time.time() * 1000),
-        transaction_start_ms=int(_field(description, "start_time_ms")),
-        transaction_timeout_ms=int(_field(description, "timeout_ms")),
+        transaction_start_ms=int(description_field(description, "start_time_ms")),
+        transaction_timeout_ms=int(description_field(description, "timeout_ms")),
         transaction_version=protocol.transaction_version,
         end_txn_version=protocol.end_txn_version,
         two_phase=two_phase,
@@ -480,7 +489,7 @@ def _normalise_headers(row_headers: Any) -> list[tuple[str, bytes | None]]:
     return result
 
 
-def _field(obj: Any, name: str) -> Any:
+def description_field(obj: Any, name: str) -> Any:
     return obj[name] if isinstance(obj, Mapping) else getattr(obj, name)
 
 
@@ -490,7 +499,7 @@ def _names_fencing(text: str) -> bool:
     return "FENCED" in upper or "EPOCH" in upper
 
 
-def _translate(
+def translate_error(
     exc: Exception, transactional_id: str, step: str, known_cause: str | None = None
 ) -> KafkaEosError:
     """confluent-kafka's KafkaException -> our error classes (cause text, runbook page).

@@ -21,8 +21,8 @@ from typing import Any
 from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, ProducerFencedError
 from airflow_provider_kafka_eos.kafka.producers.librdkafka import (
     PartitionTransaction,
-    _field,
-    _translate,
+    description_field,
+    translate_error,
     verified_committable,
 )
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
@@ -63,7 +63,7 @@ class OffsetsTransaction(PartitionTransaction):
         try:
             self._require_producer().send_offsets_to_transaction(parts, metadata, timeout_s)
         except Exception as exc:
-            raise _translate(exc, self.transactional_id, "send_offsets_to_transaction") from None
+            raise translate_error(exc, self.transactional_id, "send_offsets_to_transaction") from None
         self._produced = len(parts)
 
     def prepare(self) -> Committable | None:
@@ -75,7 +75,7 @@ class OffsetsTransaction(PartitionTransaction):
             description = self._describe([self.transactional_id])[self.transactional_id]
             offsets_partitions = {
                 tp.partition if hasattr(tp, "partition") else tp[1]
-                for tp in _field(description, "partitions")
+                for tp in description_field(description, "partitions")
                 if (tp.topic if hasattr(tp, "topic") else tp[0]) == OFFSETS_TOPIC
             }
             if not offsets_partitions:

@@ -37,9 +37,9 @@ class TopicPartition:
                 f"{source}: field {field!r} must be an object with topic and partition, "
                 f"got {type(data).__name__}"
             )
-        _reject_unknown(data, {"topic", "partition"}, source, field)
-        topic = _require(data, "topic", str, source, f"{field}.topic")
-        partition = _require(data, "partition", int, source, f"{field}.partition")
+        reject_unknown(data, {"topic", "partition"}, source, field)
+        topic = require_field(data, "topic", str, source, f"{field}.topic")
+        partition = require_field(data, "partition", int, source, f"{field}.partition")
         if not topic:
             raise ManifestError(f"{source}: field {field}.topic must not be empty")
         if partition < 0:
@@ -195,12 +195,12 @@ class Committable:
         """
         if not isinstance(data, Mapping):
             raise ManifestError(f"{source}: a committable must be an object, got {type(data).__name__}")
-        _reject_unknown(data, set(_FIELDS), source, "")
+        reject_unknown(data, set(_FIELDS), source, "")
         values: dict[str, Any] = {}
         for name, kind in _FIELDS.items():
             if name in _OPTIONAL and name not in data:
                 continue
-            values[name] = _require(data, name, kind, source, name)
+            values[name] = require_field(data, name, kind, source, name)
         values["partitions"] = tuple(
             TopicPartition.from_dict(p, source=source, field=f"partitions[{i}]")
             for i, p in enumerate(values["partitions"])
@@ -226,13 +226,13 @@ class Committable:
 def _first_offset(row: Any, source: str, field: str) -> tuple[TopicPartition, int]:
     if not isinstance(row, Mapping):
         raise ManifestError(f"{source}: field {field!r} must be an object, got {type(row).__name__}")
-    _reject_unknown(row, {"topic", "partition", "offset"}, source, field)
+    reject_unknown(row, {"topic", "partition", "offset"}, source, field)
     partition = TopicPartition.from_dict({k: v for k, v in row.items() if k != "offset"}, source=source,
                                          field=field)
-    return partition, _require(row, "offset", int, source, f"{field}.offset")
+    return partition, require_field(row, "offset", int, source, f"{field}.offset")
 
 
-def _require(data: Mapping, name: str, kind: type | tuple[type, ...], source: str, field: str) -> Any:
+def require_field(data: Mapping, name: str, kind: type | tuple[type, ...], source: str, field: str) -> Any:
     if name not in data:
         raise ManifestError(f"{source}: required field {field!r} is missing")
     value = data[name]
@@ -243,7 +243,7 @@ def _require(data: Mapping, name: str, kind: type | tuple[type, ...], source: st
     return value
 
 
-def _reject_unknown(data: Mapping, known: set[str], source: str, field: str) -> None:
+def reject_unknown(data: Mapping, known: set[str], source: str, field: str) -> None:
     unknown = sorted(set(data) - known)
     if unknown:
         where = f" in {field!r}" if field else ""

@@ -70,7 +70,7 @@ class TransactionDescription:
     def age_ms(self, now_ms: int | None = None) -> int | None:
         if self.start_time_ms < 0:
             return None
-        return (now_ms if now_ms is not None else _now_ms()) - self.start_time_ms
+        return (now_ms if now_ms is not None else wall_clock_ms()) - self.start_time_ms
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -127,18 +127,18 @@ class FenceResult:
     aborted_open_transaction: bool
 
 
-def _now_ms() -> int:
+def wall_clock_ms() -> int:
     """Wall-clock milliseconds, the unit the coordinator reports start times in."""
     return int(time.time() * 1000)
 
 
-def _state(state: Any) -> str:
+def state_name(state: Any) -> str:
     """A state as messages print it (a :class:`TxnState` or a name a newer broker invented)."""
     return str(getattr(state, "value", state))
 
 
-def _holder(d: TransactionDescription | None) -> str:
+def holder_text(d: TransactionDescription | None) -> str:
     """Who holds a transactional id, for "the coordinator holds ..." messages."""
     if d is None:
         return "an unknown producer"
-    return f"producer id {d.producer_id}, epoch {d.producer_epoch} (state {_state(d.state)})"
+    return f"producer id {d.producer_id}, epoch {d.producer_epoch} (state {state_name(d.state)})"

@@ -29,7 +29,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import kafka.errors as kerr
 from kafka.admin import KafkaAdminClient
@@ -47,7 +47,7 @@ from airflow_provider_kafka_eos.kafka.protocol.connection_security import (
 )
 from airflow_provider_kafka_eos.kafka.protocol.error_codes import error_name  # kept importable from here
 
-__all__ = ["COORDINATOR_TRANSACTION", "Wire", "error_name"]
+__all__ = ["COORDINATOR_TRANSACTION", "Wire", "WireOwner", "error_name"]
 
 COORDINATOR_TRANSACTION = 1
 _FIND_COORDINATOR_BATCH = 1000
@@ -553,3 +553,10 @@ def _disconnected(exc: BaseException) -> bool:
 def _short(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0][:200]
+
+
+class WireOwner(Protocol):
+    """Anything handed in that carries a :class:`Wire` (a ``TransactionAdmin``): what a module needs
+    that sends its own requests on the admin's connections and nothing else of it."""
+
+    wire: Wire

@@ -7,7 +7,7 @@ import pytest
 
 from airflow_provider_kafka_eos.kafka.admin.hanging import PartitionOpenTransaction
 from airflow_provider_kafka_eos.kafka.errors import UsageError
-from airflow_provider_kafka_eos.kafka.operations.resolution import ResolutionRequest
+from airflow_provider_kafka_eos.kafka.operations.resolution_request import ResolutionRequest
 
 
 def _txn(state: str | None) -> PartitionOpenTransaction:

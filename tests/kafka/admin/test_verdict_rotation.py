@@ -30,7 +30,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.restore import restore_pipeline
 from airflow_provider_kafka_eos.kafka.errors import DataLossError
-from airflow_provider_kafka_eos.kafka.operations.resolution import committable_for
+from airflow_provider_kafka_eos.kafka.operations.resolve_commit import committable_for
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 from kafka_eos_testing.transactions import age_transactional_ids, produce_transaction
 from kafka_eos_testing.verify import assert_exactly_once, count_keys

@@ -8,7 +8,7 @@ from ops_support import client_config, create_topic, keys_for, open_transaction,
 
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import abort_by_listing, abort_by_probing
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import PreparedRef
+from airflow_provider_kafka_eos.kafka.checkpoints.store import PreparedRef
 from airflow_provider_kafka_eos.kafka.protocol.committable import TopicPartition
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 

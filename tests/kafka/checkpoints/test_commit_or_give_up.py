@@ -13,12 +13,9 @@ import pytest
 
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.checkpoints import lifecycle
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
-    abort_checkpoint,
-    commit_checkpoint,
-    prepared_index,
-)
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import abort_checkpoint, commit_checkpoint
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, read_manifest
+from airflow_provider_kafka_eos.kafka.checkpoints.store import prepared_index
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError
 from kafka_eos_testing.transactions import produce_transaction, write_prepared_manifest

@@ -23,13 +23,13 @@ from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import (
     claim_uri,
     read_claim,
 )
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     Manifest,
     ManifestStatus,
     read_manifest,
     write_manifest,
 )
+from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
 from airflow_provider_kafka_eos.kafka.errors import (
     InputBusyError,
     ManifestError,

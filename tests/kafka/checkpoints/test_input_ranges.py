@@ -19,13 +19,13 @@ from airflow_provider_kafka_eos.kafka.checkpoints.input_ranges import (
     record_plan,
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.kafka_input import KafkaInput, PartitionRange, StartChoice
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     Manifest,
     ManifestStatus,
     read_manifest,
     write_manifest,
 )
+from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
 from airflow_provider_kafka_eos.kafka.errors import (
     CheckpointConflictError,
     InputCheckpointPendingError,

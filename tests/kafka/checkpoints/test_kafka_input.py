@@ -25,13 +25,10 @@ from airflow_provider_kafka_eos.kafka.checkpoints.input_ranges import (
     plan_checkpoint_input,
     read_plan,
 )
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
-    ManifestStore,
-    abort_checkpoint,
-    commit_checkpoint,
-)
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import abort_checkpoint, commit_checkpoint
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus, write_manifest
 from airflow_provider_kafka_eos.kafka.checkpoints.restore import restore_pipeline
+from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
 from airflow_provider_kafka_eos.kafka.errors import InputCheckpointPendingError, InputRangeLostError
 from airflow_provider_kafka_eos.kafka.producers.librdkafka import TransactionProtocol
 from airflow_provider_kafka_eos.kafka.producers.offsets_transaction import prepare_group_offsets

@@ -1,5 +1,6 @@
-"""kafka/checkpoints/lifecycle.py without a broker: the abort decision (property-based), the store's refusals,
-commit-and-mark's truthful report under concurrent committers, mark-ABORTED.
+"""kafka/checkpoints/ (store.py, abort_plan.py, lifecycle.py) without a broker: the abort decision
+(property-based), the store's refusals, commit-and-mark's truthful report under concurrent
+committers, mark-ABORTED.
 
 The admin is a stand-in here (the boundary is the coordinator); every broker path is covered
 end to end in tests/cli, tests/sensors, tests/operators and tests/system/dags.
@@ -15,22 +16,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
-    AbortCandidate,
-    AbortPolicy,
-    ManifestStore,
-    commit_checkpoint,
-    load_prepared,
-    mark_aborted,
-    plan_abort,
-    prepared_index,
-)
+from airflow_provider_kafka_eos.kafka.checkpoints.abort_plan import AbortCandidate, AbortPolicy, plan_abort
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint, mark_aborted
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     Manifest,
     ManifestStatus,
     read_manifest,
     write_manifest,
 )
+from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore, load_prepared, prepared_index
 from airflow_provider_kafka_eos.kafka.errors import DataLossError, KafkaEosError, ManifestStoreError
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable, TopicPartition
 from airflow_provider_kafka_eos.kafka.protocol.transaction_types import TxnOutcome

@@ -1,12 +1,12 @@
 """Listing the manifest store on the S3-API server: pagination, a fresh listing each time, the cost.
 
-No Kafka: the PREPARED index is the store's answer alone (``kafka/checkpoints/lifecycle.py``).
+No Kafka: the PREPARED index is the store's answer alone (``kafka/checkpoints/store.py``).
 Requests are counted on the server side, from moto's request log (``S3Server.requests``).
 """
 
 from __future__ import annotations
 
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
+from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
 from kafka_eos_testing.s3_server import seed_manifests
 
 COUNT = 1_050  # more than one ListObjectsV2 page (1,000 keys)

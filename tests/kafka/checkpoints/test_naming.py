@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import prepared_index
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus
 from airflow_provider_kafka_eos.kafka.checkpoints.naming import (
     NamingStrategy,
@@ -16,6 +15,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.naming import (
     pooling_id,
     pooling_ids,
 )
+from airflow_provider_kafka_eos.kafka.checkpoints.store import prepared_index
 from airflow_provider_kafka_eos.kafka.errors import (
     ConfigError,
     UsageError,

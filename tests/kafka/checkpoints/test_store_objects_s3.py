@@ -15,13 +15,9 @@ import pytest
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity
 from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import InputVerdict, claim_input
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import (
-    ManifestStore,
-    abort_checkpoint,
-    commit_checkpoint,
-    load_prepared,
-)
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import abort_checkpoint, commit_checkpoint
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, read_manifest
+from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore, load_prepared
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
     create_object,
     read_versioned,

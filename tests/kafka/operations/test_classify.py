@@ -8,17 +8,16 @@ from dataclasses import dataclass
 import pytest
 
 from airflow_provider_kafka_eos import runbook
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import prepared_index
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, ManifestStatus
-from airflow_provider_kafka_eos.kafka.operations.classify import (
-    FindingKind,
-    Findings,
+from airflow_provider_kafka_eos.kafka.checkpoints.store import prepared_index
+from airflow_provider_kafka_eos.kafka.operations.classify import FindingKind, classify
+from airflow_provider_kafka_eos.kafka.operations.lso_stalls import (
     LsoStallTracker,
     PartitionOffsets,
     ProducerState,
-    classify,
     find_lso_stalls,
 )
+from airflow_provider_kafka_eos.kafka.operations.scan import Findings
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 
 NOW = 1_800_000_000_000

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_kafka_eos.kafka.errors import UsageError
-from airflow_provider_kafka_eos.kafka.operations.resolution import ResolutionRequest, parse_duration_ms
+from airflow_provider_kafka_eos.kafka.operations.resolution_request import ResolutionRequest
+from airflow_provider_kafka_eos.kafka.validation import parse_duration_ms
 
 
 def fails(**kwargs) -> str:

@@ -21,7 +21,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import BrokerUnreachableError, UsageError
-from airflow_provider_kafka_eos.kafka.producers.arrow import ArrowPartitionTransaction, split_runs
+from airflow_provider_kafka_eos.kafka.producers.arrow import ArrowPartitionTransaction
+from airflow_provider_kafka_eos.kafka.producers.arrow_encode import split_runs
 from airflow_provider_kafka_eos.kafka.producers.librdkafka import TransactionProtocol
 from airflow_provider_kafka_eos.kafka.producers.producer_config import arrow_producer_settings
 from airflow_provider_kafka_eos.kafka.protocol.error_codes import TOPIC_AUTHORIZATION_FAILED

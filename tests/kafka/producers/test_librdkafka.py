@@ -185,13 +185,13 @@ def test_a_bare_system_error_from_flush_is_named_by_what_the_producer_recorded()
     producer's own record of librdkafka's fatal error must then decide the error class. The
     exception is built here because that race cannot be forced against a broker."""
     from airflow_provider_kafka_eos.kafka.errors import KafkaEosError
-    from airflow_provider_kafka_eos.kafka.producers.librdkafka import _translate
+    from airflow_provider_kafka_eos.kafka.producers.librdkafka import translate_error
 
     bare = SystemError(
         "<method 'flush' of 'cimpl.Producer' objects> returned NULL without setting an exception"
     )
     fenced = "KafkaError{code=_FENCED,val=-144,str=\"Producer fenced by newer instance\"}"
-    named = _translate(bare, "tid-0-1", "flush", known_cause=fenced)
+    named = translate_error(bare, "tid-0-1", "flush", known_cause=fenced)
     assert isinstance(named, ProducerFencedError) and "Producer fenced" in str(named)
-    unnamed = _translate(bare, "tid-0-1", "flush")
+    unnamed = translate_error(bare, "tid-0-1", "flush")
     assert type(unnamed) is KafkaEosError and "returned NULL" in str(unnamed)

@@ -13,7 +13,7 @@ from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer.transaction import EndTxnRequest, InitProducerIdRequest
 
-from airflow_provider_kafka_eos.kafka.admin.transactions import _prefix_pattern
+from airflow_provider_kafka_eos.kafka.admin.describe import _prefix_pattern
 from airflow_provider_kafka_eos.kafka.protocol.wire import error_name
 
 

@@ -19,8 +19,8 @@ import pytest
 
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity
 from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import InputClaim, claim_uri, read_claim
-from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import ManifestStore
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import create_object
+from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
 from kafka_eos_testing.embedded import unique_name
 from kafka_eos_testing.transactions import produce_transaction
 from kafka_eos_testing.verify import assert_exactly_once, count_keys

@@ -165,7 +165,7 @@ def lingering_scan_and_trigger(monkeypatch, tmp_path: Path, config: Mapping[str,
 
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from airflow_provider_kafka_eos.kafka.operations.classify import Findings, ScanSpec
+    from airflow_provider_kafka_eos.kafka.operations.scan import Findings, ScanSpec
     from airflow_provider_kafka_eos.sensors.lingering import KafkaLingeringTransactionSensor
     from airflow_provider_kafka_eos.triggers.lingering import LingeringTransactionTrigger
     from kafka_eos_testing.transactions import produce_transaction, write_prepared_manifest
