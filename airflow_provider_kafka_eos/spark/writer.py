@@ -118,16 +118,13 @@ def write_exactly_once(
     checkpoint's manifest is ``<base>/<pipeline_id>/checkpoint-<id>.json`` (the manifest's ``uri``).
     Before producing, earlier checkpoints are restored (see ``kafka/checkpoints/restore.py``); when this
     checkpoint already has a PREPARED or COMMITTED manifest, nothing is produced and that
-    manifest is returned (a retried or rerun job is idempotent); whether that existing manifest
-    is this run's own or another run's is the caller's to judge (``prepared_by`` names the run
-    that wrote each manifest; see ``kafka/checkpoints/identity.py``). ``fault_plan`` is the test
+    manifest is returned (a retried or rerun job is idempotent; ``prepared_by`` names the run that
+    wrote it, ``kafka/checkpoints/identity.py``). ``fault_plan`` is the test
     hook for fault injection (``spark/faults.py``); production code never passes it.
     ``input_record`` is the input the checkpoint carries, recorded in the manifest; the duplicate
     check itself (the input's claim) is the caller's, before the job starts
-    (``kafka/checkpoints/input_claims.py``).
-
-    ``store_access``: how the job reaches the store (credentials, endpoint; default: the store client's
-    standard chain); the Spark job passes what the operator's private file holds.
+    (``kafka/checkpoints/input_claims.py``). ``store_access``: the store's credentials and endpoint
+    (default: the store client's standard chain; the job passes its private file's).
 
     ``two_phase_commit=True`` opens every partition's transaction with KIP-939's Enable2Pc (the
     coordinator never times it out; each committable records ``two_phase``); it needs the Arrow
@@ -135,20 +132,19 @@ def write_exactly_once(
     ``timestamp_col`` (a timestamp, or a long of epoch milliseconds) is each record's CreateTime on
     both paths; without it (or where it is null) the producer stamps the record when it sends it.
 
-    ``record_formats`` (``kafka/registry/config.py``'s ``RecordFormats``: key and value formats and
-    the schema registry) encodes the key/value struct columns in the Confluent wire format; the
-    schema ids are resolved once per checkpoint before any transaction opens (``spark/record_formats.py``).
+    ``record_formats`` (``RecordFormats``) encodes the key/value struct columns in the Confluent wire
+    format, the schema ids resolved once per checkpoint before any transaction opens.
     """
     store = ManifestStore.configured(manifest_base_uri, source="manifest_base_uri", access=store_access)
     pipeline_id, transactional_id_prefix = pipeline_identity(pipeline_id, transactional_id_prefix)
     naming = NamingStrategy.parse(naming_strategy)
-    validated = (pipeline_id, topic, transactional_id_prefix, checkpoint_id, transaction_timeout_ms)
-    config, producer, arrow_settings = _checked_inputs(kafka_config, validated, producer, two_phase_commit)
+    config, producer, arrow_settings = _checked_inputs(
+        kafka_config, (pipeline_id, topic, transactional_id_prefix, checkpoint_id, transaction_timeout_ms),
+        producer, two_phase_commit)
     _check_session(df.sparkSession)
     formats = record_formats_module.parse(record_formats, df, key_col=key_col, value_col=value_col)
     plan = fault_plan if fault_plan is not None else FaultPlan()
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
-
     newer = _open_store(store, pipeline_id, naming, checkpoint_id)
     partitions = df.rdd.getNumPartitions()
     with TransactionAdmin(config) as admin:
@@ -167,13 +163,22 @@ def write_exactly_once(
                                     columns=(key_col, value_col, headers_col, partition_col, timestamp_col),
                                     plan=plan, producer=producer, two_phase=two_phase_commit,
                                     arrow_settings=arrow_settings, resolved_formats=resolved)
-        _check_one_per_transactional_id(committables)
-        _verify_still_prepared(admin, committables)
-        committables.extend(_group_offsets(config, input_record, transaction_timeout_ms, protocol, admin))
-        plan.before_manifest()
-        return _write_vote(store, committables, pipeline_id=pipeline_id, checkpoint_id=checkpoint_id,
-                           prefix=transactional_id_prefix, naming=naming, topic=topic, started_ms=started_ms,
-                           prepared_by=prepared_by, input_record=input_record)
+        return _vote(admin, store, committables, config=config, input_record=input_record,
+                     transaction_timeout_ms=transaction_timeout_ms, protocol=protocol, plan=plan,
+                     pipeline_id=pipeline_id, checkpoint_id=checkpoint_id, prefix=transactional_id_prefix,
+                     naming=naming, topic=topic, started_ms=started_ms, prepared_by=prepared_by)
+
+
+def _vote(admin: Any, store: ManifestStore, committables: list[Committable], *, config: KafkaClientConfig,
+          input_record: InputRecord | None, transaction_timeout_ms: int, protocol: TransactionProtocol,
+          plan: FaultPlan, **manifest_fields: Any) -> Manifest:
+    """The vote: every transaction checked once more, the offsets transaction added (Kafka input),
+    then the PREPARED manifest written; from here on the batch must commit."""
+    _check_one_per_transactional_id(committables)
+    _verify_still_prepared(admin, committables)
+    committables.extend(_group_offsets(config, input_record, transaction_timeout_ms, protocol, admin))
+    plan.before_manifest()
+    return _write_vote(store, committables, input_record=input_record, **manifest_fields)
 
 
 def _prepare_group_offsets(config: KafkaClientConfig, kafka_input: Any, transaction_timeout_ms: int,
