@@ -42,7 +42,6 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, Mani
 from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore, PreparedRef, prepared_index
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import STANDARD_CHAIN, StoreAccess
 from airflow_provider_kafka_eos.kafka.errors import DataLossError, VerdictUnknownError
-from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 from airflow_provider_kafka_eos.kafka.protocol.verdicts import TxnVerdict, Verdict, checkpoint_verdict
 from airflow_provider_kafka_eos.runbook import reference as runbook_reference
 
@@ -52,7 +51,7 @@ class RestoreAdmin(CheckpointAdmin, AbortingAdmin, Protocol):
     (it recommits and aborts) and the abort strategies it runs. A Protocol: ``kafka/checkpoints``
     does not import its sibling ``kafka/admin``."""
 
-__all__ = ["RestoreReport", "check_committable", "restore_pipeline", "settle_before_planning"]
+__all__ = ["RestoreReport", "restore_pipeline", "settle_before_planning"]
 
 log = logging.getLogger(__name__)
 
@@ -89,17 +88,6 @@ class RestoreReport:
             "marked_aborted": list(self.marked_aborted),
             "aborted_transactions": list(self.aborted_transactions),
         }
-
-
-def check_committable(admin: RestoreAdmin, committables: Iterable[Committable]) -> list[str]:
-    """Reasons why these committables can no longer all be committed (empty list: they can).
-
-    Read-only: the verdict of each (``admin.judge`` without the coordinator question: the
-    description and the partitions' data). Committed and still-open transactions are no reason;
-    an aborted one, one that cannot be committed safely, and one whose fate is unknown are.
-    """
-    verdicts = admin.judge(list(committables), ask_coordinator=False)
-    return [str(v.error) for v in verdicts.values() if v.error is not None]
 
 
 def restore_pipeline(
