@@ -7,6 +7,10 @@ printed). The same seed draws the same faults in the same order (their timing fo
 
 ``./run test``'s ``soak`` pass (scripts/test_passes.py) runs the same test with the same
 environment and pytest arguments (:func:`environment`, :func:`pytest_arguments`), 5 minutes.
+
+``--profile production`` is the shape a platform team deploys (:data:`PRODUCTION`): manifests on
+the S3-API server through an Airflow ``aws`` connection, Celery workers, both pipelines; the long
+records in docs/soak.md run it. An option given on the command line wins over the profile's.
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TEST = "tests/system/soak/test_soak.py"
 SEED_ENV = "KAFKA_EOS_SOAK_SEED"
+# The production shape (issue 35): what each option defaults to under ``--profile production``.
+PRODUCTION = {"store": "s3", "executor": "celery", "input": "both", "active_runs": 3}
+# ... and with no profile: the quick shape of ``./run test``'s pass.
+QUICK = {"store": "file", "executor": "local", "input": "files", "active_runs": 2}
 
 
 def environment(*, minutes: float, seed: int | None, out: Path | None = None, fault_every: str = "4,12",
@@ -53,6 +61,12 @@ def daily_seed(today: datetime | None = None) -> int:
     return int((today or datetime.now(timezone.utc)).strftime("%Y%m%d"))
 
 
+def profile_options(profile: str, given: dict[str, object]) -> dict[str, object]:
+    """The soak's shape: the profile's value for each option the command line left unset."""
+    base = PRODUCTION if profile == "production" else QUICK
+    return {name: given[name] if given.get(name) is not None else value for name, value in base.items()}
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="./run soak", description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=5.0, help="how long the nemesis runs (default 5)")
@@ -63,29 +77,36 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--spark", choices=("local", "cluster"), default="local",
                         help="spark-submit in local mode, or on a standalone cluster (master + 2 workers) "
                         "whose executors and workers the nemesis kills too")
-    parser.add_argument("--active-runs", type=int, choices=range(1, 5), default=2, metavar="{1-4}",
+    parser.add_argument("--profile", choices=("quick", "production"), default="quick",
+                        help="quick (default: local files, LocalExecutor, the file pipeline, 2 runs at "
+                        "once) or production (S3 through an aws connection, Celery, both pipelines, 3 "
+                        "runs at once); the options below override it")
+    parser.add_argument("--active-runs", type=int, choices=range(1, 5), default=None, metavar="{1-4}",
                         help="pipeline runs the driver keeps going at once (default 2); a long run on "
                         "an otherwise idle machine reaches more checkpoints with 4 (docs/soak.md)")
-    parser.add_argument("--store", choices=("file", "s3"), default="file",
+    parser.add_argument("--store", choices=("file", "s3"), default=None,
                         help="the manifest store: local files, or an S3-API server (moto) reached through "
                         "an Airflow aws connection, paused now and then by the nemesis")
-    parser.add_argument("--executor", choices=("local", "celery"), default="local",
+    parser.add_argument("--executor", choices=("local", "celery"), default=None,
                         help="Airflow's executor: LocalExecutor, or CeleryExecutor with Redis and two Celery "
                         "workers that the nemesis kills and pauses")
-    parser.add_argument("--input", choices=("files", "kafka", "both"), default="files",
+    parser.add_argument("--input", choices=("files", "kafka", "both"), default=None,
                         help="the pipelines under test: the file-input eos_pipeline, the Kafka-input "
                         "eos_kafka_to_kafka fed by transactional upstream writes (committed and aborted), "
                         "or both at once")
     parser.add_argument("--dir", default=None, help="where the history, summary and logs go")
     args, pytest_args = parser.parse_known_args(argv)
+    shape = profile_options(args.profile, vars(args))
     out = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="kafka-eos-soak-"))
     env = {**os.environ, **environment(minutes=args.minutes, seed=args.seed, out=out,
                                        fault_every=args.fault_every, spark=args.spark,
-                                       active_runs=args.active_runs, store=args.store,
-                                       executor=args.executor, input_=args.input)}
+                                       active_runs=shape["active_runs"], store=shape["store"],
+                                       executor=shape["executor"], input_=shape["input"])}
     timeout = int(args.minutes * 60 + 45 * 60)  # the soak plus start-up, the quiet period and the checks
     command = [sys.executable, "-m", "pytest", *pytest_arguments(timeout), *pytest_args]
-    print(f"soak: {args.minutes} min; history and logs in {out}", flush=True)
+    described = ", ".join(f"{name} {value}" for name, value in shape.items())
+    print(f"soak: {args.minutes} min, profile {args.profile} ({described}); history and logs in {out}",
+          flush=True)
     return subprocess.run(command, cwd=ROOT, env=env).returncode
 
 

@@ -56,7 +56,8 @@ def _run(bin_dir: Path, *argv: str) -> tuple[subprocess.CompletedProcess, str]:
     return done, log.read_text() if log.exists() else ""
 
 
-@pytest.mark.parametrize("argv", [("--executor", "celery"), ("--executor=celery", "--minutes", "1")])
+@pytest.mark.parametrize("argv", [("--executor", "celery"), ("--executor=celery", "--minutes", "1"),
+                                  ("--profile", "production")])
 def test_the_celery_soak_installs_redis_first(fresh_machine, argv):
     done, installed = _run(fresh_machine, "soak", *argv, "--help")
     assert done.returncode == 0, done.stderr

@@ -127,6 +127,17 @@ def test_the_soak_script_and_the_soak_pass_run_the_same_test_the_same_way(passes
     assert soak.daily_seed(datetime(2026, 11, 26, 23, 59, tzinfo=timezone.utc)) == 20261126
 
 
+def test_the_production_profile_is_the_shape_a_platform_team_deploys_and_options_override_it(passes):
+    """Issue 35: the long-run soak runs S3 through a connection, Celery and both pipelines."""
+    soak = passes._script("soak")
+    unset = {"store": None, "executor": None, "input": None, "active_runs": None}
+    assert soak.profile_options("production", unset) == {"store": "s3", "executor": "celery",
+                                                         "input": "both", "active_runs": 3}
+    assert soak.profile_options("production", {**unset, "executor": "local"})["executor"] == "local"
+    assert soak.profile_options("quick", unset) == {"store": "file", "executor": "local",
+                                                    "input": "files", "active_runs": 2}
+
+
 def test_every_pass_runs_in_exactly_one_lane(passes):
     named = [name for lane in passes.LANES for name in lane]
     assert sorted(named) == sorted(p.name for p in passes.PASSES)
