@@ -4,21 +4,19 @@ The soak in production's shape found the cleanup's ``commit_pending`` failing wi
 ``NoCredentialsError``: the store's credentials lived in a process-wide table that only some paths
 filled. Here no ``AWS_*`` variable exists in the process: the ``kafka_eos`` connection names the
 store and an ``aws`` connection holds its endpoint and keys, and every task of the DAG must reach
-the store with them (the hook's ``StoreAccess``, handed to each store call).
+the store with them (the hook's ``StoreAccess``, handed to each store call). The fixture
+(``s3_only_through_connections``) is in this folder's conftest.py.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 
 import pytest
-from txn_helpers import connect_admin, produce_in_transaction, set_kafka_eos_connection, states
+from txn_helpers import connect_admin, produce_in_transaction, states
 
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, read_manifest
-from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import StoreAccess
-from kafka_eos_testing import s3_server as s3
 from kafka_eos_testing.embedded import unique_name
 from kafka_eos_testing.transactions import write_prepared_manifest
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
@@ -26,30 +24,6 @@ from kafka_eos_testing.verify import assert_exactly_once, count_keys
 pytestmark = [pytest.mark.dag, pytest.mark.broker]
 
 DAG_FILE = pathlib.Path(__file__).resolve().parents[3] / "dags" / "eos_cleanup.py"
-STORE_CONN = "eos_manifest_store"
-
-
-@pytest.fixture
-def s3_only_through_connections(s3_server, kafka_broker, monkeypatch) -> tuple[str, StoreAccess]:
-    """A fresh bucket whose only way in is the ``aws`` connection the ``kafka_eos`` one names."""
-    import s3fs
-
-    for key in [k for k in os.environ if k.startswith("AWS_")]:
-        monkeypatch.delenv(key)
-    if (pathlib.Path.home() / ".aws").exists():
-        pytest.skip("~/.aws holds credentials the standard chain would find: the test needs none")
-    s3fs.S3FileSystem.clear_instance_cache()
-    bucket = unique_name("eos-conn-store").lower().replace("_", "-")[:60]
-    base = s3_server.create_bucket(bucket) + "/manifests"
-    monkeypatch.setenv(f"AIRFLOW_CONN_{STORE_CONN.upper()}", json.dumps({
-        "conn_type": "aws", "login": s3.ACCESS_KEY, "password": s3.SECRET_KEY,
-        "extra": {"endpoint_url": s3_server.endpoint, "region_name": s3.REGION}}))
-    set_kafka_eos_connection(monkeypatch, kafka_broker.bootstrap, manifest_base_uri=base,
-                             manifest_store_conn_id=STORE_CONN)
-    # The test's own way in (writing the vote as the Spark job would, reading the result).
-    access = StoreAccess({"key": s3.ACCESS_KEY, "secret": s3.SECRET_KEY, "endpoint_url": s3_server.endpoint,
-                          "client_kwargs": {"region_name": s3.REGION}})
-    return base, access
 
 
 def test_the_cleanup_commits_a_commit_pending_checkpoint_with_the_connections_store_credentials(
