@@ -18,6 +18,11 @@ The embedded broker runs in this process (``InProcessBroker``), so the harness c
 id's epoch directly (what 32,763 InitProducerId rounds do on a real Kafka, instantly) and time a
 transaction out on demand (``abort_timed_out`` for that transaction's start time). Replay a run with
 ``python -m kafka_eos_testing.verdict_harness --trials N --seed S``.
+
+With ``--apache-nodes 3`` the harness starts its own 3-node Apache Kafka 4.4 (the launcher's
+cluster, jars from Maven) and adds the fault a cluster allows: the coordinator's node killed
+(SIGKILL) while an EndTxn is in flight, started again before the restarted pipeline commits, so the
+verdict is read from a coordinator that loaded the transaction from its log.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ FAULTS = (
     "reuse_after_abort",
     "concurrent_committers",
     "commit_racing_timeout",
+    "coordinator_killed",
 )
 # Where a trial's id starts: low epochs, and the TV2 limit, where a completion rotates the producer id.
 START_EPOCHS = (None, None, 32762, 32763, 32764, 32765, 32766)
@@ -157,21 +163,28 @@ class RunReport:
                 "lost that a verdict called committed")
 
 
+KillCoordinator = Callable[[TransactionAdmin, str, Callable[[], None]], None]
+
+
 def run_trials(bootstrap: str, trials: int, seed: int, *, set_epoch: Callable[[str, int], None] | None = None,
                time_out: Callable[[str], None] | None = None, batch: int = 50,
-               age_real_ids: bool = False, progress: Callable[[str], None] | None = None) -> RunReport:
+               age_real_ids: bool = False, progress: Callable[[str], None] | None = None,
+               kill_coordinator: KillCoordinator | None = None, replicas: int = 1) -> RunReport:
     """Play ``trials`` seeded trials against the cluster at ``bootstrap`` and check them; see the module.
 
     ``set_epoch``: moves an idle id's epoch at once (the in-process broker). ``age_real_ids``: on a
     real cluster, each batch's fresh ids that start near the limit are aged together first with
     pipelined InitProducerId rounds (``age_transactional_ids``), as a long-lived pipeline ages them.
+    ``kill_coordinator(admin, transactional_id, in_flight)``: kills the id's coordinator node while
+    ``in_flight`` (an EndTxn) runs on another thread, and starts it again (a real cluster of 3).
     """
     rng = random.Random(seed)  # noqa: S311 - a replayable test schedule, not a secret
     report = RunReport(seed, trials)
     started = time.monotonic()
     topic = f"verdict-{seed}-{uuid.uuid4().hex[:6]}"
-    _create_topic(bootstrap, topic)
-    faults = [f for f in FAULTS if time_out is not None or "timeout" not in f]
+    _create_topic(bootstrap, topic, replicas)
+    faults = [f for f in FAULTS if (time_out is not None or "timeout" not in f)
+              and (kill_coordinator is not None or f != "coordinator_killed")]
     pool: list[str] = []  # ids free for a POOLING reuse by a later trial
     config = KafkaClientConfig({"bootstrap.servers": bootstrap})
     with TransactionAdmin(config, retry_timeout_ms=20_000) as admin:
@@ -191,7 +204,7 @@ def run_trials(bootstrap: str, trials: int, seed: int, *, set_epoch: Callable[[s
                 pool.append(tid)
             _move_epochs(admin, planned, set_epoch)
             for trial in planned:
-                _play(admin, bootstrap, topic, trial, rng, time_out)
+                _play(admin, bootstrap, topic, trial, rng, time_out, kill_coordinator)
                 report.faults[trial.fault] += 1
                 report.verdicts[trial.verdict] += 1
                 played.append(trial)
@@ -217,7 +230,7 @@ def _move_epochs(admin: TransactionAdmin, planned: list[Trial], set_epoch: Calla
 
 
 def _play(admin: TransactionAdmin, bootstrap: str, topic: str, trial: Trial, rng: random.Random,
-          time_out: Callable[[str], None] | None) -> None:
+          time_out: Callable[[str], None] | None, kill_coordinator: KillCoordinator | None = None) -> None:
     parts = rng.sample(range(PARTITIONS), rng.randint(1, 2))
     producer = "arrow" if rng.random() < 0.75 else "librdkafka"
     c = _prepare(admin, bootstrap, topic, trial.transactional_id, trial.keys, parts, producer)
@@ -252,6 +265,8 @@ def _play(admin: TransactionAdmin, bootstrap: str, topic: str, trial: Trial, rng
             t.start()
         for t in threads:
             t.join(60)
+    elif fault == "coordinator_killed" and kill_coordinator is not None:
+        kill_coordinator(admin, c.transactional_id, lambda: _end_txn_quietly(admin, c))
     elif fault == "commit_racing_timeout" and time_out is not None:
         racer = threading.Thread(target=time_out, args=(c.transactional_id,))
         racer.start()
@@ -301,6 +316,12 @@ def _end_txn(admin: TransactionAdmin, c: Committable) -> None:
     admin.wire.send(EndTxnRequest(transactional_id=c.transactional_id, producer_id=c.producer_id,
                                   producer_epoch=c.producer_epoch, committed=True, version=c.end_txn_version),
                     node if isinstance(node, int) else None)
+
+
+def _end_txn_quietly(admin: TransactionAdmin, c: Committable) -> None:
+    """An EndTxn whose coordinator may die under it: its answer, or its failure, is not the verdict."""
+    with contextlib.suppress(Exception):
+        _end_txn(admin, c)
 
 
 def _commit_quietly(admin: TransactionAdmin, c: Committable) -> None:
@@ -356,11 +377,46 @@ def _read_committed(bootstrap: str, topic: str) -> Counter:
         consumer.close()
 
 
-def _create_topic(bootstrap: str, topic: str) -> None:
+def _create_topic(bootstrap: str, topic: str, replicas: int = 1) -> None:
     client = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the futures are done
-    futures = client.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])
+    futures = client.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=replicas)])
     for future in futures.values():
         future.result(30)
+
+
+class CoordinatorKiller:
+    """``kill_coordinator`` on a launcher's cluster: SIGKILL the id's coordinator node while the
+    EndTxn is in flight, then start the node again (one node down at a time)."""
+
+    def __init__(self, cluster: Any, seed: int) -> None:
+        self.cluster = cluster
+        self.rng = random.Random(seed)  # noqa: S311 - a replayable fault schedule
+
+    def __call__(self, admin: TransactionAdmin, transactional_id: str, in_flight: Callable[[], None]) -> None:
+        node = admin.wire.coordinators([transactional_id]).get(transactional_id)
+        if not isinstance(node, int):
+            raise RuntimeError(f"{transactional_id}: no coordinator found ({node}) to kill")
+        sender = threading.Thread(target=in_flight, name="end-txn-in-flight")
+        sender.start()
+        # Where in the EndTxn the node dies (before it is read, while its markers go out, after):
+        # the fault's own draw, not a wait for anything.
+        time.sleep(self.rng.uniform(0.0, 0.03))
+        self.cluster.kill_node(node)
+        sender.join(60)
+        self.cluster.start_node(node)
+
+
+def _apache_trials(nodes: int, trials: int, seed: int) -> RunReport:
+    """A run on a cluster of its own (the launcher's Apache Kafka 4.4), node kills on 3 nodes."""
+    from kafka_eos_testing.apache_kafka.cluster import ApacheKafkaCluster
+
+    cluster = ApacheKafkaCluster({"nodes": nodes, "default_partitions": PARTITIONS})
+    try:
+        killer = CoordinatorKiller(cluster, seed) if nodes > 1 else None
+        return run_trials(cluster.bootstrap, trials, seed, age_real_ids=True, progress=_say,
+                          kill_coordinator=killer, replicas=nodes)
+    finally:
+        cluster.stop()
 
 
 def _say(line: str) -> None:
@@ -373,8 +429,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=int(time.strftime("%Y%m%d")))
     parser.add_argument("--bootstrap", help="a real cluster (ids aged to the epoch limit with InitProducerId "
                         "rounds; no timeout-abort faults); without it the in-process embedded broker")
+    parser.add_argument("--apache-nodes", type=int, choices=(1, 3),
+                        help="a real Apache Kafka 4.4 of its own, 1 or 3 nodes (3: the coordinator's node "
+                        "is killed mid-EndTxn among the faults)")
     args = parser.parse_args(argv)
-    if args.bootstrap:
+    if args.apache_nodes:
+        report = _apache_trials(args.apache_nodes, args.trials, args.seed)
+    elif args.bootstrap:
         report = run_trials(args.bootstrap, args.trials, args.seed, age_real_ids=True, progress=_say)
     else:
         broker = InProcessBroker(default_partitions=PARTITIONS)
