@@ -78,3 +78,25 @@ def test_a_python_driver_in_standalone_cluster_mode_is_refused_naming_sparks_rul
 def test_an_s3_store_in_cluster_mode_needs_the_mounted_config_never_argv(connections):
     _refused(_submit("s3://bucket/manifests", "spark_yarn_cm"),
              f"name the path in env_vars=.*{handoff.CONFIG_FILE_ENV}")
+
+
+def test_with_an_s3_store_and_a_mounted_file_no_secret_reaches_argv_conf_or_a_worker_file(
+    connections, monkeypatch
+):
+    """The worker's store credentials (an AWS connection) stay on the worker: the driver reads its own
+    from the mounted file's store_options (tests/hooks/test_store_credentials.py) or its standard chain."""
+    secret = "store-secret-0815"
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_EOS_CM", json.dumps(
+        {"conn_type": "kafka_eos", "extra": {"bootstrap.servers": "127.0.0.1:9",
+                                             "sasl.password": "kafka-pw-17",
+                                             "manifest_store_conn_id": "store_aws_cm"}}))
+    monkeypatch.setenv("AIRFLOW_CONN_STORE_AWS_CM", json.dumps(
+        {"conn_type": "aws", "login": "AKIDCM", "password": secret}))
+    operator = _submit("s3://bucket/manifests", "spark_yarn_cm",
+                       env_vars={handoff.CONFIG_FILE_ENV: "kafka-client.json"},
+                       files="/secrets/c.json#kafka-client.json")
+    operator._prepare_launch(7, None)
+    launched = json.dumps([operator.application_args, operator.conf, operator.env_vars, operator.py_files])
+    assert secret not in launched and "kafka-pw-17" not in launched and "AKIDCM" not in launched
+    assert operator.env_vars[handoff.CONFIG_FILE_ENV] == "kafka-client.json" and operator._config_file is None
+    assert not (connections / "private").exists()  # no private file: the driver could not read it
