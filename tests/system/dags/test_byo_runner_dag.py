@@ -2,18 +2,25 @@
 the job in ``@task.pyspark`` (a local SparkSession in this process), the embedded broker.
 
 The commit task gets nothing from the job: it finds the checkpoint by pipeline id and input id in
-the manifest store. A second run over the same batch writes nothing and commits nothing new.
+the manifest store. A second run over the same batch writes nothing and commits nothing new. The
+store is S3 (the moto server of tests/support/s3_fixtures.py) reached only through Airflow
+connections, as in production: no ``AWS_*`` variable exists, both tasks use the ``aws`` connection
+the ``kafka_eos`` one names (the input's claim is a conditional put there).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import sys
 
 import pytest
 
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, find_manifests
+from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import StoreAccess
+from kafka_eos_testing import s3_server as s3
+from kafka_eos_testing.embedded import unique_name as new_name
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.dag, pytest.mark.spark, pytest.mark.broker]
@@ -24,11 +31,31 @@ from eos_sample_events import write_batch  # noqa: E402
 
 
 @pytest.fixture
-def byo_dag(airflow_db, kafka_broker, monkeypatch):
+def s3_store(s3_server, monkeypatch) -> tuple[str, StoreAccess]:
+    """A fresh bucket whose only way in is the ``aws`` connection (and the test's own access)."""
+    import s3fs
+
+    for key in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(key)
+    if (pathlib.Path.home() / ".aws").exists():
+        pytest.skip("~/.aws holds credentials the standard chain would find: the test needs none")
+    s3fs.S3FileSystem.clear_instance_cache()
+    base = s3_server.create_bucket(new_name("eos-byo").lower().replace("_", "-")[:60]) + "/manifests"
+    monkeypatch.setenv("AIRFLOW_CONN_BYO_STORE", json.dumps({
+        "conn_type": "aws", "login": s3.ACCESS_KEY, "password": s3.SECRET_KEY,
+        "extra": {"endpoint_url": s3_server.endpoint, "region_name": s3.REGION}}))
+    options = {"key": s3.ACCESS_KEY, "secret": s3.SECRET_KEY, "endpoint_url": s3_server.endpoint,
+               "client_kwargs": {"region_name": s3.REGION}}
+    return base, StoreAccess(options)
+
+
+@pytest.fixture
+def byo_dag(airflow_db, kafka_broker, s3_store, monkeypatch):
     from airflow.dag_processing.dagbag import DagBag
 
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_EOS_DEFAULT", json.dumps(
-        {"conn_type": "kafka_eos", "extra": kafka_broker.client_config()}))
+        {"conn_type": "kafka_eos", "extra": {**kafka_broker.client_config(), "manifest_base_uri": s3_store[0],
+                                             "manifest_store_conn_id": "byo_store"}}))
     # The connection's extra is the session's conf (@task.pyspark): the Python workers run this one.
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", json.dumps(
         {"conn_type": "spark", "host": "local[2]",
@@ -54,17 +81,18 @@ def _states(run) -> dict[str, str]:
 
 
 def test_a_job_of_any_runner_is_committed_by_pipeline_and_input_and_a_rerun_writes_nothing(
-    byo_dag, kafka_broker, tmp_path, unique_name
+    byo_dag, kafka_broker, s3_store, tmp_path, unique_name
 ):
     pipeline_id, topic = unique_name("byo").replace("-", "_"), unique_name("byo-out")
-    store = (tmp_path / "manifests").as_uri()
+    store, access = s3_store
     expected = write_batch(tmp_path / "input", "b1", users=40)
+    # manifest_base_uri "": the connection's store, as both tasks read it
     conf = {"batch": "b1", "pipeline_id": pipeline_id, "topic": topic, "input_dir": str(tmp_path / "input"),
-            "manifest_base_uri": store}
+            "manifest_base_uri": ""}
 
     run = byo_dag.test(run_conf=conf)
     assert _states(run) == {"job": "success", "commit": "success"}, _states(run)
-    [(_, manifest)] = find_manifests(store, pipeline_id)
+    [(_, manifest)] = find_manifests(store, pipeline_id, access=access)
     assert manifest.status is ManifestStatus.COMMITTED and manifest.input.id == "b1"
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
     written = sum(count_keys(kafka_broker.bootstrap, topic, isolation="read_uncommitted").values())
@@ -77,6 +105,7 @@ def test_a_job_of_any_runner_is_committed_by_pipeline_and_input_and_a_rerun_writ
     assert job.xcom_pull(task_ids="job")["written"] is False
     commit = next(ti for ti in again.get_task_instances() if ti.task_id == "commit")
     assert commit.xcom_pull(task_ids="commit")["status"] == "already_committed"
-    assert [m.checkpoint_id for _, m in find_manifests(store, pipeline_id)] == [manifest.checkpoint_id]
+    manifests = find_manifests(store, pipeline_id, access=access)
+    assert [m.checkpoint_id for _, m in manifests] == [manifest.checkpoint_id]
     assert sum(count_keys(kafka_broker.bootstrap, topic, isolation="read_uncommitted").values()) == written
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
