@@ -63,6 +63,7 @@ __all__ = [
     "SPARK_PROVIDER_INSTALLED",
     "EosSparkSubmitHook",
     "LaunchSettings",
+    "check_deploy_target",
     "job_arguments",
     "launch_settings",
     "missing_spark_provider_error",
@@ -197,6 +198,58 @@ def write_private_config(
         {handoff.PRIVATE_FILE_CONFIG_KEY: config.confluent(), handoff.PRIVATE_FILE_PARAMS_KEY: params,
          **({handoff.PRIVATE_FILE_STORE_KEY: dict(store_options)} if store_options else {})},
     )
+
+
+# What Spark's own spark-submit says (measured on PySpark 4.2) when asked for a Python driver in a
+# standalone cluster's cluster deploy mode; the operator says it first, with the next step.
+STANDALONE_PYTHON_CLUSTER_REFUSAL = (
+    "Cluster deploy mode is currently not supported for python applications on standalone clusters")
+
+
+def check_deploy_target(
+    *, master: str, cluster_mode: bool, store_uri: str, mounted_config: str | None
+) -> None:
+    """Refuse, before an input is claimed or a job submitted, a cluster-mode launch that cannot work.
+
+    In cluster deploy mode the driver runs on a cluster machine. It writes the checkpoint's
+    manifest, which the commit task (on an Airflow worker) reads: a store on this worker's disk
+    (``file://`` or a path) would be written on the cluster machine and never seen, so it is
+    refused by name, with the next step (a shared store: ``s3://``, ``gs://``, ``abfs://``,
+    ``hdfs://``). A standalone master (``spark://``) runs no Python driver in cluster mode (Spark
+    refuses it); and the driver cannot read this worker's private file, so the Kafka config (and
+    the store's credentials, under ``store_options``) must be a file the platform mounts on the
+    driver, named in ``env_vars`` (never argv).
+    """
+    from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import is_local_uri
+
+    if not cluster_mode:
+        return
+    if is_local_uri(store_uri):
+        raise ConfigError(
+            f"deploy_mode 'cluster': manifest store {store_uri} is on this Airflow worker's disk, but the "
+            "driver runs on a cluster machine and would write the checkpoint's manifest there, where the "
+            "commit task never reads it. Use a store the driver and the Airflow workers share (an s3:// "
+            "store, or gs://, abfs://, hdfs://) as manifest_base_uri or the connection's manifest_base_uri, "
+            "or deploy_mode 'client'. Nothing was claimed or submitted (docs/user-guide/spark-cluster.md)",
+            runbook="manifest-store",
+        )
+    if master.startswith("spark://"):
+        raise ConfigError(
+            f"deploy_mode 'cluster' on the standalone master {master}: Spark runs no Python driver there "
+            f"(spark-submit: {STANDALONE_PYTHON_CLUSTER_REFUSAL!r}). Use deploy_mode 'client' (the driver "
+            "runs on this worker, the executors on the cluster), or YARN / Kubernetes for a driver on the "
+            "cluster. Nothing was claimed or submitted (docs/user-guide/spark-cluster.md)",
+            runbook="configuration",
+        )
+    if not mounted_config:
+        raise ConfigError(
+            f"deploy_mode 'cluster': the driver cannot read this worker's private file; mount the Kafka "
+            f"client config (and the store's credentials under {handoff.PRIVATE_FILE_STORE_KEY!r}) on the "
+            f"driver with the platform's secrets and name the path in "
+            f"env_vars={{'{handoff.CONFIG_FILE_ENV}': ...}}. Nothing was claimed or submitted "
+            "(docs/user-guide/spark-cluster.md)",
+            runbook="configuration",
+        )
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from airflow_provider_kafka_eos.assets.events import (
     with_committed_alias,
 )
 from airflow_provider_kafka_eos.assets.lineage import KafkaLineageMixin
-from airflow_provider_kafka_eos.kafka.errors import ManifestError
+from airflow_provider_kafka_eos.kafka.errors import ManifestError, UsageError
 from airflow_provider_kafka_eos.tasks.fail_now import raises_fail_now
 from airflow_provider_kafka_eos.ui.links import CheckpointViewLink, remember_checkpoint
 
@@ -34,8 +34,15 @@ __all__ = ["KafkaCommitTransactionsOperator"]
 class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
     """Commit every transaction of one checkpoint manifest, then mark it COMMITTED.
 
-    :param manifest_uri: the manifest to commit (templated). Default: the XCom return value of
-        ``submit_task_id`` (what ``SparkEosSubmitOperator`` pushes).
+    :param manifest_uri: the manifest to commit (templated). Default: the checkpoint that carries
+        ``input_id`` when that is set, else the XCom return value of ``submit_task_id`` (what
+        ``SparkEosSubmitOperator`` pushes).
+    :param pipeline_id: with ``input_id`` (both templated): commit the checkpoint whose input claim
+        names that input, found in the manifest store; what a job started by any other operator
+        prepared with ``write_input_exactly_once`` (docs/user-guide/own-runner.md). No XCom needed.
+    :param input_id: the input identity the job claimed (templated).
+    :param manifest_base_uri: the store to look the input up in; default: the connection's
+        ``manifest_base_uri``.
     :param submit_task_id: the task whose XCom names the manifest when ``manifest_uri`` is not set.
     :param kafka_eos_conn_id: the ``kafka_eos`` connection.
     :param max_workers: parallel EndTxn requests.
@@ -49,7 +56,8 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
     an event only from the try that committed records to it.
     """
 
-    template_fields: Sequence[str] = ("manifest_uri", "kafka_eos_conn_id", "submit_task_id")
+    template_fields: Sequence[str] = ("manifest_uri", "kafka_eos_conn_id", "submit_task_id", "pipeline_id",
+                                      "input_id", "manifest_base_uri")
     operator_extra_links = (CheckpointViewLink(),)  # its checkpoint in the operators' view
     ui_color = "#b7e8c4"
 
@@ -60,14 +68,23 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
         submit_task_id: str = "submit",
         kafka_eos_conn_id: str = "kafka_eos_default",
         max_workers: int = 16,
+        pipeline_id: str | None = None,
+        input_id: str | None = None,
+        manifest_base_uri: str | None = None,
         **kwargs: Any,
     ) -> None:
+        if (pipeline_id is None) != (input_id is None):
+            raise UsageError("pipeline_id and input_id go together: the commit task finds the checkpoint "
+                             "by both (or give manifest_uri, or neither for the submit task's XCom)")
         kwargs["outlets"] = with_committed_alias(kwargs.get("outlets"))
         super().__init__(**kwargs)
         self.manifest_uri = manifest_uri
         self.submit_task_id = submit_task_id
         self.kafka_eos_conn_id = kafka_eos_conn_id
         self.max_workers = max_workers
+        self.pipeline_id = pipeline_id
+        self.input_id = input_id
+        self.manifest_base_uri = manifest_base_uri
 
     @raises_fail_now
     def execute(self, context: Any) -> dict[str, Any]:
@@ -75,8 +92,8 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
         from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint
         from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, read_manifest
 
-        uri = self._resolve_uri(context)
         hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
+        uri = self._resolve_uri(context, hook)
         access = hook.store_access(uri)  # the store's credentials: the connection's, else the standard chain
         manifest = read_manifest(uri, access=access)
         remember_checkpoint(self, self.kafka_eos_conn_id, manifest.pipeline_id, manifest.checkpoint_id)
@@ -104,9 +121,18 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
             settle_declared_topic_assets(self, None)
         return report.to_dict()
 
-    def _resolve_uri(self, context: Any) -> str:
+    def _resolve_uri(self, context: Any, hook: Any) -> str:
         if self.manifest_uri:
             return str(self.manifest_uri)
+        if self.input_id is not None:  # a job of any runner: the input's claim names the checkpoint
+            from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import claimed_manifest_uri
+            from airflow_provider_kafka_eos.kafka.validation import validate_pipeline_id
+
+            pipeline_id = validate_pipeline_id(str(self.pipeline_id), field="pipeline_id")
+            store = hook.manifest_store(self.manifest_base_uri)
+            uri = claimed_manifest_uri(store, pipeline_id, str(self.input_id))
+            self.log.info("pipeline %s, input %r: checkpoint manifest %s", pipeline_id, self.input_id, uri)
+            return uri
         uri = context["ti"].xcom_pull(task_ids=self.submit_task_id)
         if not uri or not isinstance(uri, str):
             raise ManifestError(

@@ -41,6 +41,7 @@ from airflow_provider_kafka_eos.assets.lineage import KafkaLineageMixin, kafka_n
 from airflow_provider_kafka_eos.hooks.spark_submit import (
     SPARK_PROVIDER_INSTALLED,
     EosSparkSubmitHook,
+    check_deploy_target,
     job_arguments,
     launch_settings,
     missing_spark_provider_error,
@@ -56,7 +57,6 @@ from airflow_provider_kafka_eos.kafka.checkpoints.identity import (
 from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import ClaimOutcome, InputVerdict, claim_input
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, manifest_uri, read_manifest
 from airflow_provider_kafka_eos.kafka.errors import (
-    ConfigError,
     KafkaEosError,
     ManifestError,
     UsageError,
@@ -282,6 +282,10 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         require_spark_connection(self.spark_conn_id)
         store = self._manifest_store()
         self.manifest_base_uri = store.base_uri
+        master, cluster_mode = self._deploy_target()
+        # A driver on the cluster: refused here, before the input's claim, when it cannot work.
+        check_deploy_target(master=master, cluster_mode=cluster_mode, store_uri=store.base_uri,
+                            mounted_config=(self.env_vars or {}).get(handoff.CONFIG_FILE_ENV))
         checkpoint = self._checkpoint_id(context)
         run = run_identity(context)
         checkpoint = self._claim_input(context, store, checkpoint, run)
@@ -306,18 +310,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
     def _prepare_launch(self, checkpoint: int, run: RunIdentity | None) -> None:
         """The job's arguments, and its environment, conf and files (``hooks/spark_submit.py``)."""
         self.application_args = self._job_args(checkpoint, run)
-        # master and deploy mode, resolved the provider's way from this operator's arguments
-        master, cluster_mode = EosSparkSubmitHook.adopt(super()._get_hook()).deploy_target
-        # In cluster deploy mode the driver runs on the cluster: the Kafka config must reach it
-        # through the platform's secret mechanism (a mounted file named in env_vars), never argv.
+        master, cluster_mode = self._deploy_target()
         mounted_config = (self.env_vars or {}).get(handoff.CONFIG_FILE_ENV)
-        if cluster_mode and not mounted_config:
-            raise ConfigError(
-                f"deploy_mode 'cluster': the driver cannot read this worker's temp files; mount the Kafka "
-                f"client config on the driver with the platform's secrets and name the path in "
-                f"env_vars={{'{handoff.CONFIG_FILE_ENV}': ...}} (docs/user-guide/spark-cluster.md)",
-                runbook="configuration",
-            )
         self._config_file = None if mounted_config else self._write_client_config()
         if mounted_config and self.application_params:
             # The mounted file holds only the client config: the params (never secrets, see the
@@ -330,6 +324,11 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             executor_python=self.executor_python, master=master, cluster_mode=cluster_mode,
         )
         self.env_vars, self.conf, self.py_files = settings.env_vars, settings.conf, settings.py_files
+
+    def _deploy_target(self) -> tuple[str, bool]:
+        """(master, cluster deploy mode), resolved the provider's way from this operator's arguments
+        and its Spark connection (``deploy_mode``, else the connection's ``deploy-mode`` extra)."""
+        return EosSparkSubmitHook.adopt(super()._get_hook()).deploy_target
 
     def _read_result(self, expected_uri: str) -> Any:
         """The job's manifest, PREPARED or COMMITTED (the URI it reported must be the expected one)."""

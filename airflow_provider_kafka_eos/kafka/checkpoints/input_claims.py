@@ -73,6 +73,7 @@ __all__ = [
     "InputVerdict",
     "claim_input",
     "claim_uri",
+    "claimed_manifest_uri",
     "read_claim",
 ]
 
@@ -184,6 +185,32 @@ def read_claim(store: ManifestStore, pipeline_id: str, input_id: str) -> InputCl
     """The input's claim, None when there is none; ManifestStoreError when the store cannot say."""
     found = _read_versioned_claim(store, pipeline_id, input_id)
     return found[0] if found is not None else None
+
+
+def claimed_manifest_uri(store: ManifestStore, pipeline_id: str, input_id: str) -> str:
+    """The manifest of the checkpoint that carries ``input_id``: how a commit task finds what a job
+    started by another operator prepared, with no word from that job (docs/user-guide/own-runner.md).
+
+    ManifestError naming the claim when no job claimed the input, or when the claimed checkpoint
+    has no manifest yet (the job is still running, or died before preparing it): nothing to commit.
+    """
+    input_id = validate_input_id(input_id)
+    claim = read_claim(store, pipeline_id, input_id)
+    uri = claim_uri(store, pipeline_id, input_id)
+    if claim is None:
+        raise ManifestError(
+            f"pipeline {pipeline_id!r}: no checkpoint holds input {input_id!r} (no claim {uri}): the job did "
+            "not run, wrote to another store or pipeline id, or did not name this input. Nothing to commit: "
+            "run the job (write_input_exactly_once with this pipeline id and input id), then this task",
+            runbook="commit-task-failed")
+    manifest_uri = _manifest_uri(store, claim)
+    if _manifest_of(store, claim) is None:
+        raise ManifestError(
+            f"pipeline {pipeline_id!r}: input {input_id!r} is claimed by {_who(claim)} for checkpoint "
+            f"{claim.checkpoint_id}, but {manifest_uri} does not exist: the job has not prepared it (still "
+            "running, or it failed before its manifest). Nothing to commit: let the job finish (or rerun "
+            "it), then retry this task", runbook="commit-task-failed")
+    return manifest_uri
 
 
 def _read_versioned_claim(
