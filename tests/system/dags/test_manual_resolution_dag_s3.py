@@ -36,8 +36,8 @@ def test_the_form_commits_one_checkpoint_and_gives_up_another_with_the_connectio
     produce_in_transaction(kafka_broker.bootstrap, kept, topic, ["k1", "k2"], commit=False)
     produce_in_transaction(kafka_broker.bootstrap, given_up, topic, ["g1", "g2"], commit=False)
     with connect_admin(kafka_broker.bootstrap) as admin:
-        kept_uri = write_prepared_manifest(admin, base, "orders", topic, [kept], checkpoint_id=4, prefix=prefix,
-                                           access=access)
+        kept_uri = write_prepared_manifest(admin, base, "orders", topic, [kept], checkpoint_id=4,
+                                           prefix=prefix, access=access)
         given_up_uri = write_prepared_manifest(admin, base, "orders", topic, [given_up], checkpoint_id=5,
                                                prefix=prefix, access=access)
         assert not any(k.startswith("AWS_") for k in os.environ)
@@ -50,7 +50,8 @@ def test_the_form_commits_one_checkpoint_and_gives_up_another_with_the_connectio
         assert str(refused.state) == "failed"
         assert states(admin, [given_up]) == {given_up: "Ongoing"}
 
-        committed = dag.test(run_conf={**BLANK_FORM, "action": "commit-from-manifest", "manifest_uri": kept_uri})
+        committed = dag.test(run_conf={**BLANK_FORM, "action": "commit-from-manifest",
+                                       "manifest_uri": kept_uri})
         assert str(committed.state) == "success"
         gave_up = dag.test(run_conf={**BLANK_FORM, "action": "abort", "manifest_uri": given_up_uri,
                                      "unprotected": True})
