@@ -29,7 +29,7 @@ from airflow_provider_kafka_eos.kafka.validation import (
 )
 
 GOOD_MANIFEST = {
-    "schema_version": 1,
+    "schema_version": 4,
     "pipeline_id": "orders",
     "checkpoint_id": 7,
     "transactional_id_prefix": "orders",
@@ -52,6 +52,9 @@ GOOD_MANIFEST = {
     ],
     "created_at_ms": 1_700_000_002_000,
     "updated_at_ms": 1_700_000_002_000,
+    "prepared_by": None,
+    "input": None,
+    "decision": None,
 }
 
 # -- validators ----------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 # -- the manifest parser -------------------------------------------------------------------------
 
 _VALID = {
-    "schema_version": 1, "pipeline_id": "orders", "checkpoint_id": 7, "transactional_id_prefix": "orders",
+    "schema_version": 4, "pipeline_id": "orders", "checkpoint_id": 7, "transactional_id_prefix": "orders",
     "naming_strategy": "INCREMENTING", "topic": "orders", "status": "PREPARED",
     "committables": [{
         "transactional_id": "orders-0-7", "producer_id": 4001, "producer_epoch": 3,
@@ -39,7 +39,7 @@ _VALID = {
         "prepared_at_ms": 1, "transaction_start_ms": 1, "transaction_timeout_ms": 900_000,
         "transaction_version": 2, "end_txn_version": 5,
     }],
-    "created_at_ms": 1, "updated_at_ms": 1,
+    "created_at_ms": 1, "updated_at_ms": 1, "prepared_by": None, "input": None, "decision": None,
 }
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),

@@ -97,14 +97,14 @@ def test_bad_naming_strategy_is_refused_at_parse_time():
 
 def test_commit_of_a_malformed_manifest_changes_nothing(tmp_path, kafka_conn):
     uri = tmp_path / "checkpoint-000000000001.json"
-    uri.write_text('{"schema_version": 1, "pipeline_id": "x"}')
+    uri.write_text('{"schema_version": 4, "pipeline_id": "x"}')
     operator = KafkaCommitTransactionsOperator(
         task_id="commit", manifest_uri=str(uri), kafka_eos_conn_id=kafka_conn
     )
     with pytest.raises(ManifestError) as excinfo:
         operator.execute({})
     assert str(uri) in str(excinfo.value)
-    assert uri.read_text() == '{"schema_version": 1, "pipeline_id": "x"}'
+    assert uri.read_text() == '{"schema_version": 4, "pipeline_id": "x"}'
 
 
 def test_commit_without_a_manifest_uri_names_the_submit_task(kafka_conn):
