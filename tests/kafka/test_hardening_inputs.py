@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from airflow_provider_kafka_eos.cli.options import build_parser
+from airflow_provider_kafka_eos.cli.options import complete
 from airflow_provider_kafka_eos.cli.settings import client_config_of, resolution_request_of
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, read_manifest
 from airflow_provider_kafka_eos.kafka.config import SECRET_ENV_VARS, KafkaClientConfig
@@ -162,7 +162,7 @@ def _config(tmp_path, argv, env, properties=None):
         path = tmp_path / "client.properties"
         path.write_text(properties)
         argv = [*argv, "--command-config", str(path)]
-    return client_config_of(build_parser().parse_args(["--action", "list", *argv]), env)
+    return client_config_of(complete(["list", *argv]), env)
 
 
 def test_command_config_without_bootstrap_combines_with_bootstrap_servers(tmp_path):
@@ -203,7 +203,7 @@ def test_every_secret_key_has_an_environment_variable():
 
 
 def test_cli_request_refuses_a_lone_surrogate_prefix():
-    args = build_parser().parse_args(["--action", "list", "--prefix", "etl-\udc80"])
+    args = complete(["list", "--prefix", "etl-\udc80"])
     with pytest.raises(UsageError, match="--prefix"):
         resolution_request_of(args)
 

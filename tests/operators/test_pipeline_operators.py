@@ -71,7 +71,7 @@ def test_missing_spark_connection_fails_instead_of_falling_back_to_yarn(kafka_co
         operator.execute(context)
     assert isinstance(excinfo.value.__cause__, ConfigError)
     assert "no_such_spark_conn" in str(excinfo.value) and "yarn" in str(excinfo.value)
-    assert "kafka-eos-txn --runbook " in str(excinfo.value)
+    assert "kafka-eos-txn runbook " in str(excinfo.value)
     assert list(tmp_path.iterdir()) == []  # no config file was written
 
 
@@ -129,7 +129,7 @@ def test_commit_of_an_aborted_manifest_is_a_named_data_loss(tmp_path, kafka_conn
     with pytest.raises(DataLossError) as excinfo:
         operator.execute({})
     assert "orders-0-5" in str(excinfo.value)
-    assert "kafka-eos-txn --runbook rerun-a-checkpoint (" in str(excinfo.value)
+    assert "kafka-eos-txn runbook rerun-a-checkpoint (" in str(excinfo.value)
 
 
 @pytest.mark.spark

@@ -169,7 +169,7 @@ def test_speculation_is_refused_before_anything_is_written(spark, kafka_broker, 
     finally:
         conf.set("spark.speculation", "false")
     assert "spark.speculation" in str(excinfo.value)
-    assert "kafka-eos-txn --runbook speculative-execution (" in str(excinfo.value)
+    assert "kafka-eos-txn runbook speculative-execution (" in str(excinfo.value)
     assert find_manifests(str(tmp_path), prefix) == []
     with _admin(kafka_broker) as admin:
         assert admin.list(prefixes=[prefix]) == []

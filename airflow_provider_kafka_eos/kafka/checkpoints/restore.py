@@ -180,7 +180,7 @@ def _abort_own_ids(admin: RestoreAdmin, ids: Sequence[str], protected: Mapping[s
     The decision is ``plan_abort``'s (the one abort rule: only Ongoing, never an id a PREPARED
     manifest lists), with ``ids`` as the owned ones. An open transaction whose producer id and
     epoch a COMMITTED manifest lists is refused too: that manifest says it was committed, so it is
-    left for a human (``kafka-eos-txn --action checkpoints``), never aborted.
+    left for a human (``kafka-eos-txn checkpoints``), never aborted.
     """
     ids = list(dict.fromkeys(i for i in ids if i))
     descriptions = admin.describe(ids, missing_ok=True)  # an id never used has nothing to abort
@@ -191,7 +191,7 @@ def _abort_own_ids(admin: RestoreAdmin, ids: Sequence[str], protected: Mapping[s
         uri = committed.get((tid, description.producer_id, description.producer_epoch))
         if uri is not None:
             log.error("%s is open under producer id %d epoch %d, which COMMITTED manifest %s lists: not "
-                      "aborted (check that checkpoint with kafka-eos-txn --action checkpoints)", tid,
+                      "aborted (check that checkpoint with kafka-eos-txn checkpoints)", tid,
                       description.producer_id, description.producer_epoch, uri)
             continue
         candidates.append(AbortCandidate.of(description))
