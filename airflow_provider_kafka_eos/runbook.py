@@ -4,7 +4,7 @@ The pages live in ``docs/runbook/`` (the one copy; ``runbook_pages/`` in this pa
 to it that the build follows, so wheels and sdists carry the files). An error names a page in two
 forms, one for a shell on the worker and one for a browser::
 
-    Next step: kafka-eos-txn --runbook data-loss (https://.../docs/runbook/data-loss.md)
+    Next step: kafka-eos-txn runbook data-loss (https://.../docs/runbook/data-loss.md)
 
 No Airflow, Spark or Kafka import here: Spark executors and the CLI use it.
 """
@@ -30,7 +30,7 @@ def page_url(page: str) -> str:
 
 def reference(page: str) -> str:
     """How a message names a page: the command that prints it, then its URL."""
-    return f"kafka-eos-txn --runbook {page} ({page_url(page)})"
+    return f"kafka-eos-txn runbook {page} ({page_url(page)})"
 
 
 def _folder() -> resources.abc.Traversable:

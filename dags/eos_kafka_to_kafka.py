@@ -10,7 +10,7 @@ Copy and adapt. Each run is one checkpoint:
    it, and the result is prepared in Kafka with one transaction per Spark partition, plus one
    transaction that moves the consumer group's offsets to ``to``. The manifest lists them all.
 2. ``commit``: commits every transaction the manifest lists: the output and the group's offsets
-   become visible together. A checkpoint given up (``kafka-eos-txn --action abort --manifest``)
+   become visible together. A checkpoint given up (``kafka-eos-txn abort --manifest``)
    moves nothing: the next run reads its range again.
 
 The first checkpoint starts where ``input_start`` says (``earliest``, ``latest``, ``group`` to

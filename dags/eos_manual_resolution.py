@@ -18,7 +18,7 @@ Trigger it with the form ("Trigger DAG w/ config"): pick an action and fill in w
 (``kafka/operations/resolution_request.py``) in this form's words: e.g. ``commit`` without a
 "Producer epoch" fails
 before anything is sent, and the task log starts with the request as submitted. The rows are
-logged as a table and pushed to XCom. Runbook: ``kafka-eos-txn --runbook`` lists the pages (each
+logged as a table and pushed to XCom. Runbook: ``kafka-eos-txn runbook`` lists the pages (each
 has the DAG way and the CLI way).
 """
 

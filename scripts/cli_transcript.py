@@ -96,7 +96,7 @@ def main() -> None:
             f"kafka-eos-txn commit --manifest {manifest} --dry-run",
             f"kafka-eos-txn commit --manifest {manifest}",
             "kafka-eos-txn commit --transactional-id etl-orders-1-2 --producer-id 1 --json",
-            "kafka-eos-txn --action list --bootstrap-servers $KAFKA_BOOTSTRAP_SERVERS --state CompleteCommit",
+            "kafka-eos-txn list --bootstrap-servers $KAFKA_BOOTSTRAP_SERVERS --state CompleteCommit",
         ):
             shell(line, env, out)
         produce_transaction(

@@ -63,7 +63,7 @@ def run(
     env = os.environ if env is None else env
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args, parser = complete(argv)
+        args = complete(argv)
     except UsageExit as refused:  # argparse's own refusal: printed; with --json, as JSON on stdout too
         if "--json" in argv:
             doc = {"ok": False, "error": refused.message, "exit_code": EXIT_USAGE}
@@ -72,10 +72,8 @@ def run(
         return EXIT_USAGE
     if args.command == "completion":
         return print_completion(args.shell, stdout, stderr)
-    if args.runbook is not None:
-        return print_runbook(args.runbook, stdout, stderr, render=False if args.plain else None)
-    if not args.action:
-        parser.error("the following arguments are required: --action")
+    if args.command == "runbook":
+        return print_runbook(args.page or "", stdout, stderr, render=False if args.plain else None)
     _quiet_client_logs(args.verbose)
     try:
         return _execute(args, env, stdout, stderr)
@@ -137,7 +135,7 @@ def _result(args: Any, env: Any, stdout: TextIO, stderr: TextIO) -> Any:
     deadline = time.monotonic() + timeout_ms / 1000
     path, props = command_properties(args, env)
     manifest_base = manifest_base_of(args, env, props, connection)
-    if args.action == CHECKPOINTS:
+    if args.command == CHECKPOINTS:
         return _checkpoints(args, manifest_base, store_access_for(connection, manifest_base))
     request = resolution_request_of(args, manifest_base)
     access = store_access_for(connection, request.manifest_uri or request.manifest_base_uri)

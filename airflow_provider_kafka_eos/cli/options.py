@@ -1,10 +1,10 @@
-"""The command line of ``kafka-eos-txn``: subcommands, and the seed's ``--action X`` form beside them.
+"""The command line of ``kafka-eos-txn``: one subcommand per action, each with its own options.
 
-Both forms fill the same namespace (:data:`DEFAULTS` names every attribute), so the rest of the
-tool never asks which form was used. A subcommand takes only the options that mean something to
-it (``kafka-eos-txn abort --help`` lists them); the seed form keeps its one flat list, and its own
-messages for an option given to the wrong action. Only the standard library is imported here:
-``--help``, ``--version`` and shell completion must start fast.
+A subcommand takes only the options that mean something to it (``kafka-eos-txn abort --help``
+lists them), so an option given to the wrong command is refused by the parser, by name; every
+command fills the same namespace (:data:`DEFAULTS` names every attribute), so the rest of the tool
+never asks which options a command has. Only the standard library is imported here: ``--help``,
+``--version`` and shell completion must start fast.
 """
 
 from __future__ import annotations
@@ -31,12 +31,9 @@ CHECKPOINTS = "checkpoints"  # reads the manifest store, not Kafka
 DEFAULT_TIMEOUT = "60s"
 SHELLS = ("bash", "zsh", "fish", "tcsh", "powershell")
 
-# Every attribute a parsed command line has, whichever form filled it.
+# Every attribute a parsed command line has, whichever command filled it.
 DEFAULTS: dict[str, Any] = {
     "command": None,
-    "legacy": False,  # written in the seed's --action form (messages then use its flag names)
-    "action": None,
-    "runbook": None,
     "page": None,
     "plain": False,
     "shell": None,
@@ -85,33 +82,7 @@ examples:
   {PROG} COMMAND --help            the options of one command
   eval "$({PROG} completion bash)"  tab completion in this shell
 
-The seed's form works too: {PROG} --action list --bootstrap-servers b1:9092 ...
-(--action X --help: its options)
-
 {SECRETS_NOTE}"""
-
-LEGACY_EPILOG = f"""\
-examples:
-  {PROG} --action list --bootstrap-servers b1:9092 --prefix etl-orders- --state Ongoing --min-age 15m
-  {PROG} --action describe --bootstrap-servers b1:9092 --transactional-id etl-orders-3-17
-  {PROG} --action abort --bootstrap-servers b1:9092 --manifest-base s3://bucket/manifests \\
-      --transactional-id etl-orders-3-17
-  {PROG} --action abort --bootstrap-servers b1:9092 --manifest-base s3://bucket/manifests \\
-      --transactional-id etl-orders-3-17 --producer-id 4001 --epoch 0      (compare-and-abort)
-  {PROG} --action abort --bootstrap-servers b1:9092 --manifest-base s3://bucket/manifests \\
-      --prefix etl-orders- --min-age 1h --dry-run
-  {PROG} --action abort --bootstrap-servers b1:9092 \\
-      --manifest s3://bucket/manifests/orders/checkpoint-000000000017.json   (a whole checkpoint)
-  {PROG} --action commit --bootstrap-servers b1:9092 --transactional-id etl-orders-3-17 \\
-      --producer-id 4001 --epoch 0
-  {PROG} --action commit --bootstrap-servers b1:9092 --manifest file:///data/manifests/orders/checkpoint-000000000017.json
-  {PROG} --action find-hanging --bootstrap-servers b1:9092 --prefix etl-orders-
-  {PROG} --action preflight --bootstrap-servers b1:9092 --prefix etl-orders- --topic orders
-  {PROG} --runbook                 list the runbook pages (they ship with the package)
-  {PROG} --runbook data-loss       print one page
-
-{SECRETS_NOTE}"""
-
 
 class UsageExit(SystemExit):
     """argparse refused the command line (exit 2); ``message`` is the line it printed, for ``--json``."""
@@ -130,38 +101,23 @@ class _Parser(argparse.ArgumentParser):
         raise UsageExit(line)
 
 
-def is_legacy(argv: Sequence[str]) -> bool:
-    """The seed's form: ``--action X`` (or ``--runbook``) instead of a subcommand."""
-    return any(a in ("--action", "--runbook") or a.startswith(("--action=", "--runbook=")) for a in argv)
-
-
-def complete(argv: Sequence[str]) -> tuple[argparse.Namespace, argparse.ArgumentParser]:
-    """Parse ``argv`` in whichever form it is written; every :data:`DEFAULTS` attribute is set."""
-    parser = build_parser() if is_legacy(argv) else build_command_parser()
-    args = parser.parse_args(argv)
-    args.legacy = is_legacy(argv)
+def complete(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse ``argv``; every :data:`DEFAULTS` attribute is set."""
+    args = build_command_parser().parse_args(argv)
     for key, value in DEFAULTS.items():
         if not hasattr(args, key):
             setattr(args, key, copy.copy(value))
-    if args.command == "runbook":
-        args.runbook = args.page or ""
-    elif args.command and args.command not in ("completion",):
-        args.action = args.command
-    return args, parser
+    return args
 
 
-# -- the options, one adder each (shared by both forms) ----------------------------------------------
+# -- the options, one adder each ----------------------------------------------
 
 
-def _connection(p: argparse.ArgumentParser, *, legacy: bool = False) -> None:
+def _connection(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group("connection")
-    names = (
-        ("--bootstrap-servers", "--bootstrap-server")
-        if legacy
-        else ("--bootstrap-server", "--bootstrap-servers")
-    )
     group.add_argument(
-        *names,
+        "--bootstrap-server",
+        "--bootstrap-servers",
         dest="bootstrap_servers",
         metavar="HOST:PORT[,...]",
         help=f"brokers to contact (default: bootstrap.servers from --command-config or --conn-id, "
@@ -254,24 +210,14 @@ def _dry_run(p: argparse.ArgumentParser, verb: str) -> None:
     p.add_argument("--dry-run", action="store_true", help=f"run every check the {verb} runs; change nothing")
 
 
-def _preflight(p: argparse.ArgumentParser, *, legacy: bool = False) -> None:
-    if legacy:
-        p.add_argument(
-            "--topic",
-            action="append",
-            default=[],
-            metavar="TOPIC",
-            help="preflight: output topic whose ACLs to check (repeatable); find-hanging: scan its "
-            "partitions; abort-partition: the topic",
-        )
-    else:
-        p.add_argument(
-            "--topic",
-            action="append",
-            default=[],
-            metavar="TOPIC",
-            help="output topic whose ACLs to check (repeatable)",
-        )
+def _preflight(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="TOPIC",
+        help="output topic whose ACLs to check (repeatable)",
+    )
     p.add_argument(
         "--transaction-timeout-ms",
         type=int,
@@ -510,59 +456,4 @@ def build_command_parser() -> argparse.ArgumentParser:
         "Needs argcomplete (installed with Airflow).",
     )
     completion.add_argument("shell", choices=SHELLS, help="the shell")
-    return parser
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The seed's flat form: ``kafka-eos-txn --action X [every option]`` (kept working)."""
-    parser = _Parser(
-        prog=PROG,
-        description="Inspect, abort and commit the Kafka transactions of exactly-once pipelines "
-        f"(the seed's form; `{PROG} --help` shows the subcommands).",
-        epilog=LEGACY_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    parser.add_argument(
-        "--action",
-        choices=tuple(COMMANDS),  # resolution.ACTIONS + checkpoints (a unit test keeps them equal)
-        help=f"what to do (required, unless --runbook); {CHECKPOINTS}: the manifest store's checkpoints "
-        "with their status and input (reads no Kafka)",
-    )
-    parser.add_argument(
-        "--runbook",
-        nargs="?",
-        const="",
-        metavar="PAGE",
-        help="print a runbook page (every error's 'Next step' names one); alone: list the pages",
-    )
-    _connection(parser, legacy=True)
-    _txn_id(parser, "one transaction (describe, abort, commit)")
-    _prefix(parser, "transactional-id prefix: list, describe, bulk abort, find-hanging")
-    _state(parser)
-    _min_age(
-        parser,
-        "only transactions open at least this long (15m); a bulk abort defaults to the transaction "
-        "timeout (15m)",
-    )
-    _pid_epoch(parser, "commit / compare-and-abort / abort-partition")
-    _manifest(
-        parser,
-        "one checkpoint manifest: commit commits it; abort aborts what it holds open and marks it ABORTED",
-    )
-    _manifest_base(parser)
-    _unprotected(parser)
-    _dry_run(parser, "abort/commit")
-    parser.add_argument("--pipeline-id", metavar="ID", help=f"{CHECKPOINTS}: one pipeline's checkpoints")
-    parser.add_argument(
-        "--input-id",
-        metavar="INPUT",
-        help=f"{CHECKPOINTS}: only checkpoints carrying this input (e.g. a batch name)",
-    )
-    _preflight(parser, legacy=True)
-    _partition(parser, required=False)
-    parser.add_argument(
-        "--force", action="store_true", help="abort-partition: even if the coordinator owns it"
-    )
-    _output(parser, strict=True)
     return parser

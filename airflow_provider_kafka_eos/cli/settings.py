@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_provider_kafka_eos.cli.options import (
-    CHECKPOINTS,
     ENV_BOOTSTRAP,
     ENV_COMMAND_CONFIG,
     ENV_MANIFEST_BASE,
@@ -120,8 +119,8 @@ def client_config_of(
         )
     settings = {**defaults, **overrides}
     if "bootstrap.servers" not in settings:
-        flag = "--bootstrap-servers" if getattr(args, "legacy", True) else "--bootstrap-server"
-        raise UsageError(f"{flag} is required (or bootstrap.servers in --command-config, or --conn-id)")
+        raise UsageError(
+            "--bootstrap-server is required (or bootstrap.servers in --command-config, or --conn-id)")
     return KafkaClientConfig.from_mapping(settings, source="command line")
 
 
@@ -148,24 +147,11 @@ def store_access_for(connection: _Airflow | None, uri: str | None) -> Any:
 
 def resolution_request_of(args: argparse.Namespace, manifest_base: str | None = None) -> Any:
     """The parsed command line as a validated ``ResolutionRequest`` (UsageError names the option)."""
-    from airflow_provider_kafka_eos.kafka.errors import UsageError
     from airflow_provider_kafka_eos.kafka.operations.resolution_request import ResolutionRequest
     from airflow_provider_kafka_eos.kafka.validation import parse_duration_ms
 
-    if (args.pipeline_id or args.input_id) and args.action != CHECKPOINTS:
-        raise UsageError(f"--pipeline-id and --input-id apply to --action {CHECKPOINTS} only")
-    if args.manifest and args.action not in ("commit", "commit-from-manifest", "abort"):
-        raise UsageError(f"--manifest does not apply to --action {args.action}")
-    if args.unprotected and args.action not in ("abort", "abort-partition"):
-        raise UsageError("--unprotected applies to --action abort and abort-partition only")
-    if args.strict and args.action not in ("list", "find-hanging"):
-        raise UsageError("--strict applies to --action list and find-hanging only")
-    if args.topic and args.action not in ("preflight", "find-hanging", "abort-partition"):
-        raise UsageError("--topic applies to --action preflight, find-hanging and abort-partition only")
-    if args.transaction_timeout_ms is not None and args.action != "preflight":
-        raise UsageError("--transaction-timeout-ms applies to --action preflight only")
-    return ResolutionRequest(
-        action=args.action,
+    return ResolutionRequest(  # which options a command takes is the parser's rule (options.COMMANDS)
+        action=args.command,
         transactional_id=args.transactional_id,
         producer_id=args.producer_id,
         epoch=args.epoch,

@@ -11,7 +11,7 @@ JSON (the shape of Airflow's ``kafka`` connection) shows up in the fields, and a
 connection is plain JSON the CLI and other tools can read. The form stores ``null`` for a field
 left blank; the hook treats ``null`` and ``""`` as "not set".
 
-No Airflow import here: ``get_provider_info`` (package ``__init__``) reads this module while
+No Airflow import here: ``get_provider_info`` (``get_provider_info.py``) reads this module while
 Airflow discovers providers.
 """
 

@@ -3,7 +3,7 @@
 Each error answers the three questions an on-call engineer has when a task fails: *which
 transaction*, *what went wrong*, and *what do I do now*. ``str(err)`` reads::
 
-    <transactional id>: <cause>. Next step: kafka-eos-txn --runbook <page> (<project URL>/.../<page>.md)
+    <transactional id>: <cause>. Next step: kafka-eos-txn runbook <page> (<project URL>/.../<page>.md)
 
 (the runbook ships with the package: the command prints the page wherever the provider is
 installed, the URL opens it in a browser; see ``airflow_provider_kafka_eos/runbook.py``)

@@ -108,12 +108,12 @@ def _check_token_clock(token: str, url: str, client_id: str) -> None:
                 f"the token endpoint {url} issued client id {client_id!r} a token whose {claim} is "
                 f"{value - now:.0f} s ahead of this machine's clock (more than the broker's "
                 f"{CLOCK_SKEW_S} s skew allowance): the clocks of this machine, the identity provider or "
-                "the brokers disagree; sync them (NTP), see --runbook sasl-authentication"
+                "the brokers disagree; sync them (NTP), see kafka-eos-txn runbook sasl-authentication"
             )
     exp = claims.get("exp")
     if isinstance(exp, (int, float)) and exp <= now:
         raise AuthenticationError(
             f"the token endpoint {url} issued client id {client_id!r} a token that expired "
             f"{now - exp:.0f} s ago by this machine's clock: the identity provider's clock or its token "
-            "lifetime is wrong, see --runbook sasl-authentication"
+            "lifetime is wrong, see kafka-eos-txn runbook sasl-authentication"
         )

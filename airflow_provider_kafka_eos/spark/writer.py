@@ -145,12 +145,12 @@ def write_exactly_once(
     formats = record_formats_module.parse(record_formats, df, key_col=key_col, value_col=value_col)
     plan = fault_plan if fault_plan is not None else FaultPlan()
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
-    newer = _open_store(store, pipeline_id, naming, checkpoint_id)
+    listing, newer = _open_store(store, pipeline_id, naming, checkpoint_id)
     partitions = df.rdd.getNumPartitions()
     with TransactionAdmin(config) as admin:
         protocol = TransactionProtocol.from_admin(admin)
         aborter = _lingering_aborter(abort_strategy, naming, admin, checkpoint_id, partitions, newer)
-        report = _restore(admin, store, pipeline_id, transactional_id_prefix, checkpoint_id, aborter,
+        report = _restore(admin, store, listing, pipeline_id, transactional_id_prefix, checkpoint_id, aborter,
                           also_owned=_offsets_ids(input_record))
         if report.existing is not None:
             return report.existing
@@ -196,13 +196,14 @@ def _prepare_group_offsets(config: KafkaClientConfig, kafka_input: Any, transact
 
 
 def _open_store(store: ManifestStore, pipeline_id: str, naming: NamingStrategy,
-                checkpoint_id: int) -> int | None:
-    """Create the store if needed and check the pipeline's earlier checkpoints against this write:
-    a naming-strategy switch is refused; the checkpoint a backfill's PROBING must stop below."""
+                checkpoint_id: int) -> tuple[list[tuple[str, Manifest]], int | None]:
+    """Create the store if needed and list the pipeline's manifests, the one listing of this write
+    (restore settles from it too); check the earlier checkpoints against this write: a
+    naming-strategy switch is refused; the checkpoint a backfill's PROBING must stop below."""
     store.create()
-    existing = store.manifests(pipeline_id)
-    naming.check_switch_from(existing)
-    return probing_ceiling(existing, checkpoint_id)
+    listing = store.manifests(pipeline_id)
+    naming.check_switch_from(listing)
+    return listing, probing_ceiling(listing, checkpoint_id)
 
 
 def _id_factory(naming: NamingStrategy, admin: Any, prefix: str, checkpoint_id: int, partitions: int,
@@ -229,15 +230,15 @@ def _lingering_aborter(abort_strategy: str | AbortStrategy | None, naming: Namin
     return strategy.aborter(checkpoint_id=checkpoint_id, partitions_hint=partitions, stop_before=newer)
 
 
-def _restore(admin: Any, store: ManifestStore, pipeline_id: str, prefix: str, checkpoint_id: int,
-             abort_lingering: Any, also_owned: tuple[str, ...] = ()) -> Any:
+def _restore(admin: Any, store: ManifestStore, listing: list[tuple[str, Manifest]], pipeline_id: str,
+             prefix: str, checkpoint_id: int, abort_lingering: Any, also_owned: tuple[str, ...] = ()) -> Any:
     """Restore the pipeline before a new checkpoint (``kafka/checkpoints/restore.py``); when this
     checkpoint already has a manifest, say so (the caller returns it instead of producing).
     ``also_owned``: a Kafka-input checkpoint's offsets transaction (a dead attempt's is fenced)."""
     from airflow_provider_kafka_eos.kafka.checkpoints.restore import restore_pipeline
 
     report = restore_pipeline(
-        admin, manifest_base_uri=store, pipeline_id=pipeline_id, transactional_id_prefix=prefix,
+        admin, store=store, manifests=listing, pipeline_id=pipeline_id, transactional_id_prefix=prefix,
         checkpoint_id=checkpoint_id, abort_lingering=abort_lingering, also_owned=also_owned,
     )
     if report.existing is not None:

@@ -40,13 +40,12 @@ def test_list_dry_run_bulk_abort_respects_prepared_manifest_then_commit_it(boots
     write_manifest(uri, _manifest(prefix, topic, [committable_of(bootstrap, prepared, 4)]))
 
     listed = run_cli_json(
-        "--action", "list", "--bootstrap-servers", bootstrap, "--prefix", prefix, "--state", "Ongoing"
+        "list", "--bootstrap-servers", bootstrap, "--prefix", prefix, "--state", "Ongoing"
     )
     assert sorted(r["transactional_id"] for r in listed["rows"]) == ids
     assert {r["state"] for r in listed["rows"]} == {"Ongoing"}
 
     abort = (
-        "--action",
         "abort",
         "--bootstrap-servers",
         bootstrap,
@@ -72,7 +71,6 @@ def test_list_dry_run_bulk_abort_respects_prepared_manifest_then_commit_it(boots
     assert state_of(describe(bootstrap, other_prefix_id)) == "Ongoing"  # outside the prefix: untouched
 
     single = run_cli(
-        "--action",
         "abort",
         "--bootstrap-servers",
         bootstrap,
@@ -82,9 +80,9 @@ def test_list_dry_run_bulk_abort_respects_prepared_manifest_then_commit_it(boots
         prepared,
     )
     assert single.returncode == 1 and "refusing to abort" in single.stderr and prepared in single.stderr
-    assert "kafka-eos-txn --runbook commit-pending-transaction (" in single.stderr
+    assert "kafka-eos-txn runbook commit-pending-transaction (" in single.stderr
 
-    committed = run_cli_json("--action", "commit", "--bootstrap-servers", bootstrap, "--manifest", uri)
+    committed = run_cli_json("commit", "--bootstrap-servers", bootstrap, "--manifest", uri)
     assert [r["outcome"] for r in committed["rows"]] == ["committed"]
     assert read_manifest(uri).status == ManifestStatus.COMMITTED
     assert_exactly_once(count_keys(bootstrap, topic), [f"{prepared}-k{j}" for j in range(4)])
@@ -92,7 +90,6 @@ def test_list_dry_run_bulk_abort_respects_prepared_manifest_then_commit_it(boots
     # Clean up the foreign transaction so it does not hold the session broker's LSO for other tests.
     assert (
         run_cli(
-            "--action",
             "abort",
             "--bootstrap-servers",
             bootstrap,
@@ -124,25 +121,24 @@ def test_describe_and_find_hanging_by_prefix(bootstrap, unique_name, store):
     topic, prefix = unique_name("hang-topic"), unique_name("hang") + "-"
     tid = f"{prefix}0-1"
     open_transaction(bootstrap, tid, topic, [b"h1", b"h2"])
-    described = run_cli_json("--action", "describe", "--bootstrap-servers", bootstrap, "--prefix", prefix)
+    described = run_cli_json("describe", "--bootstrap-servers", bootstrap, "--prefix", prefix)
     (row,) = described["rows"]
     assert (
         row["transactional_id"] == tid and row["state"] == "Ongoing" and row["partitions"].startswith(topic)
     )
 
     young = run_cli_json(
-        "--action", "find-hanging", "--bootstrap-servers", bootstrap, "--prefix", prefix, "--min-age", "1h"
+        "find-hanging", "--bootstrap-servers", bootstrap, "--prefix", prefix, "--min-age", "1h"
     )
     assert young["rows"] == []
     hanging = run_cli_json(
-        "--action", "find-hanging", "--bootstrap-servers", bootstrap, "--prefix", prefix, "--min-age", "0s"
+        "find-hanging", "--bootstrap-servers", bootstrap, "--prefix", prefix, "--min-age", "0s"
     )
     assert [r["transactional_id"] for r in hanging["rows"]] == [tid]
     # Its records sit past the last stable offset: the open transaction pins read_committed consumers.
     assert hanging["rows"][0]["lso_stalled"] == row["partitions"] + " (2 behind)"
     assert hanging["rows"][0]["next_step"] == "abort (if no manifest lists it; pass --manifest-base to check)"
     aborted = run_cli(
-        "--action",
         "abort",
         "--bootstrap-servers",
         bootstrap,
@@ -156,7 +152,6 @@ def test_describe_and_find_hanging_by_prefix(bootstrap, unique_name, store):
 
 def test_preflight_on_an_open_cluster_prints_capabilities(bootstrap, unique_name):
     result = run_cli(
-        "--action",
         "preflight",
         "--bootstrap-servers",
         bootstrap,
@@ -171,7 +166,6 @@ def test_preflight_on_an_open_cluster_prints_capabilities(bootstrap, unique_name
     assert "preflight OK" in result.stdout
     assert "Kafka cluster capabilities" in result.stdout and "EndTxn" in result.stdout
     too_long = run_cli(
-        "--action",
         "preflight",
         "--bootstrap-servers",
         bootstrap,
@@ -194,7 +188,6 @@ def test_progress_bar_only_on_a_terminal(bootstrap, unique_name, store):
     for i in range(2):
         open_transaction(bootstrap, f"{prefix}{i}-1", topic, [b"p"])
     bulk = (
-        "--action",
         "abort",
         "--bootstrap-servers",
         bootstrap,

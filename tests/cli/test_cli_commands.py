@@ -1,4 +1,4 @@
-"""``kafka-eos-txn`` subcommands beside the seed's ``--action`` form: help, version, completion,
+"""``kafka-eos-txn`` subcommands: help, version, completion,
 JSON failures, ``--conn-id`` without Airflow, the runbook on a terminal. No broker needed.
 
 Each test runs the installed console script (or ``python -m``) in a subprocess, as an operator would.
@@ -35,7 +35,7 @@ def test_commands_are_the_actions_plus_checkpoints():
 
 
 @pytest.mark.parametrize(
-    "args", [["--help"], ["--version"], ["abort", "--help"], ["--action", "list", "--help"]]
+    "args", [["--help"], ["--version"], ["abort", "--help"], ["list", "--help"]]
 )
 def test_help_and_version_import_no_client_library(args):
     """What makes them start fast: no Kafka client, rich or Airflow is imported (``-X importtime``)."""
@@ -77,8 +77,8 @@ def test_an_option_of_another_command_is_refused_by_the_subcommand():
 
 
 def test_json_failures_are_json_on_stdout():
-    # the request's own rule (both forms), argparse's refusal, and an unreachable cluster
-    for form in (["commit", "--bootstrap-server"], ["--action", "commit", "--bootstrap-servers"]):
+    # the request's own rule (both spellings of the option), argparse's refusal, and an unreachable cluster
+    for form in (["commit", "--bootstrap-server"], ["commit", "--bootstrap-servers"]):
         usage = run(*form, "127.0.0.1:1", "--transactional-id", "t-1", "--producer-id", "5", "--json")
         assert usage.returncode == 2
         doc = json.loads(usage.stdout)
@@ -125,15 +125,12 @@ def test_conn_id_and_command_config_together_are_refused(tmp_path):
 
 
 def test_bootstrap_server_singular_and_plural_are_one_option():
-    """Both spellings, in both forms, reach the named cluster (here: nothing listens, so its error)."""
-    for args in (
-        ("list", "--bootstrap-server"),
-        ("list", "--bootstrap-servers"),
-        ("--action", "list", "--bootstrap-server"),
-    ):
+    """Both spellings reach the named cluster (here: nothing listens, so its error)."""
+    for args in (("list", "--bootstrap-server"), ("list", "--bootstrap-servers")):
         result = run(*args, "127.0.0.1:1", "--timeout", "2s")
         assert result.returncode == 1, (args, result.stderr)
-        assert "127.0.0.1:1" in result.stderr and "--runbook broker-unreachable" in result.stderr, args
+        assert "127.0.0.1:1" in result.stderr, args
+        assert "kafka-eos-txn runbook broker-unreachable" in result.stderr, args
 
 
 def test_completion_code_and_answers(tmp_path):
@@ -163,7 +160,6 @@ def test_runbook_plain_in_a_pipe_rendered_on_a_terminal():
     assert piped.returncode == 0 and piped.stdout == runbook.read("data-loss")
     assert run("runbook").stdout.startswith("Runbook pages (kafka-eos-txn runbook PAGE")
     assert run("runbook", "no-such-page").returncode == 2
-    assert run("--runbook", "data-loss").stdout == piped.stdout  # the seed's form
     out = io.StringIO()
     assert print_runbook("data-loss", out, io.StringIO(), render=True) == 0
     rendered = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue())

@@ -40,7 +40,7 @@ def test_a_server_that_never_answers_ends_at_the_deadline(action):
     extra = ["--transactional-id", "etl-1"] if action == "describe" else []
     with silent_server() as address:
         result, elapsed = run_timed(
-            "--action", action, "--bootstrap-servers", address, "--timeout", "3s", *extra
+            action, "--bootstrap-servers", address, "--timeout", "3s", *extra
         )
     assert result.returncode == 1
     assert "broker-unreachable" in one_line_error(result)
@@ -50,7 +50,7 @@ def test_a_server_that_never_answers_ends_at_the_deadline(action):
 def test_a_server_that_answers_a_byte_at_a_time_ends_at_the_deadline():
     with trickle_server(interval_s=0.2) as address:
         result, elapsed = run_timed(
-            "--action", "describe", "--bootstrap-servers", address, "--timeout", "3s",
+            "describe", "--bootstrap-servers", address, "--timeout", "3s",
             "--transactional-id", "etl-1",
         )
     assert result.returncode == 1
@@ -61,7 +61,7 @@ def test_a_server_that_answers_a_byte_at_a_time_ends_at_the_deadline():
 def test_lone_surrogate_id_is_refused_before_any_request(kafka_broker):
     """Undecodable argv bytes (Python hands them over as lone surrogates) name the id; exit 2."""
     result = subprocess.run(
-        [CLI.encode(), b"--action", b"describe", b"--bootstrap-servers", kafka_broker.bootstrap.encode(),
+        [CLI.encode(), b"describe", b"--bootstrap-servers", kafka_broker.bootstrap.encode(),
          b"--transactional-id", b"etl-\xed\xa0\x80-1", b"--timeout", b"3s"],
         capture_output=True, timeout=120,
     )
@@ -74,7 +74,7 @@ def test_lone_surrogate_id_is_refused_before_any_request(kafka_broker):
 @pytest.mark.parametrize("value", ["0s", "0ms", "-1s", "-5m", "0"])
 def test_zero_or_negative_timeout_is_a_usage_error(value):
     result, elapsed = run_timed(
-        "--action", "list", "--bootstrap-servers", "127.0.0.1:1", f"--timeout={value}"
+        "list", "--bootstrap-servers", "127.0.0.1:1", f"--timeout={value}"
     )
     assert result.returncode == 2
     line = one_line_error(result)

@@ -124,8 +124,8 @@ def test_abort_partition_refuses_owned_and_prepared_then_aborts_with_markers(
     (row,) = scan["rows"]
     assert (row["transactional_id"], row["coordinator_state"], row["hanging"]) == (tid, "Ongoing", False)
     assert row["next_step"] == f"owned by {tid} (Ongoing): see find-hanging --prefix"
-    seed = run_cli_json("--action", "find-hanging", "--bootstrap-servers", bootstrap, "--topic", topic)
-    assert seed["rows"] == scan["rows"]
+    plural = run_cli_json("find-hanging", "--bootstrap-servers", bootstrap, "--topic", topic)
+    assert plural["rows"] == scan["rows"]
     partition, pid, epoch = str(row["partition"]), str(row["producer_id"]), str(row["producer_epoch"])
     target = ("--bootstrap-server", bootstrap, "--topic", topic, "--partition", partition)
 

@@ -119,13 +119,13 @@ def test_commit_of_a_checkpoint_reports_each_answer(bootstrap, unique_name, stor
     assert_exactly_once(count_keys(bootstrap, topic), [k for tid in ids for k in _keys(tid)])
 
 
-def test_subcommand_and_seed_form_agree(bootstrap, unique_name):
+def test_both_spellings_of_bootstrap_server_agree(bootstrap, unique_name):
     topic, prefix = unique_name("two-ways"), unique_name("tw") + "-"
     tid = f"{prefix}0-1"
     open_transaction(bootstrap, tid, topic, _keys(tid))
     sub = run_cli_json("list", "--bootstrap-server", bootstrap, "--prefix", prefix)
-    seed = run_cli_json("--action", "list", "--bootstrap-servers", bootstrap, "--prefix", prefix)
-    assert sub == seed and [r["transactional_id"] for r in sub["rows"]] == [tid]
+    plural = run_cli_json("list", "--bootstrap-servers", bootstrap, "--prefix", prefix)
+    assert sub == plural and [r["transactional_id"] for r in sub["rows"]] == [tid]
     described = run_cli_json("describe", "--bootstrap-server", bootstrap, "--transactional-id", tid)
     assert described["rows"][0]["state"] == "Ongoing"
 

@@ -3,7 +3,7 @@
 For the CLI's single and bulk abort: a PREPARED checkpoint survives an abort attempt under the
 defaults, a store that is missing or not configured refuses and aborts nothing, and after the
 commit a read_committed consumer counts every key exactly once. Also: dry runs fail like the
-real action, compare-and-abort, and ``--action abort --manifest URI``.
+real action, compare-and-abort, and ``kafka-eos-txn abort --manifest URI``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ def world(bootstrap, unique_name, store):
     for tid in (pending, orphan):  # the broker is shared: leave nothing open
         if state_of(describe(bootstrap, tid)) == "Ongoing":
             run_cli(
-                "--action",
                 "abort",
                 "--bootstrap-servers",
                 bootstrap,
@@ -48,12 +47,12 @@ def world(bootstrap, unique_name, store):
 
 
 def abort(bootstrap, *args):
-    return run_cli("--action", "abort", "--bootstrap-servers", bootstrap, *args)
+    return run_cli("abort", "--bootstrap-servers", bootstrap, *args)
 
 
 def commit_and_count(bootstrap, world):
     committed = run_cli_json(
-        "--action", "commit", "--bootstrap-servers", bootstrap, "--manifest", world["manifest"]
+        "commit", "--bootstrap-servers", bootstrap, "--manifest", world["manifest"]
     )
     assert [r["outcome"] for r in committed["rows"]] == ["committed"]
     assert read_manifest(world["manifest"]).status is ManifestStatus.COMMITTED
@@ -65,7 +64,7 @@ def test_single_abort_refuses_a_prepared_transaction_by_default(bootstrap, store
         result = abort(bootstrap, "--manifest-base", store, "--transactional-id", world["pending"], *dry)
         assert result.returncode == 1, result.stdout
         assert f"listed in PREPARED manifest {world['manifest']}" in result.stderr
-        assert "kafka-eos-txn --runbook commit-pending-transaction (" in result.stderr
+        assert "kafka-eos-txn runbook commit-pending-transaction (" in result.stderr
     assert state_of(describe(bootstrap, world["pending"])) == "Ongoing"
     assert abort(bootstrap, "--manifest-base", store, "--transactional-id", world["orphan"]).returncode == 0
     commit_and_count(bootstrap, world)
@@ -94,7 +93,7 @@ def test_unusable_store_refuses_and_aborts_nothing(bootstrap, store, world, tmp_
             result = abort(bootstrap, *store_args, *target, *dry)
             assert result.returncode == 1, result.stdout
             assert "Nothing was aborted" in result.stderr or "nothing is aborted" in result.stderr
-            assert "kafka-eos-txn --runbook manifest-store (" in result.stderr
+            assert "kafka-eos-txn runbook manifest-store (" in result.stderr
             if how == "missing":
                 assert missing in result.stderr and "does not exist" in result.stderr
             else:
@@ -107,7 +106,7 @@ def test_store_from_the_environment_and_the_command_config(bootstrap, store, wor
     props = tmp_path / "client.properties"
     props.write_text(f"bootstrap.servers={bootstrap}\nmanifest_base_uri={store}\n")
     refused = run_cli(
-        "--action", "abort", "--command-config", str(props), "--transactional-id", world["pending"]
+        "abort", "--command-config", str(props), "--transactional-id", world["pending"]
     )
     assert refused.returncode == 1 and "listed in PREPARED manifest" in refused.stderr
     monkeypatch.setenv("KAFKA_EOS_MANIFEST_BASE_URI", store)
@@ -155,7 +154,7 @@ def test_abort_a_checkpoint_by_its_manifest_marks_it_aborted(bootstrap, world):
     assert "manifest marked ABORTED" in result.stdout
     assert read_manifest(world["manifest"]).status is ManifestStatus.ABORTED
     assert state_of(describe(bootstrap, world["pending"])) in ABORTED_STATES
-    again = run_cli("--action", "commit", "--bootstrap-servers", bootstrap, "--manifest", world["manifest"])
+    again = run_cli("commit", "--bootstrap-servers", bootstrap, "--manifest", world["manifest"])
     assert again.returncode == 1 and "is ABORTED" in again.stderr
 
 
@@ -163,7 +162,6 @@ def test_dry_run_commit_fails_like_the_real_commit(bootstrap, store, world):
     d = describe(bootstrap, world["orphan"])
     assert abort(bootstrap, "--manifest-base", store, "--transactional-id", world["orphan"]).returncode == 0
     args = (
-        "--action",
         "commit",
         "--bootstrap-servers",
         bootstrap,
@@ -177,16 +175,16 @@ def test_dry_run_commit_fails_like_the_real_commit(bootstrap, store, world):
     dry, real = run_cli(*args, "--dry-run"), run_cli(*args)
     assert dry.returncode == real.returncode == 1
     # a pair typed by hand after a fence: unknown to the verdict (no first offsets), in both alike
-    assert dry.stderr == real.stderr and "kafka-eos-txn --runbook verdict-unknown (" in dry.stderr
+    assert dry.stderr == real.stderr and "kafka-eos-txn runbook verdict-unknown (" in dry.stderr
 
     commit_and_count(bootstrap, world)
     again = run_cli_json(
-        "--action", "commit", "--bootstrap-servers", bootstrap, "--manifest", world["manifest"], "--dry-run"
+        "commit", "--bootstrap-servers", bootstrap, "--manifest", world["manifest"], "--dry-run"
     )
     assert "was already committed" in again["summary"]
     # A commit that finds the manifest COMMITTED sent nothing: its rows say so, not "committed".
     repeat = run_cli_json(
-        "--action", "commit", "--bootstrap-servers", bootstrap, "--manifest", world["manifest"]
+        "commit", "--bootstrap-servers", bootstrap, "--manifest", world["manifest"]
     )
     assert "was already committed" in repeat["summary"]
     assert [r["outcome"] for r in repeat["rows"]] == ["already_committed"]

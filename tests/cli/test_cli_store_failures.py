@@ -46,7 +46,7 @@ def test_a_manifest_on_an_unanswering_s3_endpoint_is_named_as_the_stores(
     assert code == 1, message
     assert "unexpected" not in message and "troubleshooting" not in message, message
     assert f"{MANIFEST}: the manifest store cannot be read (EndpointConnectionError" in message, message
-    assert "--runbook manifest-store" in message and message.count("\n") == 1, message
+    assert "kafka-eos-txn runbook manifest-store" in message and message.count("\n") == 1, message
     assert "silent-secret" not in message
 
     out, err = io.StringIO(), io.StringIO()

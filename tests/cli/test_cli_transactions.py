@@ -36,7 +36,6 @@ def test_abort_one_leaves_others_open_and_commit_makes_them_visible(bootstrap, u
     open_transaction(bootstrap, keeper, topic, keys("keeper"))
 
     result = run_cli(
-        "--action",
         "abort",
         "--manifest-base",
         store,
@@ -52,7 +51,6 @@ def test_abort_one_leaves_others_open_and_commit_makes_them_visible(bootstrap, u
     assert str(kept.state.value) == "Ongoing"
 
     result = run_cli(
-        "--action",
         "commit",
         "--bootstrap-servers",
         bootstrap,
@@ -73,7 +71,6 @@ def test_commit_twice_is_idempotent(bootstrap, unique_name):
     open_transaction(bootstrap, tid, topic, keys("twice"))
     d = describe(bootstrap, tid)
     args = (
-        "--action",
         "commit",
         "--bootstrap-servers",
         bootstrap,
@@ -100,7 +97,6 @@ def test_commit_after_abort_by_hand_is_refused_as_unknown_and_changes_nothing(bo
     d = describe(bootstrap, tid)
     assert (
         run_cli(
-            "--action",
             "abort",
             "--manifest-base",
             store,
@@ -114,7 +110,6 @@ def test_commit_after_abort_by_hand_is_refused_as_unknown_and_changes_nothing(bo
     wait_for_state(bootstrap, tid, *ABORTED_STATES)
 
     result = run_cli(
-        "--action",
         "commit",
         "--bootstrap-servers",
         bootstrap,
@@ -129,7 +124,7 @@ def test_commit_after_abort_by_hand_is_refused_as_unknown_and_changes_nothing(bo
     line = result.stderr.strip()
     assert "\n" not in line and "Traceback" not in line
     assert line.startswith(f"kafka-eos-txn: error: {tid}: ")
-    assert "kafka-eos-txn --runbook verdict-unknown (" in line and "no first offsets" in line
+    assert "kafka-eos-txn runbook verdict-unknown (" in line and "no first offsets" in line
     assert state_of(describe(bootstrap, tid)) in ABORTED_STATES
     assert count_keys(bootstrap, topic) == {}
 
@@ -139,7 +134,6 @@ def test_wrong_producer_id_is_refused_and_the_transaction_stays_open(bootstrap, 
     open_transaction(bootstrap, tid, topic, keys("fenced"))
     d = describe(bootstrap, tid)
     result = run_cli(
-        "--action",
         "commit",
         "--bootstrap-servers",
         bootstrap,
@@ -151,7 +145,7 @@ def test_wrong_producer_id_is_refused_and_the_transaction_stays_open(bootstrap, 
         d.producer_epoch,
     )
     assert result.returncode == 1  # the open transaction is another pair's: nothing tells what became of this
-    assert tid in result.stderr and "kafka-eos-txn --runbook verdict-unknown (" in result.stderr
+    assert tid in result.stderr and "kafka-eos-txn runbook verdict-unknown (" in result.stderr
     assert f"holds producer id {d.producer_id}, epoch {d.producer_epoch} (state Ongoing)" in result.stderr
     after = describe(bootstrap, tid)
     assert (str(after.state.value), after.producer_id, after.producer_epoch) == (
@@ -162,7 +156,6 @@ def test_wrong_producer_id_is_refused_and_the_transaction_stays_open(bootstrap, 
     # The right pid/epoch still commits it: the refusal changed nothing.
     assert (
         run_cli(
-            "--action",
             "commit",
             "--bootstrap-servers",
             bootstrap,
@@ -180,20 +173,11 @@ def test_wrong_producer_id_is_refused_and_the_transaction_stays_open(bootstrap, 
 
 def test_unknown_transactional_id_fails_and_is_not_created(bootstrap, unique_name, store):
     tid = unique_name("cli-never-used")
-    for action in ("abort", "describe"):
-        result = run_cli(
-            "--action",
-            action,
-            "--manifest-base",
-            store,
-            "--bootstrap-servers",
-            bootstrap,
-            "--transactional-id",
-            tid,
-        )
+    for action, store_args in (("abort", ("--manifest-base", store)), ("describe", ())):
+        result = run_cli(action, *store_args, "--bootstrap-servers", bootstrap, "--transactional-id", tid)
         assert result.returncode == 1, (action, result.stdout)
         assert f"{tid}: the transaction coordinator does not know this transactional id" in result.stderr
-        assert "kafka-eos-txn --runbook unknown-transaction (" in result.stderr
+        assert "kafka-eos-txn runbook unknown-transaction (" in result.stderr
     assert describe(bootstrap, tid) is None  # abort did not create it with InitProducerId
 
 
@@ -203,7 +187,6 @@ def test_abort_after_broker_timeout_succeeds(kafka_broker_factory, unique_name, 
     open_transaction(broker.bootstrap, tid, topic, keys("expired"), timeout_ms=1000)
     wait_for_state(broker.bootstrap, tid, "CompleteAbort", timeout_s=30)
     result = run_cli_json(
-        "--action",
         "abort",
         "--manifest-base",
         store,
@@ -219,7 +202,6 @@ def test_abort_after_broker_timeout_succeeds(kafka_broker_factory, unique_name, 
 def test_unreachable_broker_is_fast_and_clear():
     started = time.monotonic()
     result = run_cli(
-        "--action",
         "describe",
         "--bootstrap-servers",
         "127.0.0.1:9",

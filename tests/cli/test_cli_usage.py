@@ -19,29 +19,25 @@ def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout)
 
 
-def test_help_lists_commands_and_the_seed_form():
+def test_help_lists_the_commands_and_no_other_form():
     result = run("--help")
     assert result.returncode == 0
     for command in ("list", "describe", "abort", "commit", "find-hanging", "abort-partition", "preflight",
                     "checkpoints", "runbook", "completion"):
         assert f"\n    {command} " in result.stdout, command
-    assert "--action list --bootstrap-servers" in result.stdout  # the seed's form, named
+    assert "--action" not in result.stdout and "--runbook" not in result.stdout
     assert "exit codes: 0 done, 1 failed, 2 usage" in result.stdout
 
 
-def test_seed_form_help_lists_seed_options_and_exit_codes():
-    result = run("--action", "list", "--help")
+def test_a_command_help_lists_its_options_and_exit_codes():
+    result = run("commit", "--help")
     assert result.returncode == 0
     for option in (
-        "--action",
-        "--bootstrap-servers",
+        "--bootstrap-server",
         "--transactional-id",
         "--producer-id",
         "--epoch",
         "--command-config",
-        "--prefix",
-        "--state",
-        "--min-age",
         "--manifest",
         "--dry-run",
         "--json",
@@ -52,7 +48,6 @@ def test_seed_form_help_lists_seed_options_and_exit_codes():
 
 def test_commit_without_epoch_is_usage_error_with_the_validation_message():
     result = run(
-        "--action",
         "commit",
         "--bootstrap-servers",
         "127.0.0.1:1",
@@ -69,30 +64,34 @@ def test_commit_without_epoch_is_usage_error_with_the_validation_message():
     assert result.stdout == ""
 
 
-def test_unknown_action_and_missing_bootstrap_are_usage_errors():
-    bad = run("--action", "explode")
+def test_unknown_command_and_missing_bootstrap_are_usage_errors():
+    bad = run("explode")
     assert bad.returncode == 2
-    assert bad.stderr.count("\n") == 1 and "invalid choice: 'explode'" in bad.stderr
-    not_a_number = run("--action", "commit", "--transactional-id", "t", "--producer-id", "1", "--epoch", "x")
+    assert bad.stderr.count("\n") == 1
+    assert "invalid choice: 'explode' (choose from 'list', 'describe'," in bad.stderr
+    assert "Next step: " in bad.stderr
+    flag = run("--action", "list", "--bootstrap-server", "127.0.0.1:1")  # not a form this tool has
+    assert flag.returncode == 2 and flag.stderr.count("\n") == 1 and "--action" in flag.stderr
+    not_a_number = run("commit", "--transactional-id", "t", "--producer-id", "1", "--epoch", "x")
     assert not_a_number.returncode == 2 and "argument --epoch: invalid int value: 'x'" in not_a_number.stderr
-    result = run("--action", "list")
-    assert result.returncode == 2 and "--bootstrap-servers is required" in result.stderr
+    result = run("list")
+    assert result.returncode == 2 and "--bootstrap-server is required" in result.stderr
 
 
 def test_bad_min_age_is_usage_error():
-    result = run("--action", "list", "--bootstrap-servers", "127.0.0.1:1", "--min-age", "soon")
+    result = run("list", "--bootstrap-servers", "127.0.0.1:1", "--min-age", "soon")
     assert result.returncode == 2 and "--min-age must be a duration like 90s, 15m" in result.stderr
 
 
 def test_unreachable_broker_fails_fast_with_one_line():
     started = time.monotonic()
-    result = run("--action", "list", "--bootstrap-servers", "127.0.0.1:1", "--timeout", "2s")
+    result = run("list", "--bootstrap-servers", "127.0.0.1:1", "--timeout", "2s")
     elapsed = time.monotonic() - started
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert "no Kafka broker at 127.0.0.1:1 answered" in lines[0]
-    assert "kafka-eos-txn --runbook broker-unreachable (" in lines[0]
+    assert "kafka-eos-txn runbook broker-unreachable (" in lines[0]
     assert "Traceback" not in result.stderr
     assert elapsed < 20, f"took {elapsed:.1f} s"
 
@@ -103,7 +102,7 @@ def test_command_config_secret_never_echoed(tmp_path):
         "bootstrap.servers=127.0.0.1:1\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
         "sasl.username=etl\nsasl.password=hunter2-very-secret\n"
     )
-    result = run("--action", "list", "--command-config", str(props), "--timeout", "2s", "--json")
+    result = run("list", "--command-config", str(props), "--timeout", "2s", "--json")
     assert result.returncode == 1
     assert "hunter2" not in result.stderr + result.stdout
 
@@ -111,5 +110,5 @@ def test_command_config_secret_never_echoed(tmp_path):
 def test_malformed_command_config_is_usage_error(tmp_path):
     props = tmp_path / "client.properties"
     props.write_text("bootstrap.servers=127.0.0.1:1\nnot.a.kafka.key=1\n")
-    result = run("--action", "list", "--command-config", str(props))
+    result = run("list", "--command-config", str(props))
     assert result.returncode == 2 and "not.a.kafka.key" in result.stderr

@@ -27,7 +27,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
 def test_error_text_names_transaction_cause_and_runbook():
     err = DataLossError("the transaction was aborted.", transactional_id="orders-3-17")
     assert str(err) == (
-        "orders-3-17: the transaction was aborted. Next step: kafka-eos-txn --runbook data-loss "
+        "orders-3-17: the transaction was aborted. Next step: kafka-eos-txn runbook data-loss "
         f"({PROJECT_URL}/blob/main/docs/runbook/data-loss.md)"
     )
     assert err.runbook_url == f"{PROJECT_URL}/blob/main/docs/runbook/data-loss.md"
@@ -36,7 +36,7 @@ def test_error_text_names_transaction_cause_and_runbook():
 def test_error_text_without_transaction_and_with_explicit_runbook():
     err = KafkaEosError("something odd", runbook="acls")
     assert str(err) == (
-        "something odd. Next step: kafka-eos-txn --runbook acls "
+        "something odd. Next step: kafka-eos-txn runbook acls "
         f"({PROJECT_URL}/blob/main/docs/runbook/acls.md)"
     )
 

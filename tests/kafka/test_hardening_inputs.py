@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from airflow_provider_kafka_eos.cli.options import build_parser
+from airflow_provider_kafka_eos.cli.options import complete
 from airflow_provider_kafka_eos.cli.settings import client_config_of, resolution_request_of
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, read_manifest
 from airflow_provider_kafka_eos.kafka.config import SECRET_ENV_VARS, KafkaClientConfig
@@ -29,7 +29,7 @@ from airflow_provider_kafka_eos.kafka.validation import (
 )
 
 GOOD_MANIFEST = {
-    "schema_version": 1,
+    "schema_version": 4,
     "pipeline_id": "orders",
     "checkpoint_id": 7,
     "transactional_id_prefix": "orders",
@@ -52,6 +52,9 @@ GOOD_MANIFEST = {
     ],
     "created_at_ms": 1_700_000_002_000,
     "updated_at_ms": 1_700_000_002_000,
+    "prepared_by": None,
+    "input": None,
+    "decision": None,
 }
 
 # -- validators ----------------------------------------------------------------------------------
@@ -159,7 +162,7 @@ def _config(tmp_path, argv, env, properties=None):
         path = tmp_path / "client.properties"
         path.write_text(properties)
         argv = [*argv, "--command-config", str(path)]
-    return client_config_of(build_parser().parse_args(["--action", "list", *argv]), env)
+    return client_config_of(complete(["list", *argv]), env)
 
 
 def test_command_config_without_bootstrap_combines_with_bootstrap_servers(tmp_path):
@@ -200,7 +203,7 @@ def test_every_secret_key_has_an_environment_variable():
 
 
 def test_cli_request_refuses_a_lone_surrogate_prefix():
-    args = build_parser().parse_args(["--action", "list", "--prefix", "etl-\udc80"])
+    args = complete(["list", "--prefix", "etl-\udc80"])
     with pytest.raises(UsageError, match="--prefix"):
         resolution_request_of(args)
 

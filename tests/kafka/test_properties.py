@@ -31,7 +31,7 @@ FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 # -- the manifest parser -------------------------------------------------------------------------
 
 _VALID = {
-    "schema_version": 1, "pipeline_id": "orders", "checkpoint_id": 7, "transactional_id_prefix": "orders",
+    "schema_version": 4, "pipeline_id": "orders", "checkpoint_id": 7, "transactional_id_prefix": "orders",
     "naming_strategy": "INCREMENTING", "topic": "orders", "status": "PREPARED",
     "committables": [{
         "transactional_id": "orders-0-7", "producer_id": 4001, "producer_epoch": 3,
@@ -39,7 +39,7 @@ _VALID = {
         "prepared_at_ms": 1, "transaction_start_ms": 1, "transaction_timeout_ms": 900_000,
         "transaction_version": 2, "end_txn_version": 5,
     }],
-    "created_at_ms": 1, "updated_at_ms": 1,
+    "created_at_ms": 1, "updated_at_ms": 1, "prepared_by": None, "input": None, "decision": None,
 }
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
@@ -156,7 +156,7 @@ def test_manifest_round_trips(items, status, checkpoint, topic):
 
 # -- the CLI's argument layer ---------------------------------------------------------------------
 
-_OPTIONS = ["--action", "--transactional-id", "--producer-id", "--epoch", "--prefix", "--state", "--min-age",
+_OPTIONS = ["--transactional-id", "--producer-id", "--epoch", "--prefix", "--state", "--min-age",
             "--manifest", "--dry-run", "--json", "--topic", "--transaction-timeout-ms", "--timeout",
             "--two-phase-commit", "--strict", "--bootstrap-servers"]
 _ACTIONS = ["list", "describe", "abort", "commit", "commit-from-manifest", "find-hanging", "preflight"]
@@ -167,9 +167,9 @@ _tokens = st.one_of(
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(_tokens, max_size=8))
-def test_cli_parsing_never_tracebacks(argv):
-    """Any argv: exit 0/1/2, one-line error, never an unexpected exception.
+@given(st.one_of(st.sampled_from(_ACTIONS), st.text(max_size=12)), st.lists(_tokens, max_size=8))
+def test_cli_parsing_never_tracebacks(command, argv):
+    """Any argv (mostly after a real command): exit 0/1/2, one-line error, never an unexpected exception.
 
     Whatever survives validation talks to a port nothing listens on, with a 300 ms deadline (the
     last ``--timeout`` wins in argparse, so ours is appended).
@@ -177,11 +177,12 @@ def test_cli_parsing_never_tracebacks(argv):
     out, err = io.StringIO(), io.StringIO()
     env = {"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1"}
     try:
-        code = cli_run([*argv, "--timeout", "300ms"], stdout=out, stderr=err, env=env)
+        code = cli_run([command, *argv, "--timeout", "300ms"], stdout=out, stderr=err, env=env)
     except SystemExit as exit_:  # argparse's usage errors and --help
         code = exit_.code
-    assert code in (0, 1, 2), (argv, code, err.getvalue())
-    assert "unexpected" not in err.getvalue() and "Traceback" not in err.getvalue(), (argv, err.getvalue())
+    assert code in (0, 1, 2), (command, argv, code, err.getvalue())
+    said = err.getvalue()
+    assert "unexpected" not in said and "Traceback" not in said, (command, argv, said)
 
 
 # -- naming strategies ------------------------------------------------------------------------------

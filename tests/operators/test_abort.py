@@ -81,7 +81,7 @@ def test_unknown_id_fails_before_anything_is_aborted(admin, kafka_eos_conn, thre
     unknown = unique_name("never-used")
     with pytest.raises(
         UnknownTransactionError,
-        match=rf"^{unknown}: .*Next step: kafka-eos-txn --runbook unknown-transaction \(",
+        match=rf"^{unknown}: .*Next step: kafka-eos-txn runbook unknown-transaction \(",
     ):
         operator(
             transactional_ids=[ids["orphan"], unknown],
@@ -221,7 +221,7 @@ def test_unusable_store_refuses_and_aborts_nothing(
             prefixes=[three_kinds["ours"]], manifest_base_uri=missing if how == "missing" else None
         ).execute({})
     text = str(err.value)
-    assert "kafka-eos-txn --runbook manifest-store (" in text
+    assert "kafka-eos-txn runbook manifest-store (" in text
     assert (missing in text) if how == "missing" else ("manifest_base_uri in the extra of connection" in text)
     assert states(admin, [ids["orphan"], ids["pending"]]) == {
         ids["orphan"]: "Ongoing",

@@ -71,7 +71,7 @@ def test_missing_spark_connection_fails_instead_of_falling_back_to_yarn(kafka_co
         operator.execute(context)
     assert isinstance(excinfo.value.__cause__, ConfigError)
     assert "no_such_spark_conn" in str(excinfo.value) and "yarn" in str(excinfo.value)
-    assert "kafka-eos-txn --runbook " in str(excinfo.value)
+    assert "kafka-eos-txn runbook " in str(excinfo.value)
     assert list(tmp_path.iterdir()) == []  # no config file was written
 
 
@@ -97,14 +97,14 @@ def test_bad_naming_strategy_is_refused_at_parse_time():
 
 def test_commit_of_a_malformed_manifest_changes_nothing(tmp_path, kafka_conn):
     uri = tmp_path / "checkpoint-000000000001.json"
-    uri.write_text('{"schema_version": 1, "pipeline_id": "x"}')
+    uri.write_text('{"schema_version": 4, "pipeline_id": "x"}')
     operator = KafkaCommitTransactionsOperator(
         task_id="commit", manifest_uri=str(uri), kafka_eos_conn_id=kafka_conn
     )
     with pytest.raises(ManifestError) as excinfo:
         operator.execute({})
     assert str(uri) in str(excinfo.value)
-    assert uri.read_text() == '{"schema_version": 1, "pipeline_id": "x"}'
+    assert uri.read_text() == '{"schema_version": 4, "pipeline_id": "x"}'
 
 
 def test_commit_without_a_manifest_uri_names_the_submit_task(kafka_conn):
@@ -129,7 +129,7 @@ def test_commit_of_an_aborted_manifest_is_a_named_data_loss(tmp_path, kafka_conn
     with pytest.raises(DataLossError) as excinfo:
         operator.execute({})
     assert "orders-0-5" in str(excinfo.value)
-    assert "kafka-eos-txn --runbook rerun-a-checkpoint (" in str(excinfo.value)
+    assert "kafka-eos-txn runbook rerun-a-checkpoint (" in str(excinfo.value)
 
 
 @pytest.mark.spark

@@ -69,7 +69,7 @@ def test_wrong_sasl_password_fails_without_leaking(kafka_broker_factory, monkeyp
     assert not ok
     assert message.startswith(f"{broker.bootstrap} refused the credentials of SASL user 'etl' (PLAIN)")
     assert "wrong-password-456" not in message and "right-password-123" not in message
-    assert "kafka-eos-txn --runbook " in message
+    assert "kafka-eos-txn runbook " in message
 
 
 def test_hook_preflight_window_failure_names_the_numbers(conn_id, unique_name):
@@ -88,7 +88,7 @@ def test_hook_preflight_window_failure_names_the_numbers(conn_id, unique_name):
         )
     # 300 s + 4 x 60 s + (119 + 239 + 479) s = 1377 s > 600 s
     assert "= 1377s vs transaction.timeout.ms = 600s" in str(err.value)
-    assert "kafka-eos-txn --runbook transaction-timeout-risk (" in str(err.value)
+    assert "kafka-eos-txn runbook transaction-timeout-risk (" in str(err.value)
 
 
 class _RecordingTaskInstance:

@@ -1,6 +1,6 @@
 """Every runbook page the code sends a user to must exist, and must reach a user who only pip-installed.
 
-Errors end with "Next step: kafka-eos-txn --runbook <page> (<url>/<page>.md)"; a dangling page is
+Errors end with "Next step: kafka-eos-txn runbook <page> (<url>/<page>.md)"; a dangling page is
 a dead end for an on-call engineer at 3 a.m., so this scans the source for every page name it can
 cite. The pages ship inside the package (``runbook_pages/`` links to ``docs/runbook/``, the one
 copy), and the built wheel is checked to carry every one of them.
@@ -28,7 +28,7 @@ SOURCE_DIRS = ("airflow_provider_kafka_eos", "dags", "scripts")
 CITATION = re.compile(
     r"""runbook\s*=\s*["']([a-z0-9-]+)["']"""
     r"""|docs/runbook/([a-z0-9-]+)\.md"""
-    r"""|--runbook ([a-z0-9-]+)"""
+    r"""|kafka-eos-txn runbook ([a-z0-9-]+)"""
     r"""|runbook_reference\(["']([a-z0-9-]+)["']\)"""
     r"""|RUNBOOK_\w+\s*=\s*["']([a-z0-9-]+)["']"""
 )
@@ -64,20 +64,20 @@ def test_every_cited_runbook_page_exists():
 def test_an_error_names_its_page_as_a_command_and_as_a_url():
     text = str(errors.DataLossError("gone", transactional_id="t-1"))
     assert text == (
-        "t-1: gone. Next step: kafka-eos-txn --runbook data-loss "
+        "t-1: gone. Next step: kafka-eos-txn runbook data-loss "
         f"({PROJECT_URL}/blob/main/docs/runbook/data-loss.md)"
     )
 
 
 def test_the_cli_lists_and_prints_the_pages_the_package_carries():
     out, err = io.StringIO(), io.StringIO()
-    assert cli.run(["--runbook"], stdout=out, stderr=err) == 0
+    assert cli.run(["runbook"], stdout=out, stderr=err) == 0
     listed = [line.split()[0] for line in out.getvalue().splitlines()[1:]]
     assert listed == sorted(p.stem for p in RUNBOOK_DIR.glob("*.md") if p.stem != "README")
     out = io.StringIO()
-    assert cli.run(["--runbook", "data-loss"], stdout=out, stderr=err) == 0
+    assert cli.run(["runbook", "data-loss"], stdout=out, stderr=err) == 0
     assert out.getvalue() == (RUNBOOK_DIR / "data-loss.md").read_text()
-    assert cli.run(["--runbook", "no-such-page"], stdout=io.StringIO(), stderr=err) == 2
+    assert cli.run(["runbook", "no-such-page"], stdout=io.StringIO(), stderr=err) == 2
     assert "no runbook page 'no-such-page'; pages: broker-unreachable," in err.getvalue()
 
 

@@ -136,6 +136,34 @@ def test_kafka_imports_no_higher_floor_and_no_sibling():
     assert wrong == []
 
 
+def _room(module: str) -> str:
+    """The room a module stands in, as the import picture draws the package: each top-level
+    sub-package or module is one room; the package's own ``__init__`` (its identity) is one."""
+    short = module[len(PACKAGE) + 1:]
+    return short.split(".", 1)[0] if short else "__init__"
+
+
+def _room_graph() -> dict[str, set[str]]:
+    """Room -> the rooms it imports; the package's ``__init__`` counts (it defines the identity)."""
+    modules = _runtime_modules()
+    known = set(modules)
+    rooms: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        here = _room(name)
+        rooms.setdefault(here, set()).update(r for r in map(_room, _imports(path, name, known)) if r != here)
+    return rooms
+
+
+def test_no_import_runs_back_up_between_the_packages_rooms():
+    """Rooms stand on floors above all they import; an import from a lower room to a higher one is
+    a loop between rooms (runbook -> the package's identity -> hooks -> kafka -> runbook was one:
+    ``get_provider_info`` in ``__init__`` read the hooks). So: no loop between rooms, and the
+    identity, which everything may read, imports nothing."""
+    graph = _room_graph()
+    assert graph["__init__"] == set()
+    assert _cycles(graph) == []
+
+
 def test_the_graph_sees_imports_inside_functions_and_type_checking():
     """The reader must not be blind to the imports the rules are about (a test that cannot fail
     would prove nothing): the facade's lazy and eager imports are both seen."""
@@ -144,6 +172,8 @@ def test_the_graph_sees_imports_inside_functions_and_type_checking():
     assert f"{PACKAGE}.kafka.admin.end_txn" in graph[facade]
     assert f"{PACKAGE}.kafka.protocol.wire" in graph[facade]
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
+    rooms = _room_graph()
+    assert "runbook" in rooms["kafka"] and "__init__" in rooms["runbook"] and "kafka" in rooms["hooks"]
 
 
 # The test double's import path, and the one it had inside the runtime package.

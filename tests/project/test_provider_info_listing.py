@@ -12,7 +12,7 @@ import airflow
 import jsonschema
 
 import airflow_provider_kafka_eos
-from airflow_provider_kafka_eos import get_provider_info
+from airflow_provider_kafka_eos.get_provider_info import get_provider_info
 
 PACKAGE = pathlib.Path(airflow_provider_kafka_eos.__file__).parent
 SECTIONS = ("operators", "hooks", "sensors", "triggers")

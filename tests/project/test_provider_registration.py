@@ -10,7 +10,8 @@ import re
 import subprocess
 import sys
 
-from airflow_provider_kafka_eos import CONNECTION_TYPE, get_provider_info
+from airflow_provider_kafka_eos import CONNECTION_TYPE
+from airflow_provider_kafka_eos.get_provider_info import get_provider_info
 
 
 def test_package_name_is_the_distribution_name():

@@ -20,7 +20,7 @@ PACKAGE_DIR = Path(airflow_provider_kafka_eos.__file__).parent
 
 # (module, name) pairs that users, docs and example DAGs import.
 PUBLIC = [
-    ("airflow_provider_kafka_eos", "get_provider_info"),
+    ("airflow_provider_kafka_eos.get_provider_info", "get_provider_info"),
     ("airflow_provider_kafka_eos.hooks.kafka_eos", "KafkaEosHook"),
     ("airflow_provider_kafka_eos.operators.submit", "SparkEosSubmitOperator"),
     ("airflow_provider_kafka_eos.operators.commit", "KafkaCommitTransactionsOperator"),

@@ -26,7 +26,7 @@ def test_missing_client_config_is_a_usage_error_before_spark_starts(monkeypatch,
     monkeypatch.delenv(job.CONFIG_ENV, raising=False)
     assert job.main(ARGS) == 2
     err = capsys.readouterr().err
-    assert job.CONFIG_FILE_ENV in err and "kafka-eos-txn --runbook " in err
+    assert job.CONFIG_FILE_ENV in err and "kafka-eos-txn runbook " in err
 
 
 def test_config_file_and_inline_config_are_read_and_validated(tmp_path):

@@ -103,7 +103,7 @@ def test_trigger_reports_an_unreachable_broker_and_execute_complete_raises_it(mo
     sensor = KafkaLingeringTransactionSensor(task_id="resume", kafka_eos_conn_id=conn_id)
     with pytest.raises(BrokerUnreachableError) as raised:
         sensor.execute_complete({}, event.payload)
-    assert "Next step: kafka-eos-txn --runbook broker-unreachable (" in str(raised.value)
+    assert "Next step: kafka-eos-txn runbook broker-unreachable (" in str(raised.value)
 
 
 def test_execute_complete_rebuilds_our_error_class_and_rejects_a_missing_event():
@@ -115,7 +115,7 @@ def test_execute_complete_rebuilds_our_error_class_and_rejects_a_missing_event()
         "runbook": "configuration",
     }
     with pytest.raises(
-        ConfigError, match=r"bad key 'x'\. Next step: kafka-eos-txn --runbook configuration \("
+        ConfigError, match=r"bad key 'x'\. Next step: kafka-eos-txn runbook configuration \("
     ):
         sensor.execute_complete({}, event)
     with pytest.raises(Exception, match="sent no event"):

@@ -157,7 +157,7 @@ def _verdict(c: AbortCandidate, prepared: Mapping[str, PreparedRef], policy: Abo
         return verdict(
             False,
             f"listed in PREPARED manifest {ref.manifest_uri} (checkpoint {ref.checkpoint_id}): "
-            f"it must be committed, not aborted; commit it with --action commit --manifest "
+            f"it must be committed, not aborted; commit it with kafka-eos-txn commit --manifest "
             f"{ref.manifest_uri}",
         )
     if owner is None and not policy.abort_foreign:

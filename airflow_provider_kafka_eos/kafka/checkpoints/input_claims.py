@@ -324,7 +324,7 @@ class _Ask:
                 f"reprocess of input {self.input_id!r} refused: checkpoint {claim.checkpoint_id} "
                 f"({_manifest_uri(self.store, claim)}) is PREPARED, so its commit would deliver the input "
                 "too. Let its commit task (or the cleanup DAG) commit it, or give it up with kafka-eos-txn "
-                "--action abort --manifest URI, then reprocess. Nothing was written", runbook=RUNBOOK)
+                "abort --manifest URI, then reprocess. Nothing was written", runbook=RUNBOOK)
         if status is not None:  # COMMITTED with reprocess, or ABORTED: a fresh checkpoint writes it
             return self.write_afresh(claim, version, status)
         # A claim without a manifest: its run is still writing, or died before preparing anything.

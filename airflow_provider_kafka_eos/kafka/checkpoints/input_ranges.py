@@ -218,7 +218,7 @@ def _refuse_pending(pipeline_id: str, checkpoint_id: int, manifests: Sequence[Ma
                 f"checkpoint {checkpoint_id} of {pipeline_id} cannot plan its input: the older checkpoint "
                 f"{m.checkpoint_id} ({m.uri}) is still PREPARED and holds the input range before it. "
                 f"Commit it "
-                f"(kafka-eos-txn --action commit --manifest {m.uri}) or give it up (--action abort "
+                f"(kafka-eos-txn commit --manifest {m.uri}) or give it up (kafka-eos-txn abort "
                 f"--manifest "
                 f"{m.uri}: its range is read again); nothing was read")
         if m.checkpoint_id > checkpoint_id and m.status is ManifestStatus.COMMITTED and _kafka(m) is not None:

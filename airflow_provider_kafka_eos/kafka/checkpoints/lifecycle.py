@@ -383,7 +383,7 @@ def _decide(uri: str, outcome: str, by: str, now_ms: Callable[[], int],
             raise KafkaEosError(
                 f"checkpoint {current.checkpoint_id} ({uri}) is being committed ({made.by} decided to commit "
                 f"at {when}): it cannot be given up; nothing was aborted. Let the commit finish "
-                f"(kafka-eos-txn --action commit --manifest {uri} completes it)",
+                f"(kafka-eos-txn commit --manifest {uri} completes it)",
                 runbook="commit-pending-transaction")
         current.decision = Decision(outcome, by, now_ms())
         current.updated_at_ms = current.decision.at_ms
@@ -420,7 +420,7 @@ def _transition(uri: str, decide: Callable[[Manifest], Manifest | None],
             raise store_unreachable(uri, exc, "written", "; nothing was changed") from None
         log.info("%s changed while it was being updated; reading it again", uri)
     raise ManifestError(f"{uri}: the manifest kept changing under {attempts} updates; nothing was changed "
-                        "by this one. Check who else writes it (kafka-eos-txn --action checkpoints)")
+                        "by this one. Check who else writes it (kafka-eos-txn checkpoints)")
 
 
 # -- mark-ABORTED and abort-a-checkpoint -----------------------------------------------------
@@ -502,7 +502,7 @@ def abort_checkpoint(
         if verdict.verdict is Verdict.COMMITTED:  # committed, or a commit under way
             raise KafkaEosError(
                 f"checkpoint {manifest.checkpoint_id} ({uri}) is partly committed ({c.transactional_id}: "
-                f"{verdict.evidence}); aborting the rest would lose part of it: commit it with --action "
+                f"{verdict.evidence}); aborting the rest would lose part of it: commit it with kafka-eos-txn "
                 f"commit --manifest {uri}",
                 transactional_id=c.transactional_id,
                 runbook="commit-pending-transaction",

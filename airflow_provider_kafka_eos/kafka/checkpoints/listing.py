@@ -1,7 +1,7 @@
 """What a manifest store holds, one row per checkpoint: status, input identity, run, records.
 
 The view an operator needs to answer "was batch B1 written, by which run, is it committed?"
-without opening JSON files: ``kafka-eos-txn --action checkpoints`` prints it. Reads only the
+without opening JSON files: ``kafka-eos-txn checkpoints`` prints it. Reads only the
 store (no Kafka). No Airflow imports.
 """
 

@@ -54,16 +54,10 @@ __all__ = [
     "write_manifest",
 ]
 
-# 2 added the required ``prepared_by`` (the run that prepared the checkpoint; object or null).
-# Version 1 manifests are read as ``prepared_by=None`` and rewritten as version 2.
-# 3 added the required ``input`` (the input identity the checkpoint carries; object or null) and
-# ``decision`` (commit or give up, recorded before either acts in Kafka; object or null).
-# Older manifests are read as ``input=None`` (unknown input) and rewritten as version 3.
-# 4 added ``input.kafka`` (the Kafka offset ranges the checkpoint reads, and the transaction that
-# moves the consumer group's offsets; ``kafka_input.py``). Versions 1-3 are read unchanged (no
-# Kafka input) and rewritten as version 4.
+# Version 4 is the first schema a release (0.1.0) writes and the only one this release reads;
+# 1-3 existed only in development builds and are refused by name (docs/manifest-format.md).
 SCHEMA_VERSION = 4
-SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3, 4})
+SUPPORTED_SCHEMA_VERSIONS = frozenset({SCHEMA_VERSION})
 NAMING_STRATEGIES = ("INCREMENTING", "POOLING")
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"  # where a Kafka input's offsets transaction writes
 # 1M committables of ~300 bytes; anything larger is not a manifest this provider wrote.
@@ -94,8 +88,17 @@ _FIELDS: dict[str, Any] = {
     "decision": (dict, type(None)),
 }
 _OPTIONAL = {"commit_report"}
-_SINCE_VERSION = {"prepared_by": 2, "input": 3, "decision": 3}
-DECISIONS = ("commit", "abort")  # fields a manifest of an older version must not carry
+DECISIONS = ("commit", "abort")
+
+
+def _unread_version_step(version: object) -> str:
+    """Why a manifest of another schema is refused, and what to do: nothing reads it half."""
+    if type(version) is int and version > SCHEMA_VERSION:
+        return (f"this release reads schema version {SCHEMA_VERSION} only (written by a newer release? "
+                "upgrade the provider before touching this checkpoint)")
+    return (f"this release reads schema version {SCHEMA_VERSION} only, and no release wrote another "
+            "(versions 1-3 came from development builds before 0.1.0); nothing was changed: resolve its "
+            "transactions by hand and move the manifest out of the store")
 
 
 @dataclass(frozen=True)
@@ -141,8 +144,8 @@ class Manifest:
     updated_at_ms: int
     schema_version: int = SCHEMA_VERSION  # as read; a manifest is always written in SCHEMA_VERSION
     commit_report: dict | None = None
-    prepared_by: RunIdentity | None = None  # None: version 1, or written outside Airflow
-    input: InputRecord | None = None  # None: unknown input (before version 3, or no input_id given)
+    prepared_by: RunIdentity | None = None  # None: written outside Airflow
+    input: InputRecord | None = None  # None: no input_id given
     decision: Decision | None = None  # None: neither a commit nor a give-up has started
     # Where this manifest lives (set by read_manifest / write_manifest); not part of the JSON.
     uri: str | None = field(default=None, compare=False, repr=False)
@@ -194,29 +197,18 @@ class Manifest:
         if "schema_version" not in data:
             raise ManifestError(f"{source}: required field 'schema_version' is missing")
         version = data["schema_version"]
-        if (
-            isinstance(version, bool)
-            or not isinstance(version, int)
-            or version not in SUPPORTED_SCHEMA_VERSIONS
-        ):
-            raise ManifestError(
-                f"{source}: field 'schema_version' is {version!r}; this release reads schema version(s) "
-                f"{', '.join(map(str, sorted(SUPPORTED_SCHEMA_VERSIONS)))} (written by a newer release? "
-                "upgrade the provider before touching this checkpoint)"
-            )
-        fields = {name: kind for name, kind in _FIELDS.items() if _SINCE_VERSION.get(name, 1) <= version}
-        reject_unknown(data, set(fields), source, "")
+        if type(version) is not int or version not in SUPPORTED_SCHEMA_VERSIONS:  # not True, not 4.0
+            raise ManifestError(f"{source}: field 'schema_version' is {version!r}; "
+                                f"{_unread_version_step(version)}")
+        reject_unknown(data, set(_FIELDS), source, "")
         values: dict[str, Any] = {}
-        for name, kind in fields.items():
+        for name, kind in _FIELDS.items():
             if name in _OPTIONAL and name not in data:
                 continue
             values[name] = require_field(data, name, kind, source, name)
         if values.get("prepared_by") is not None:
             values["prepared_by"] = RunIdentity.from_dict(values["prepared_by"], source=source)
         if values.get("input") is not None:
-            if version < 4 and "kafka" in values["input"]:
-                raise ManifestError(f"{source}: field 'input.kafka' needs schema_version 4, this manifest "
-                                    f"says {version}")
             values["input"] = InputRecord.from_dict(values["input"], source=source)
         if values.get("decision") is not None:
             values["decision"] = Decision.from_dict(values["decision"], source=source)

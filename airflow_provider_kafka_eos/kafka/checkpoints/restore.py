@@ -93,7 +93,8 @@ class RestoreReport:
 def restore_pipeline(
     admin: RestoreAdmin,
     *,
-    manifest_base_uri: str | ManifestStore,
+    store: ManifestStore,
+    manifests: Sequence[tuple[str, Manifest]],
     pipeline_id: str,
     transactional_id_prefix: str,
     checkpoint_id: int,
@@ -109,13 +110,17 @@ def restore_pipeline(
     ``also_owned``: this checkpoint's ids outside the prefix's generated ones (the offsets
     transaction of a Kafka-input checkpoint, whose checkpoint holds the input claim, so no other
     live attempt can be using it), settled by rule 5.
-    The store is created if missing (the writer is its first user), then read strictly.
+
+    ``manifests`` is the pipeline's listing as the caller read it from ``store``
+    (``store.manifests(pipeline_id)``): a checkpoint write lists its pipeline once and hands that
+    listing to every rule that needs it (naming switch, backfill ceiling, this). What restore itself
+    changes (a manifest it commits or marks ABORTED) it reads back by its uri, one read each, so
+    the rules after the settling see the settled state. The pipeline has one writer at a time
+    (its checkpoint ids, its input claims); a manifest someone else writes after the listing is
+    not seen, as it was not before in the window between a second listing and the abort.
     """
-    store = manifest_base_uri if isinstance(manifest_base_uri, ManifestStore) else \
-        ManifestStore.configured(manifest_base_uri, source="write_exactly_once(manifest_base_uri=...)")
-    store.create()
     report = RestoreReport(checkpoint_id=checkpoint_id, access=store.access)
-    for uri, manifest in store.manifests(pipeline_id):
+    for uri, manifest in manifests:
         if manifest.transactional_id_prefix != transactional_id_prefix:
             log.warning("%s was written with transactional id prefix %r, this run uses %r; it is settled all "
                         "the same", uri, manifest.transactional_id_prefix, transactional_id_prefix)
@@ -124,10 +129,9 @@ def restore_pipeline(
         elif manifest.status is ManifestStatus.PREPARED:
             _recommit(admin, uri, manifest, report, now_ms)
 
-    # Re-read: a manifest may have been written by someone else since (never abort what it lists).
-    # (this checkpoint's own PREPARED manifest, kept as ``existing``, is among them)
-    # One read serves both rules (the store reads every manifest either way: the status is inside).
-    manifests = store.manifests(pipeline_id)
+    # The settled state: what restore changed, read back (never abort what a PREPARED manifest lists;
+    # this checkpoint's own PREPARED manifest, kept as ``existing``, is among them).
+    manifests = _settled(manifests, report)
     protected = prepared_index([(u, m) for u, m in manifests if m.status is ManifestStatus.PREPARED])
     report.protected_transactions = sorted(protected)
 
@@ -164,9 +168,18 @@ def settle_before_planning(
     fenced here (rules 4 and 5): the writer's restore does that after the plan, as for every
     checkpoint. What restore cannot decide raises, as it does for the writer.
     """
-    return restore_pipeline(admin, manifest_base_uri=store, pipeline_id=pipeline_id,
-                            transactional_id_prefix=transactional_id_prefix, checkpoint_id=checkpoint_id,
+    return restore_pipeline(admin, store=store, manifests=store.manifests(pipeline_id),
+                            pipeline_id=pipeline_id, transactional_id_prefix=transactional_id_prefix,
+                            checkpoint_id=checkpoint_id,
                             abort_lingering=_fence_nothing, now_ms=now_ms)
+
+
+def _settled(manifests: Sequence[tuple[str, Manifest]], report: RestoreReport) -> list[tuple[str, Manifest]]:
+    """The listing after restore's own transitions: each manifest it committed or marked ABORTED is
+    read back by its uri (its status, and the producer pairs a commit recorded); the rest as listed."""
+    changed = {*report.recommitted, *report.marked_aborted}
+    return [(uri, read_manifest(uri, access=report.access) if uri in changed else manifest)
+            for uri, manifest in manifests]
 
 
 def _fence_nothing(admin: RestoreAdmin, prefix: str, prepared: Mapping[str, PreparedRef]) -> list[str]:
@@ -180,7 +193,7 @@ def _abort_own_ids(admin: RestoreAdmin, ids: Sequence[str], protected: Mapping[s
     The decision is ``plan_abort``'s (the one abort rule: only Ongoing, never an id a PREPARED
     manifest lists), with ``ids`` as the owned ones. An open transaction whose producer id and
     epoch a COMMITTED manifest lists is refused too: that manifest says it was committed, so it is
-    left for a human (``kafka-eos-txn --action checkpoints``), never aborted.
+    left for a human (``kafka-eos-txn checkpoints``), never aborted.
     """
     ids = list(dict.fromkeys(i for i in ids if i))
     descriptions = admin.describe(ids, missing_ok=True)  # an id never used has nothing to abort
@@ -191,7 +204,7 @@ def _abort_own_ids(admin: RestoreAdmin, ids: Sequence[str], protected: Mapping[s
         uri = committed.get((tid, description.producer_id, description.producer_epoch))
         if uri is not None:
             log.error("%s is open under producer id %d epoch %d, which COMMITTED manifest %s lists: not "
-                      "aborted (check that checkpoint with kafka-eos-txn --action checkpoints)", tid,
+                      "aborted (check that checkpoint with kafka-eos-txn checkpoints)", tid,
                       description.producer_id, description.producer_epoch, uri)
             continue
         candidates.append(AbortCandidate.of(description))

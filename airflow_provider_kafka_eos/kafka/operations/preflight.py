@@ -1,7 +1,7 @@
 """Preflight: would this pipeline, as configured, be exactly-once on this cluster?
 
 It runs before any data is written (the first task of a pipeline DAG, or
-``kafka-eos-txn --action preflight``) and answers with a :class:`PreflightReport`: one check a
+``kafka-eos-txn preflight``) and answers with a :class:`PreflightReport`: one check a
 line, each ok / warn / fail with the numbers and the runbook page. Blockers raise
 :class:`PreflightError`, because a pipeline that can lose data must not start.
 

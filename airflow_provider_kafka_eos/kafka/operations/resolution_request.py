@@ -38,7 +38,7 @@ ACTIONS = (
     "preflight",
     "abort-partition",
 )
-ABORT_CHECKPOINT = "abort-checkpoint"  # internal: --action abort --manifest URI
+ABORT_CHECKPOINT = "abort-checkpoint"  # internal: abort --manifest URI
 TRANSACTION_STATES = (
     "Empty",
     "Ongoing",

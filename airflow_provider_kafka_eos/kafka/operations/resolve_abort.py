@@ -148,7 +148,7 @@ def _abort_one(
 def action_abort_checkpoint(
     admin: TransactionAdmin, request: ResolutionRequest, progress: Progress | None, access: StoreAccess
 ) -> ResolutionResult:
-    """``--action abort --manifest URI``: abort what the checkpoint holds open, mark it ABORTED."""
+    """``kafka-eos-txn abort --manifest URI``: abort what the checkpoint holds open, mark it ABORTED."""
     from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import abort_checkpoint
 
     assert request.manifest_uri is not None

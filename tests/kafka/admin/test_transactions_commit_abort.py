@@ -113,7 +113,7 @@ def test_commit_after_abort_is_data_loss_and_changes_nothing(kafka_broker, admin
         admin.commit([committable])
 
     assert info.value.transactional_id == tid
-    assert str(info.value).startswith(f"{tid}: ") and "kafka-eos-txn --runbook data-loss (" in str(info.value)
+    assert str(info.value).startswith(f"{tid}: ") and "kafka-eos-txn runbook data-loss (" in str(info.value)
     assert admin.describe([tid])[tid] == before
     assert count_keys(kafka_broker.bootstrap, topic) == {}
 

@@ -29,6 +29,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     write_manifest,
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.restore import restore_pipeline
+from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
 from airflow_provider_kafka_eos.kafka.errors import DataLossError
 from airflow_provider_kafka_eos.kafka.operations.resolve_commit import committable_for
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
@@ -95,7 +96,8 @@ def test_a_commit_stopped_after_its_rotating_end_txn_is_committed_again_exactly_
     for c in committables:  # every id of the checkpoint rotated by the EndTxn that went through
         _end_txn_then_die(admin, c)
 
-    report = restore_pipeline(admin, manifest_base_uri=empty_store, pipeline_id=PREFIX,
+    store = ManifestStore(empty_store)
+    report = restore_pipeline(admin, store=store, manifests=store.manifests(PREFIX), pipeline_id=PREFIX,
                               transactional_id_prefix=PREFIX, checkpoint_id=1,
                               abort_lingering=lambda *_: [])  # the rerun of the submit task
     assert report.existing is not None and report.existing.status is ManifestStatus.COMMITTED

@@ -24,6 +24,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.naming import NamingStrategy
 from airflow_provider_kafka_eos.kafka.checkpoints.restore import restore_pipeline
+from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
 from kafka_eos_testing.transactions import produce_transaction, write_prepared_manifest
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
@@ -59,7 +60,8 @@ def _committed_checkpoint(bootstrap, admin, base, pipeline, topic, tids, checkpo
 
 
 def _restore(admin, base, pipeline, checkpoint_id, aborter):
-    return restore_pipeline(admin, manifest_base_uri=base, pipeline_id=pipeline,
+    store = ManifestStore(base)
+    return restore_pipeline(admin, store=store, manifests=store.manifests(pipeline), pipeline_id=pipeline,
                             transactional_id_prefix=pipeline, checkpoint_id=checkpoint_id,
                             abort_lingering=aborter)
 

@@ -1,7 +1,7 @@
 """Checkpoint identity: one checkpoint per run, the run recorded in the manifest, never a silent skip.
 
 Pure logic (no broker, no Spark): how a run's checkpoint id is derived, how the manifest records
-the run that prepared it (schema version 2, version 1 still read), and the one rule that decides
+the run that prepared it, and the one rule that decides
 what a run does with a manifest it finds for its checkpoint. The data path (records counted by a
 read_committed consumer) is in tests/system/dags/test_manual_runs.py and
 tests/kafka/checkpoints/test_checkpoint_backfill.py.
@@ -102,10 +102,10 @@ def test_run_identity_from_the_task_context():
     assert run_identity({}) is None
 
 
-# -- the manifest records the run (schema version 2) and still reads version 1 ------------------
+# -- the manifest records the run; a manifest of another schema is refused and left alone ---------
 
 
-def test_manifest_v2_round_trips_the_run_that_prepared_it(tmp_path):
+def test_manifest_round_trips_the_run_that_prepared_it(tmp_path):
     run = RunIdentity("eos_pipeline", "manual__a", 3, None)
     uri = manifest_uri(str(tmp_path), "orders", 7)
     write_manifest(uri, _manifest(prepared_by=run))
@@ -116,27 +116,27 @@ def test_manifest_v2_round_trips_the_run_that_prepared_it(tmp_path):
     assert read_manifest(uri).prepared_by == run
 
 
-def test_manifest_v1_is_read_without_a_run_and_rewritten_as_the_current_version(tmp_path):
+@pytest.mark.parametrize("version", [1, 2, 3, 5])
+def test_a_manifest_of_another_schema_is_refused_by_name_and_left_unchanged(tmp_path, version):
     uri = manifest_uri(str(tmp_path), "orders", 7)
-    v1 = _manifest().to_dict()
-    v1["schema_version"] = 1
-    del v1["prepared_by"], v1["input"], v1["decision"]
+    old = _manifest().to_dict()
+    old["schema_version"] = version
     (tmp_path / "orders").mkdir()
-    with open(uri, "w") as fh:
-        json.dump(v1, fh)
-    manifest = read_manifest(uri)
-    assert manifest.prepared_by is None and manifest.schema_version == 1
-    write_manifest(uri, manifest)  # e.g. restore marking it COMMITTED: never rewritten as version 1
-    assert json.loads(pathlib.Path(uri).read_text())["schema_version"] == SCHEMA_VERSION
+    pathlib.Path(uri).write_text(json.dumps(old))
+    before = pathlib.Path(uri).read_bytes()
+    with pytest.raises(ManifestError) as excinfo:
+        read_manifest(uri)
+    message = str(excinfo.value)
+    assert uri in message and f"'schema_version' is {version}" in message
+    assert "reads schema version 4 only" in message
+    step = "upgrade the provider" if version > SCHEMA_VERSION else "move the manifest out of the store"
+    assert step in message
+    assert pathlib.Path(uri).read_bytes() == before
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        # a version 1 manifest had no prepared_by (nor the later input and decision)
-        (lambda d: (d.update(schema_version=1), d.pop("input"), d.pop("decision")),
-         "unknown field 'prepared_by'"),
-        (lambda d: (d.update(schema_version=2), d.pop("decision")), "unknown field 'input'"),  # v2: no input
         (lambda d: d.pop("prepared_by"), "'prepared_by' is missing"),
         (lambda d: d.update(prepared_by="run-1"), "'prepared_by' must be dict/NoneType"),
         (lambda d: d.update(prepared_by={"dag_id": "d"}), "prepared_by.run_id must be a non-empty string"),

@@ -296,7 +296,8 @@ def test_restore_fences_a_dead_attempts_offsets_transaction_and_never_a_prepared
     listing = AbortStrategy.LISTING.aborter(checkpoint_id=1, partitions_hint=1)
 
     def restore():
-        return restore_pipeline(admin, manifest_base_uri=pipe.store, pipeline_id=pipe.pipeline,
+        return restore_pipeline(admin, store=pipe.store, manifests=pipe.store.manifests(pipe.pipeline),
+                                pipeline_id=pipe.pipeline,
                                 transactional_id_prefix=pipe.prefix, checkpoint_id=1,
                                 abort_lingering=listing, also_owned=[offsets_id])
 

@@ -181,7 +181,8 @@ def test_prepare_commit_then_a_rerun_writes_nothing_and_an_abandoned_checkpoint_
     prefix = uri.split("/")[-2]
     with _admin(kafka_broker.bootstrap) as admin:
         assert commit_checkpoint(admin, uri, committed_by="s3-test").sent_commit
-        rerun = restore_pipeline(admin, manifest_base_uri=s3_base, pipeline_id=prefix,
+        store = ManifestStore(s3_base)
+        rerun = restore_pipeline(admin, store=store, manifests=store.manifests(prefix), pipeline_id=prefix,
                                  transactional_id_prefix=prefix, checkpoint_id=7,
                                  abort_lingering=lambda *_: [])
     assert rerun.existing is not None and rerun.existing.status is ManifestStatus.COMMITTED

@@ -98,7 +98,7 @@ def test_timeout_above_broker_max_blocks_and_raises():
     with pytest.raises(PreflightError) as err:
         report.raise_on_failure()
     assert "exceeds the broker's transaction.max.timeout.ms=900000" in str(err.value)
-    assert "kafka-eos-txn --runbook transaction-timeout-risk (" in str(err.value)
+    assert "kafka-eos-txn runbook transaction-timeout-risk (" in str(err.value)
 
 
 def test_good_report_renders_and_is_json():

@@ -88,7 +88,7 @@ def test_missing_two_phase_commit_acl_blocks_2pc_only(secured):
     with pytest.raises(PreflightError) as err:
         preflight(broker, "no2pc", prefix, topic, two_phase_commit=True)
     assert f"2PC ACL: TWO_PHASE_COMMIT on TransactionalId prefix {prefix!r} is missing" in str(err.value)
-    assert "kafka-eos-txn --runbook missing-acl (" in str(err.value)
+    assert "kafka-eos-txn runbook missing-acl (" in str(err.value)
 
 
 def test_principal_without_describe_acls_is_probed_and_missing_write_named(secured):
@@ -117,7 +117,6 @@ def test_cli_preflight_reports_missing_acl_with_exit_1(secured, tmp_path):
     result = subprocess.run(
         [
             CLI,
-            "--action",
             "preflight",
             "--command-config",
             str(props),

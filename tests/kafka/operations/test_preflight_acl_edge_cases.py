@@ -91,9 +91,9 @@ def test_rules_that_tell_the_whole_truth_still_fail_a_missing_2pc_acl(secured, t
     """no2pc's rules are confirmed by the probes, so its missing TWO_PHASE_COMMIT stays a FAIL."""
     broker, prefix, topic = secured
     props = _properties(tmp_path, broker, "no2pc")
-    plain = cli("--action", "preflight", "--command-config", props, "--prefix", prefix, "--topic", topic)
+    plain = cli("preflight", "--command-config", props, "--prefix", prefix, "--topic", topic)
     assert plain.returncode == 0, plain.stdout + plain.stderr
-    two_pc = cli("--action", "preflight", "--command-config", props, "--prefix", prefix, "--topic", topic,
+    two_pc = cli("preflight", "--command-config", props, "--prefix", prefix, "--topic", topic,
                  "--two-phase-commit", "--json")
     assert two_pc.returncode == 1, two_pc.stdout + two_pc.stderr
     rows = {row["check"]: row for row in json.loads(two_pc.stdout)["rows"]}
@@ -103,7 +103,7 @@ def test_rules_that_tell_the_whole_truth_still_fail_a_missing_2pc_acl(secured, t
 
 def test_cli_preflight_two_phase_commit_passes_for_the_super_user(secured, tmp_path):
     broker, prefix, topic = secured
-    result = cli("--action", "preflight", "--command-config", _properties(tmp_path, broker, "root"),
+    result = cli("preflight", "--command-config", _properties(tmp_path, broker, "root"),
                  "--prefix", prefix, "--topic", topic, "--two-phase-commit", "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     rows = {row["check"]: row for row in json.loads(result.stdout)["rows"]}
@@ -116,7 +116,7 @@ def test_listing_without_describe_warns_and_fails_with_strict(secured, tmp_path,
     root = sasl_config(broker.bootstrap, "root").confluent()
     produce_transaction(root, f"{prefix}0-1", topic, [b"k1"], transaction_timeout_ms=120_000)
     age = ["--min-age", "0s"] if action == "find-hanging" else []
-    args = ["--action", action, "--prefix", prefix, *age, "--json"]
+    args = [action, "--prefix", prefix, *age, "--json"]
 
     seen = cli(*args, "--command-config", _properties(tmp_path, broker, "root"))
     assert seen.returncode == 0 and len(json.loads(seen.stdout)["rows"]) == 1, seen.stderr
@@ -128,7 +128,7 @@ def test_listing_without_describe_warns_and_fails_with_strict(secured, tmp_path,
     out = json.loads(blind.stdout)
     assert out["rows"] == [] and out["warnings"], out  # Kafka hid the open transaction
     assert "lacks DESCRIBE on TransactionalId under prefix" in blind.stderr
-    assert "kafka-eos-txn --runbook missing-acl (" in blind.stderr
+    assert "kafka-eos-txn runbook missing-acl (" in blind.stderr
 
     strict = cli(*args, "--strict", "--command-config", blind_props)
     assert strict.returncode == 1, strict.stderr
@@ -140,5 +140,5 @@ def test_listing_without_describe_warns_and_fails_with_strict(secured, tmp_path,
 
 def test_listing_the_whole_cluster_with_prefixed_rights_warns(secured, tmp_path):
     broker, _prefix, _topic = secured
-    result = cli("--action", "list", "--strict", "--command-config", _properties(tmp_path, broker, "viewer"))
+    result = cli("list", "--strict", "--command-config", _properties(tmp_path, broker, "viewer"))
     assert result.returncode == 1 and "on the whole cluster" in result.stderr, result.stderr

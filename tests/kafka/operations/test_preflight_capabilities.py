@@ -61,7 +61,7 @@ def test_2pc_required_on_a_broker_without_it_is_a_blocker(kafka_broker, unique_n
             two_phase_commit=True,
         )
     assert "2PC advertised: InitProducerId v6 is not advertised" in str(err.value)
-    assert "kafka-eos-txn --runbook two-phase-commit (" in str(err.value)
+    assert "kafka-eos-txn runbook two-phase-commit (" in str(err.value)
 
 
 def test_timeout_above_broker_max_and_window_fail_with_numbers(kafka_broker_pool, unique_name):
@@ -90,4 +90,4 @@ def test_unreachable_cluster_raises_broker_unreachable():
     with pytest.raises(BrokerUnreachableError) as err:
         ClusterCapabilities.probe(config("127.0.0.1:9"), timeout_ms=1500)
     assert "127.0.0.1:9" in str(err.value)
-    assert "kafka-eos-txn --runbook broker-unreachable (" in str(err.value)
+    assert "kafka-eos-txn runbook broker-unreachable (" in str(err.value)

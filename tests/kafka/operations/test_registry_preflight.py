@@ -45,7 +45,7 @@ def test_preflight_refuses_an_incompatible_value_schema_and_registers_nothing(
     with pytest.raises(PreflightError) as err:
         _preflight(kafka_broker, registry_topic, formats)
     assert f"value format ({registry_topic}): subject '{registry_topic}-value'" in str(err.value)
-    assert "incompatible" in str(err.value) and "--runbook schema-registry" in str(err.value)
+    assert "incompatible" in str(err.value) and "kafka-eos-txn runbook schema-registry" in str(err.value)
     assert client.get_versions(f"{registry_topic}-value") == [1]
 
 

@@ -12,7 +12,7 @@ from airflow_provider_kafka_eos.kafka.validation import parse_duration_ms
 def fails(**kwargs) -> str:
     with pytest.raises(UsageError) as err:
         ResolutionRequest(**kwargs).validate()
-    assert "Next step: kafka-eos-txn --runbook " in str(err.value)
+    assert "Next step: kafka-eos-txn runbook " in str(err.value)
     return str(err.value)
 
 

@@ -259,7 +259,7 @@ def test_enable_2pc_needs_the_two_phase_commit_acl(kafka_broker_factory, unique_
 
     with pytest.raises(AuthorizationError, match="TWO_PHASE_COMMIT") as excinfo:
         prepare_as("no2pc", prefix + "0")
-    assert "kafka-eos-txn --runbook two-phase-commit (" in str(excinfo.value)
+    assert "kafka-eos-txn runbook two-phase-commit (" in str(excinfo.value)
     committable, config = prepare_as("with2pc", prefix + "1")
     assert committable.two_phase
     with TransactionAdmin(config) as admin:

@@ -105,7 +105,7 @@ def test_retry_fences_the_zombie_attempt_and_only_the_retry_commits(kafka_broker
     with pytest.raises(ProducerFencedError) as excinfo:
         zombie.write_rows(_keys("late", 1), [b"late"])
         zombie.prepare()
-    assert tid in str(excinfo.value) and "kafka-eos-txn --runbook " in str(excinfo.value)
+    assert tid in str(excinfo.value) and "kafka-eos-txn runbook " in str(excinfo.value)
     assert committable.producer_epoch > zombie.producer_epoch
     admin.commit([committable])
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), _keys("k", 20))
@@ -176,7 +176,7 @@ def test_unreachable_broker_is_a_clear_error(unique_name):
     with pytest.raises(BrokerUnreachableError) as excinfo:
         txn.begin()
     assert tid in str(excinfo.value)
-    assert "kafka-eos-txn --runbook broker-unreachable (" in str(excinfo.value)
+    assert "kafka-eos-txn runbook broker-unreachable (" in str(excinfo.value)
 
 
 def test_a_bare_system_error_from_flush_is_named_by_what_the_producer_recorded():

@@ -140,7 +140,7 @@ def test_an_unreadable_store_refuses_and_aborts_nothing(kafka_broker, manual_dag
     assert state == "failed"
     out, err = capfd.readouterr()
     assert f"manifest store {missing}" in out + err
-    assert "kafka-eos-txn --runbook manifest-store (" in out + err
+    assert "kafka-eos-txn runbook manifest-store (" in out + err
     assert set(states(world["admin"], ids.values()).values()) == {"Ongoing"}
     world["admin"].abort([ids["orphan"], ids["by_hand"]])
     state, _ = run_form(manual_dag, action="commit-from-manifest", manifest_uri=world["manifest"])

@@ -47,7 +47,7 @@ def _admin(bootstrap: str) -> TransactionAdmin:
 
 def _cli_commit(bootstrap: str, tid: str, producer_id: int, epoch: int) -> list[dict]:
     result = subprocess.run(
-        [sys.executable, "-m", "airflow_provider_kafka_eos.cli", "--action", "commit", "--bootstrap-servers",
+        [sys.executable, "-m", "airflow_provider_kafka_eos.cli", "commit", "--bootstrap-servers",
          bootstrap, "--transactional-id", tid, "--producer-id", str(producer_id), "--epoch", str(epoch),
          "--json"],
         capture_output=True, text=True, timeout=120, check=False,

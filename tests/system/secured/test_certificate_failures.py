@@ -56,7 +56,7 @@ def test_untrusted_ca_is_named_within_a_second(pki):
     assert f"the TLS certificate of {address} is not trusted" in text
     assert str(pki["other"].ca_file) in text and "ssl.ca.location" in text
     assert f"openssl s_client -connect {address}" in text
-    assert "--runbook tls-certificate" in text
+    assert "kafka-eos-txn runbook tls-certificate" in text
 
 
 def test_host_name_not_in_the_certificate_names_host_and_certificate_names(pki):

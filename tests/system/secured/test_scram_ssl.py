@@ -70,7 +70,7 @@ def test_wrong_password_is_named_within_a_second(scram_node):
     for _path, message, _took in refusal_on_both_paths(config, AuthenticationError):
         assert f"{scram_node.bootstrap} refused the credentials of SASL user 'etl'" in message
         assert "not-the-secret" not in message
-        assert "--runbook sasl-authentication" in message
+        assert "kafka-eos-txn runbook sasl-authentication" in message
 
 
 def test_mechanism_not_enabled_on_the_listener_is_named(scram_node):
@@ -127,7 +127,7 @@ def _cli(*args):
 def test_cli_with_a_store_style_client_properties_lists_over_sasl_ssl(scram_node, tmp_path):
     config = _store_style_properties(tmp_path / "client.properties", scram_node, "etl-secret")
     result = _cli(
-        "--action", "list", "--command-config", str(config), "--prefix", "secured-", "--timeout", "20s"
+        "list", "--command-config", str(config), "--prefix", "secured-", "--timeout", "20s"
     )
     assert result.returncode == 0, result.stderr
 
@@ -135,7 +135,7 @@ def test_cli_with_a_store_style_client_properties_lists_over_sasl_ssl(scram_node
 def test_cli_with_a_wrong_password_names_the_refusal(scram_node, tmp_path):
     config = _store_style_properties(tmp_path / "client.properties", scram_node, "not-the-secret")
     result = _cli(
-        "--action", "list", "--command-config", str(config), "--prefix", "secured-", "--timeout", "20s"
+        "list", "--command-config", str(config), "--prefix", "secured-", "--timeout", "20s"
     )
     assert result.returncode != 0
     assert (
@@ -178,10 +178,10 @@ def test_cli_with_secrets_only_in_the_environment_lists_and_commits(scram_node, 
     monkeypatch.setenv("KAFKA_EOS_SASL_PASSWORD", password)
     common = ("--bootstrap-servers", scram_node.bootstrap, "--command-config", str(settings))
 
-    listed = _cli("--action", "list", *common, "--prefix", tid, "--json", "--timeout", "20s")
+    listed = _cli("list", *common, "--prefix", tid, "--json", "--timeout", "20s")
     assert listed.returncode == 0, listed.stderr
     assert tid in listed.stdout and "Ongoing" in listed.stdout
-    committed = _cli("--action", "commit", *common, "--manifest", uri, "--timeout", "30s")
+    committed = _cli("commit", *common, "--manifest", uri, "--timeout", "30s")
     assert committed.returncode == 0, committed.stderr
     with TransactionAdmin(KafkaClientConfig.from_mapping(config)) as admin:
         wait_until_committed(admin, [tid])
@@ -191,7 +191,7 @@ def test_cli_with_secrets_only_in_the_environment_lists_and_commits(scram_node, 
     assert password not in json.dumps(list(common))
 
     monkeypatch.setenv("KAFKA_EOS_SASL_PASSWORD", "not-the-secret")
-    refused = _cli("--action", "list", *common, "--prefix", tid, "--timeout", "20s")
+    refused = _cli("list", *common, "--prefix", tid, "--timeout", "20s")
     assert refused.returncode != 0
     assert f"{scram_node.bootstrap} refused the credentials of SASL user 'etl'" in refused.stderr
     assert "not-the-secret" not in refused.stdout + refused.stderr
