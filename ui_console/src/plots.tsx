@@ -16,7 +16,7 @@ export const seriesColor = (i: number) => `var(--chakra-colors-${SERIES[i % SERI
 
 const W = 800;
 const H = 220;
-const M = { left: 64, right: 16, top: 12, bottom: 28 };
+const M = { left: 64, right: 40, top: 24, bottom: 28 };
 
 export type Scale = { x: (v: number) => number; y: (v: number) => number };
 
@@ -65,7 +65,7 @@ export function TimePlot(props: {
           {time(v)}
         </text>
       ))}
-      <text x={4} y={M.top + 2} fontSize={11} fill={COLORS.text}>
+      <text x={M.left} y={12} textAnchor="middle" fontSize={11} fill={COLORS.text}>
         {props.yUnit}
       </text>
       {props.children(scale)}
