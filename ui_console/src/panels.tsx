@@ -147,7 +147,7 @@ export function LsoLag(props: { history: Record<string, LagSample[]> }) {
     return (
       <Empty>
         No last-stable-offset samples for this pipeline's topic yet. Watch it with the lingering sensor
-        (EosLingeringTransactionSensor's lso_partitions): every poll records each partition's lag here.
+        (KafkaLingeringTransactionSensor's lso_partitions): every poll records each partition's lag here.
       </Empty>
     );
   const series = new Map<string, LagRow[]>();
