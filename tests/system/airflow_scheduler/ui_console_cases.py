@@ -39,6 +39,14 @@ def _shot(page: Any, name: str) -> None:
         page.screenshot(path=str(pathlib.Path(folder) / f"ui-{name}.png"), full_page=True)
 
 
+def _require_bundle() -> None:
+    """Not a skip: ./run test builds the bundle first; a run without it must say so, not pass."""
+    from airflow_provider_kafka_eos.ui.console import BUNDLE, DIST
+
+    if not (DIST / BUNDLE).is_file():
+        pytest.fail(f"the console is not built ({DIST / BUNDLE} is missing): run ./run console-build")
+
+
 def _connection(stack: Any, bootstrap: str, base: str) -> str:
     conn_id = unique_name("eos_console").replace("-", "_")
     stack.request("POST", "/connections", json={"connection_id": conn_id, "conn_type": "kafka_eos",
@@ -53,6 +61,7 @@ def console_store(api_server, kafka_broker, tmp_path_factory) -> dict[str, Any]:
     and one open transaction under the pipeline's prefix (no manifest lists it: an orphan)."""
     from kafka_eos_testing.transactions import produce_transaction
 
+    _require_bundle()
     base = tmp_path_factory.mktemp("console-store").as_uri()
     pipeline, topic = unique_name("consolepipe").replace("-", "_"), unique_name("console-topic")
     start = int(time.time() * 1000) - 3_600_000
@@ -122,6 +131,7 @@ def test_each_plot_has_the_stores_points(page, api_server, console_store):
 
 
 def test_the_console_loads_10000_checkpoints_in_under_2_s(page, api_server, kafka_broker, tmp_path_factory):
+    _require_bundle()
     base = tmp_path_factory.mktemp("console-10k").as_uri()
     pipeline = unique_name("bigpipe").replace("-", "_")
     write_console_store(base, pipeline, unique_name("big-topic"), 10_000, start_ms=1_700_000_000_000,
