@@ -69,9 +69,17 @@ def checkpoint_point(uri: str, manifest: Any) -> dict[str, Any]:
 
 
 def _store(conn_id: str) -> Any:
+    """The connection's manifest store, with its credentials; 404 naming a connection that does
+    not exist (a typo in the console's connection field), not Airflow's bare 500."""
+    from airflow.exceptions import AirflowNotFoundException
+
     from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
 
-    return KafkaEosHook(kafka_eos_conn_id=conn_id).manifest_store()  # with the store's credentials
+    try:
+        return KafkaEosHook(kafka_eos_conn_id=conn_id).manifest_store()
+    except AirflowNotFoundException:
+        raise HTTPException(404, f"connection {conn_id!r} does not exist: create it (Admin > Connections) "
+                                 "or type the id of a kafka_eos connection") from None
 
 
 def pipeline_page(store: Any, pipeline_id: str, limit: int, before: int | None) -> dict[str, Any]:

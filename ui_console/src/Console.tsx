@@ -1,6 +1,6 @@
 // The operators' console: one pipeline's health at a glance, refreshed by itself.
 import { Alert, Box, Button, Heading, HStack, Input, NativeSelect, SimpleGrid, Spinner, Stack, Text } from "@chakra-ui/react";
-import { useCallback, useEffect, useState } from "react";
+import { useCallback, useEffect, useMemo, useState } from "react";
 import { advice, fetchPipeline, fetchPipelines, fetchTransactions, type PipelinePage, type Transaction } from "./api";
 import { Findings, Latency, LsoLag, OpenTransactions, Panel, Timeline } from "./panels";
 
@@ -61,7 +61,7 @@ export function Console() {
   const names = pipelines.data?.pipelines ?? [];
   const chosen = pipeline || names[0] || "";
   const page = useLoad<PipelinePage>(
-    useCallback(() => fetchPipeline(connId, chosen, PAGE), [connId, chosen]),
+    useMemo(() => (chosen ? () => fetchPipeline(connId, chosen, PAGE) : null), [connId, chosen]),
     tick,
   );
   const prefixes = page.data?.transactional_id_prefixes.join(",") ?? "";

@@ -90,6 +90,7 @@ export function advice(error: unknown, connId: string): string {
     if (error.status === 401) return "Your Airflow session has ended: log in again.";
     if (error.status === 403)
       return `Your Airflow user may not read connection ${connId}: ask an Airflow admin for read access to it, or pick another connection.`;
+    if (error.status === 404) return "Nothing was read: type the id of an existing kafka_eos connection and press Use.";
     if (error.status === 503) return "Nothing was changed. Fix what the message names, then wait for the next refresh.";
     if (error.status === 422) return "A field of the request is out of range: check the connection id.";
   }

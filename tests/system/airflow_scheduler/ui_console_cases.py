@@ -87,6 +87,12 @@ def test_the_console_is_reached_from_airflows_menu(page, api_server, console_sto
     page.wait_for_url(f"{api_server.base}/plugin/kafka-eos-console")
     console = page.locator("[data-console=kafka-eos]")
     expect(console.get_by_role("heading", name="Kafka exactly-once console")).to_be_visible()
+    # A connection that does not exist: said, with what to do.
+    console.get_by_label("Connection id").fill("no_such_connection")
+    console.get_by_role("button", name="Use").click()
+    expect(console.locator("[data-error]")).to_contain_text(
+        "connection 'no_such_connection' does not exist: create it (Admin > Connections)")
+    expect(console.locator("[data-error]")).to_contain_text("type the id of an existing kafka_eos connection")
     # Another connection typed in: its pipelines are offered.
     console.get_by_label("Connection id").fill(console_store["conn_id"])
     console.get_by_role("button", name="Use").click()
