@@ -90,7 +90,7 @@ export function LimitBars(props: {
           <g key={b.id} data-bar={b.id} data-value={b.value} data-limit={b.limit ?? ""}>
             <title>{b.title}</title>
             <text x={194} y={y + 15} textAnchor="end" fontSize={11} fill={COLORS.text}>
-              {b.id.length > 26 ? `…${b.id.slice(-25)}` : b.id}
+              {b.id.length > 20 ? `…${b.id.slice(-19)}` : b.id}
             </text>
             <rect x={200} y={y + 3} width={Math.max(2, x(b.value) - 200)} height={rowH - 6} fill={b.color} rx={2} />
             {b.limit !== null && (
