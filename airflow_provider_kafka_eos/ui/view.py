@@ -61,7 +61,7 @@ def checkpoint_rows(manifests: list[tuple[str, Any]], now_ms: int) -> list[dict[
     return sorted(rows, key=lambda r: (r["pipeline_id"], -r["checkpoint_id"]))
 
 
-def _require_connection_read(conn_id: str, user: Any) -> None:
+def require_connection_read(conn_id: str, user: Any) -> None:
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
 
@@ -78,7 +78,8 @@ def transaction_rows(findings: Any) -> list[dict[str, Any]]:
         rows.append({c: data.get(c) for c in TXN_COLUMNS if c not in ("age_s", "partitions", "runbook")}
                     | {"age_s": finding.age_ms // 1000, "partitions": ", ".join(finding.partitions),
                        "runbook": finding.kind.runbook, "producer_id": finding.producer_id,
-                       "producer_epoch": finding.producer_epoch})
+                       "producer_epoch": finding.producer_epoch,
+                       "timeout_s": finding.timeout_ms // 1000 if finding.timeout_ms >= 0 else None})
     return sorted(rows, key=lambda r: (-r["age_s"], r["transactional_id"]))
 
 
@@ -88,7 +89,7 @@ async def _transactions_for(conn_id: str, prefixes: str | None, min_age_s: int, 
     from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
     from airflow_provider_kafka_eos.kafka.operations.scan import ScanSpec, scan
 
-    _require_connection_read(conn_id, user)
+    require_connection_read(conn_id, user)
     wanted = tuple(p.strip() for p in (prefixes or "").split(",") if p.strip()) or None
     hook = KafkaEosHook(kafka_eos_conn_id=conn_id)
 
@@ -98,13 +99,19 @@ async def _transactions_for(conn_id: str, prefixes: str | None, min_age_s: int, 
         with hook.transaction_admin() as admin:
             return scan(admin, spec, access=hook.store_access(base))
 
+    from airflow_provider_kafka_eos.ui.resolution import DAG_ID, request_for, resolve_href
+
     findings = await asyncio.to_thread(blocking)
-    return {"conn_id": conn_id, "prefixes": list(wanted or ()), "min_age_s": min_age_s,
-            "transactions": transaction_rows(findings)}
+    rows = transaction_rows(findings)
+    for row in rows:  # the pre-filled request the row's action opens (view-relative link)
+        conf = request_for(row)
+        row["action"] = None if conf is None else {
+            "label": f"{DAG_ID}: {conf['action']}", "href": resolve_href(conn_id, str(row["kind"]), conf)}
+    return {"conn_id": conn_id, "prefixes": list(wanted or ()), "min_age_s": min_age_s, "transactions": rows}
 
 
 async def _rows_for(conn_id: str, pipeline_id: str | None, user: Any) -> dict[str, Any]:
-    _require_connection_read(conn_id, user)
+    require_connection_read(conn_id, user)
     from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
 
     store = KafkaEosHook(kafka_eos_conn_id=conn_id).manifest_store()  # with the store's credentials
@@ -116,7 +123,7 @@ async def _rows_for(conn_id: str, pipeline_id: str | None, user: Any) -> dict[st
     }
 
 
-def _user_dep():
+def user_dep():
     from airflow.api_fastapi.core_api.security import get_user
 
     return Depends(get_user)
@@ -128,7 +135,7 @@ Pipeline = Annotated[str | None, Query(max_length=250)]
 
 @app.get("/api/checkpoints")
 async def checkpoints_json(
-    user: Annotated[Any, _user_dep()], conn_id: ConnId = DEFAULT_CONN_ID, pipeline_id: Pipeline = None
+    user: Annotated[Any, user_dep()], conn_id: ConnId = DEFAULT_CONN_ID, pipeline_id: Pipeline = None
 ) -> JSONResponse:
     try:
         return JSONResponse(await _rows_for(conn_id, pipeline_id, user))
@@ -142,7 +149,7 @@ MinAge = Annotated[int, Query(ge=0, le=7 * 24 * 3600)]
 
 @app.get("/api/transactions")
 async def transactions_json(
-    user: Annotated[Any, _user_dep()],
+    user: Annotated[Any, user_dep()],
     conn_id: ConnId = DEFAULT_CONN_ID,
     prefixes: Prefixes = None,
     min_age_s: MinAge = 0,
@@ -196,7 +203,7 @@ def _resolve_cell(conn_id: str) -> Any:
 
 @app.get("/", response_class=HTMLResponse)
 async def checkpoints_page(
-    user: Annotated[Any, _user_dep()],
+    user: Annotated[Any, user_dep()],
     conn_id: ConnId = DEFAULT_CONN_ID,
     pipeline_id: Pipeline = None,
     prefixes: Prefixes = None,
@@ -229,7 +236,7 @@ async def checkpoints_page(
 
 @app.get("/resolve", response_class=HTMLResponse)
 async def resolve_page(
-    request: Request, user: Annotated[Any, _user_dep()], conn_id: ConnId = DEFAULT_CONN_ID,
+    request: Request, user: Annotated[Any, user_dep()], conn_id: ConnId = DEFAULT_CONN_ID,
     kind: Annotated[str, Query(max_length=40)] = "",
 ) -> HTMLResponse:
     """A pre-filled eos_manual_resolution request (nothing is sent until the operator submits it)."""
@@ -245,7 +252,7 @@ async def resolve_page(
 
 
 @app.get("/runbook/", response_class=HTMLResponse)
-async def runbook_index(user: Annotated[Any, _user_dep()]) -> HTMLResponse:
+async def runbook_index(user: Annotated[Any, user_dep()]) -> HTMLResponse:
     from airflow_provider_kafka_eos import runbook
 
     items = "".join(
@@ -255,7 +262,7 @@ async def runbook_index(user: Annotated[Any, _user_dep()]) -> HTMLResponse:
 
 
 @app.get("/runbook/{page}", response_class=HTMLResponse)
-async def runbook_page(page: str, user: Annotated[Any, _user_dep()]) -> HTMLResponse:
+async def runbook_page(page: str, user: Annotated[Any, user_dep()]) -> HTMLResponse:
     """One runbook page, rendered (raw HTML in the Markdown is not passed through)."""
     from airflow_provider_kafka_eos import runbook
 

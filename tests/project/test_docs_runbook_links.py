@@ -98,6 +98,9 @@ def test_the_wheel_ships_every_runbook_page(tmp_path):
     shipped = {n.rsplit("/", 1)[-1] for n in names if n.startswith(pages_dir)}
     assert shipped == {p.name for p in RUNBOOK_DIR.glob("*.md")}
     assert "airflow_provider_kafka_eos/runbook.py" in names
+    # The operators' console's bundle (built, not committed: ./run test runs ./run console-build first).
+    assert "airflow_provider_kafka_eos/ui/console_dist/console.js" in names, (
+        "the wheel has no console bundle: run ./run console-build before building it")
     assert not any(n.startswith("testing/kafka_eos_testing/") and "pytest11" in n for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "pytest11" not in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -101,3 +101,20 @@ def test_lso_stall_names_the_blocking_producer(kafka_broker, admin, kafka_eos_co
     assert stall.transactional_id == blocker
     assert stall.kind.value == "foreign"
     assert f"producer {blocking.producer_id}" in stall.reason
+
+
+def test_each_lso_poll_adds_to_the_consoles_lag_history(kafka_broker, admin, kafka_eos_conn, tmp_path):
+    """The console's lag plot is fed by these polls (kafka/operations/lso_history.py)."""
+    from airflow_provider_kafka_eos.kafka.operations.lso_history import read_history
+
+    topic = unique_name("lag")
+    produce_in_transaction(kafka_broker.bootstrap, unique_name("open"), topic, ["held"], commit=False)
+    produce_in_transaction(kafka_broker.bootstrap, unique_name("later"), topic, ["a", "b"], commit=True)
+    base = tmp_path.as_uri()
+    for _ in range(2):
+        sensor(prefixes=[unique_name("none")], min_age=0, lso_partitions=[topic], min_lso_stall=600,
+               manifest_base_uri=base).poke({})
+    samples = read_history(base, topic)
+    assert [(s["partition"], s["lso"]) for s in samples] == [(0, 0), (0, 0)]
+    assert all(s["lag"] == s["hw"] > 0 for s in samples)  # the open transaction holds the LSO at 0
+    assert samples[0]["at_ms"] <= samples[1]["at_ms"]

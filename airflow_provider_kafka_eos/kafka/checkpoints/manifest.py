@@ -41,12 +41,15 @@ __all__ = [
     "Decision",
     "Manifest",
     "ManifestStatus",
+    "checkpoint_listing",
     "create_object",
     "find_manifests",
     "is_local_uri",
+    "list_pipelines",
     "local_path",
     "manifest_uri",
     "read_manifest",
+    "read_manifests",
     "read_object",
     "replace_object",
     "store_exists",
@@ -362,15 +365,36 @@ def find_manifests(
     pipelines = [pipeline_id] if pipeline_id else _list_dirs(base, access)
     found: list[tuple[str, Manifest]] = []
     for pipeline in sorted(pipelines):
-        names = [n for n in list_files(f"{base}/{pipeline}", access) if _CHECKPOINT_FILE.match(n)]
-        # Numeric order: ids of different lengths (12-digit padded seconds, 16-digit microseconds,
-        # explicit ones) must not sort as text.
-        ordered = sorted(names, key=lambda n: int(_CHECKPOINT_FILE.match(n).group(1)))
-        uris = [f"{base}/{pipeline}/{name}" for name in ordered]
+        uris = [uri for _, uri in checkpoint_listing(base, pipeline, access=access)]
         for uri, manifest in zip(uris, _read_manifests(uris, access), strict=True):
             if wanted is None or manifest.status is wanted:
                 found.append((uri, manifest))
     return found
+
+
+def checkpoint_listing(base_uri: str, pipeline_id: str, *,
+                       access: StoreAccess = STANDARD_CHAIN) -> list[tuple[int, str]]:
+    """A pipeline's ``(checkpoint id, manifest uri)`` from the store's listing alone (no manifest is
+    read), ascending by id.
+
+    Numeric order: ids of different lengths (12-digit padded seconds, 16-digit microseconds,
+    explicit ones) must not sort as text. Readers that want only the newest few (the console's
+    pages) list here and read just those.
+    """
+    folder = f"{base_uri.rstrip('/')}/{pipeline_id}"
+    found = [(int(m.group(1)), f"{folder}/{m.group(0)}")
+             for m in map(_CHECKPOINT_FILE.match, list_files(folder, access)) if m]
+    return sorted(found)
+
+
+def read_manifests(uris: list[str], *, access: StoreAccess = STANDARD_CHAIN) -> list[Manifest]:
+    """:func:`read_manifest` of each (strict, in order; concurrent GETs on an object store)."""
+    return _read_manifests(uris, access)
+
+
+def list_pipelines(base_uri: str, *, access: StoreAccess = STANDARD_CHAIN) -> list[str]:
+    """The folders under the store's base (pipelines, and the provider's own ``_...`` folders)."""
+    return sorted(_list_dirs(base_uri.rstrip("/"), access))
 
 
 def _read_manifests(uris: list[str], access: StoreAccess) -> list[Manifest]:

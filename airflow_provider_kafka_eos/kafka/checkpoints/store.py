@@ -15,14 +15,18 @@ import logging
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
     Manifest,
     ManifestStatus,
+    checkpoint_listing,
     find_manifests,
     is_local_uri,
+    list_pipelines,
     local_path,
     manifest_uri,
+    read_manifests,
     store_exists,
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
@@ -114,6 +118,34 @@ class ManifestStore:
         self.check()
         try:
             return find_manifests(self.base_uri, pipeline_id, status, access=self.access)
+        except ManifestError:
+            raise
+        except Exception as exc:  # OSError, or a store client's own type for an unreachable endpoint
+            raise self._unreadable(f"{type(exc).__name__}: {exc}") from None
+
+    def pipelines(self) -> list[str]:
+        """The pipelines with a folder in the store (the provider's own ``_...`` folders left out)."""
+        self.check()
+        return [p for p in self._guarded(list_pipelines, self.base_uri, access=self.access)
+                if not p.startswith(("_", "."))]
+
+    def newest(self, pipeline_id: str, limit: int, before: int | None = None
+               ) -> tuple[int, list[tuple[str, Manifest]]]:
+        """One page of a pipeline's manifests, newest first: at most ``limit`` with an id below
+        ``before`` (all, when None), and how many the pipeline has in all.
+
+        Only the page's manifests are read (the ids come from the listing), so a pipeline of
+        10,000 checkpoints costs one listing and ``limit`` reads, not 10,000.
+        """
+        self.check()
+        listing = self._guarded(checkpoint_listing, self.base_uri, pipeline_id, access=self.access)
+        page = [uri for cid, uri in reversed(listing) if before is None or cid < before][:limit]
+        manifests = self._guarded(read_manifests, page, access=self.access)
+        return len(listing), list(zip(page, manifests, strict=True))
+
+    def _guarded(self, read: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return read(*args, **kwargs)
         except ManifestError:
             raise
         except Exception as exc:  # OSError, or a store client's own type for an unreachable endpoint

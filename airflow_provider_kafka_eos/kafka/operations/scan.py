@@ -22,6 +22,7 @@ from airflow_provider_kafka_eos.kafka.operations.classify import (
     classify,
     now_ms,
 )
+from airflow_provider_kafka_eos.kafka.operations.lso_history import record_samples
 from airflow_provider_kafka_eos.kafka.operations.lso_stalls import (
     LsoStall,
     LsoStallTracker,
@@ -217,6 +218,8 @@ def scan(admin: ScanningAdmin, spec: ScanSpec, *, tracker: LsoStallTracker | Non
     watched = (*spec.lso_partitions, *spec.input_topics)
     if watched:
         polls, names = poll_partitions(admin, watched)
+        if spec.manifest_base_uri:  # the console's lag history (best effort: lso_history.py)
+            record_samples(spec.manifest_base_uri, polls, now_ms(), access=access)
         findings.lso_stalls = find_lso_stalls(
             polls,
             min_stall_ms=spec.min_lso_stall_ms if spec.min_lso_stall_ms is not None else spec.min_age_ms,

@@ -180,6 +180,18 @@ def test_the_view_is_behind_airflows_permissions(api_server, store_connection):
     assert anonymous.status_code == 401
     denied = _view(api_server, "/api/checkpoints", user="viewer", conn_id=store_connection["conn_id"])
     assert denied.status_code == 403 and store_connection["conn_id"] in denied.text
+    # The console's JSON (ui/console.py) has the same rule.
+    pipeline = {"pipeline_id": store_connection["pipeline"]}
+    for path, params in (("/api/pipelines", {}), ("/api/pipeline", pipeline)):
+        url = f"{api_server.base}/kafka-eos-console{path}"
+        query = {"conn_id": store_connection["conn_id"], **params}
+        assert httpx.get(url, params=query, timeout=60).status_code == 401
+        denied = httpx.get(url, params=query, timeout=60,
+                           headers={"Authorization": f"Bearer {_token(api_server, 'viewer')}"})
+        assert denied.status_code == 403 and store_connection["conn_id"] in denied.text
+        allowed = httpx.get(url, params=query, timeout=60,
+                            headers={"Authorization": f"Bearer {_token(api_server, 'admin')}"})
+        assert allowed.status_code == 200, allowed.text
 
 
 def test_an_unreadable_store_is_a_named_error_on_the_page(api_server, kafka_broker, tmp_path):
@@ -237,4 +249,10 @@ from ui_browser_cases import (  # noqa: E402  (collected here: one Airflow start
     test_the_test_button_is_green_with_the_capability_summary,  # noqa: F401
     test_the_test_button_names_the_failure,  # noqa: F401
     view_connection,  # noqa: F401  (fixture)
+)
+from ui_console_cases import (  # noqa: E402  (the console, on the same server and browser)
+    console_store,  # noqa: F401  (fixture)
+    test_each_plot_has_the_stores_points,  # noqa: F401
+    test_the_console_is_reached_from_airflows_menu,  # noqa: F401
+    test_the_console_loads_10000_checkpoints_in_under_2_s,  # noqa: F401
 )
