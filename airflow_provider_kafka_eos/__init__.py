@@ -19,7 +19,7 @@ PROJECT_URL = "https://github.com/airflow-provider-kafka-eos/airflow-provider-ka
 _INTEGRATION = "Kafka exactly-once (EOS)"
 _MODULES = {
     "operators": ["submit", "commit", "abort", "resolve", "preflight"],
-    "hooks": ["kafka_eos", "spark_submit"],
+    "hooks": ["kafka_eos", "schema_registry", "spark_submit"],
     "sensors": ["lingering"],
     "triggers": ["lingering"],
 }
@@ -27,7 +27,8 @@ _MODULES = {
 
 def get_provider_info() -> dict:
     """Provider metadata Airflow reads through the ``apache_airflow_provider`` entry point."""
-    from airflow_provider_kafka_eos.hooks import connection_form  # plain data, no Airflow import
+    # plain data, no Airflow import
+    from airflow_provider_kafka_eos.hooks import connection_form, registry_form
 
     return {
         "package-name": "airflow-provider-kafka-eos",
@@ -63,6 +64,15 @@ def get_provider_info() -> dict:
                 # ``kafka`` connection); each form field is one key of it (hooks/connection_form.py).
                 "ui-field-behaviour": connection_form.ui_field_behaviour_info(),
                 "conn-fields": connection_form.conn_fields(),
-            }
+            },
+            {
+                # The registry the record formats resolve against (hooks/registry_form.py).
+                "connection-type": registry_form.REGISTRY_CONNECTION_TYPE,
+                "hook-name": registry_form.REGISTRY_HOOK_NAME,
+                "hook-class-name": "airflow_provider_kafka_eos.hooks.schema_registry.SchemaRegistryHook",
+                "ui-field-behaviour": connection_form.ui_field_behaviour_info(
+                    registry_form.REGISTRY_UI_FIELD_BEHAVIOUR),
+                "conn-fields": connection_form.conn_fields(registry_form.REGISTRY_FIELDS),
+            },
         ],
     }
