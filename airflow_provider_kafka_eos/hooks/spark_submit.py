@@ -10,8 +10,10 @@ the pipeline (checkpoint ids, the input's claim, whose manifest the job found). 
 * :func:`job_arguments`: the job's command line (ids and names only, never a secret);
 * :func:`launch_settings`: the environment variables, Spark conf and ``--py-files`` the job
   needs (interpreters, the private file's path, the runtime zip, the quiet driver log);
-* :func:`write_private_config`: the Kafka client config, the store's credentials and the
-  application params in a 0600 file only the job reads (never the command line);
+* :func:`write_private_config`: the Kafka client config, the store's credentials, the application
+  params and the schema registry's settings in a 0600 file only the job reads (never the command
+  line); :func:`record_format_argument` / :func:`registry_settings`: the record formats split
+  between the two (formats and schemas on the command line, the registry connection in the file);
 * :func:`require_spark_connection`: a missing Spark connection is an error, not the provider's
   silent fallback to YARN;
 * the provider's absence (the ``[spark]`` extra not installed): :data:`SPARK_PROVIDER_INSTALLED`,
@@ -66,6 +68,8 @@ __all__ = [
     "job_arguments",
     "launch_settings",
     "missing_spark_provider_error",
+    "record_format_argument",
+    "registry_settings",
     "require_spark_connection",
     "spark_provider_missing",
     "write_private_config",
@@ -178,11 +182,12 @@ def require_spark_connection(conn_id: str) -> None:
 
 
 def write_private_config(
-    config: Any, store_options: Mapping[str, Any], application_params: Any, warn: Callable[[str], None]
+    config: Any, store_options: Mapping[str, Any], application_params: Any, warn: Callable[[str], None],
+    registry: Mapping[str, Any] | None = None,
 ) -> str:
-    """The Kafka config (secrets included), the manifest store's credentials (if any) and the
-    application params in a 0600 file only this task's job reads; stale files of killed tasks are
-    removed first (``warn`` names each)."""
+    """The Kafka config (secrets included), the manifest store's credentials (if any), the
+    application params and the schema registry's settings (if any) in a 0600 file only this task's
+    job reads; stale files of killed tasks are removed first (``warn`` names each)."""
     try:
         params = json.loads(json.dumps(application_params or {}, sort_keys=True, default=str))
     except (TypeError, ValueError) as exc:
@@ -195,8 +200,57 @@ def write_private_config(
     return handoff.write_private_file(
         directory,
         {handoff.PRIVATE_FILE_CONFIG_KEY: config.confluent(), handoff.PRIVATE_FILE_PARAMS_KEY: params,
-         **({handoff.PRIVATE_FILE_STORE_KEY: dict(store_options)} if store_options else {})},
+         **({handoff.PRIVATE_FILE_STORE_KEY: dict(store_options)} if store_options else {}),
+         **({handoff.PRIVATE_FILE_REGISTRY_KEY: dict(registry)} if registry else {})},
     )
+
+
+# The operator's ``record_formats`` key naming the registry connection (hooks/schema_registry.py).
+REGISTRY_CONN_ID_KEY = "schema_registry_conn_id"
+
+
+def _formats(record_formats: Mapping[str, Any] | None) -> tuple[Any, str]:
+    """The operator's ``record_formats`` checked (unknown keys, formats, schemas) and its registry
+    connection id; ``None`` formats when both key and value are bytes."""
+    from airflow_provider_kafka_eos.hooks.schema_registry import SchemaRegistryHook
+    from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats, RegistryConfig
+
+    spec = dict(record_formats or {})
+    unknown = sorted(set(spec) - {"key", "value", REGISTRY_CONN_ID_KEY})
+    if unknown:
+        raise UsageError(f"record_formats: unknown key(s) {', '.join(unknown)}; known: key, value, "
+                         f"{REGISTRY_CONN_ID_KEY} (the registry's settings live in that connection)")
+    conn_id = str(spec.pop(REGISTRY_CONN_ID_KEY, None) or SchemaRegistryHook.default_conn_name)
+    # a placeholder registry: the settings are checked now, the connection is read when the job starts
+    formats = RecordFormats(key=spec.get("key", "bytes"), value=spec.get("value", "bytes"),
+                            registry=RegistryConfig("http://checked.invalid"))
+    return (formats if formats.uses_registry else None), conn_id
+
+
+def record_format_argument(record_formats: Mapping[str, Any] | None) -> str | None:
+    """``--record-formats``' JSON: each part's format, schema, subject strategy and registration
+    switch (no registry: its settings go in the private file). None when both parts are bytes."""
+    import dataclasses
+
+    formats, _ = _formats(record_formats)
+    if formats is None:
+        return None
+    parts = {name: {k: getattr(v, "value", v) for k, v in dataclasses.asdict(getattr(formats, name)).items()}
+             for name in ("key", "value")}
+    return json.dumps(parts, sort_keys=True)
+
+
+def registry_settings(record_formats: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The registry connection's settings (credentials included: for the private file only), or
+    None when no part uses a registry format."""
+    import dataclasses
+
+    from airflow_provider_kafka_eos.hooks.schema_registry import SchemaRegistryHook
+
+    formats, conn_id = _formats(record_formats)
+    if formats is None:
+        return None
+    return dataclasses.asdict(SchemaRegistryHook(conn_id).registry_config())
 
 
 @dataclass(frozen=True)

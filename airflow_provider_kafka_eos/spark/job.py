@@ -49,10 +49,12 @@ from airflow_provider_kafka_eos.spark.handoff import (
     EXIT_USAGE,
     PRIVATE_FILE_CONFIG_KEY,
     PRIVATE_FILE_PARAMS_KEY,
+    PRIVATE_FILE_REGISTRY_KEY,
     PRIVATE_FILE_STORE_KEY,
     RESULT_PREFIX,
     load_client_config,
     load_params,
+    load_registry_settings,
     load_store_access,
     result_line,
 )
@@ -122,6 +124,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
                         help="where the first checkpoint starts: group, earliest, latest or timestamp:<ms>")
     parser.add_argument("--skip-lost-input-ranges", action="store_true",
                         help="go on past input ranges Kafka no longer has (recorded in the manifest)")
+    parser.add_argument("--record-formats", default=None,
+                        help="JSON: the key's and value's record formats (docs/configuration/"
+                             "record-formats.md); the registry's credentials come from the private file")
     parser.add_argument("--app-name", default=None,
                         help="Spark application name (default: kafka-eos-<pipeline>)")
     return parser
@@ -172,6 +177,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
     params = load_params(args.params)
     config = load_client_config()
     access = load_store_access()  # the store's credentials from the operator's private file, if any
+    formats = record_formats_of(args)  # refused here, before Spark starts, when malformed
     application = load_application(args.application)
     plan = fault_plan if fault_plan is not None else FaultPlan()
     if plan.active:
@@ -194,7 +200,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
         translated = input_loss_translated(kafka_input, pipeline_id=args.pipeline_id,
                                            checkpoint_id=args.checkpoint_id, base_uri=args.manifest_base_uri)
     with translated:
-        manifest = _build_and_write(args, spark, application, params, record, config, plan, access)
+        manifest = _build_and_write(args, spark, application, params, record, config, plan, access, formats)
     plan.after_manifest()
     uri = manifest.uri
     log.info("checkpoint %d: manifest %s is %s with %d transaction(s)", manifest.checkpoint_id, uri,
@@ -203,7 +209,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
 
 
 def _build_and_write(args: argparse.Namespace, spark: Any, application: Any, params: Any, record: Any,
-                     config: Any, plan: Any, access: Any) -> Any:
+                     config: Any, plan: Any, access: Any, formats: Any = None) -> Any:
     """The user's DataFrame (from the input range when the input is Kafka), prepared by the writer."""
     from airflow_provider_kafka_eos.kafka.errors import UsageError
     from airflow_provider_kafka_eos.spark.writer import DEFAULT_TRANSACTION_TIMEOUT_MS, write_exactly_once
@@ -237,6 +243,7 @@ def _build_and_write(args: argparse.Namespace, spark: Any, application: Any, par
         input_record=record,
         two_phase_commit=args.two_phase_commit,
         producer=args.producer,
+        record_formats=formats,
     )
 
 
@@ -276,6 +283,36 @@ def plan_kafka_input(args: argparse.Namespace, config: Any, access: Any = None) 
             topics=topics, group=args.input_group, start=args.input_start,
             offsets_transactional_id=offsets_transactional_id(args.transactional_id_prefix),
             skip_lost_ranges=args.skip_lost_input_ranges)
+
+
+# RegistryConfig's secret fields: never accepted on the command line (ps and the Spark UI show it).
+_REGISTRY_SECRETS = ("basic_auth_password", "bearer_token", "ssl_key_password")
+
+
+def record_formats_of(args: argparse.Namespace, environ: Any = None) -> Any:
+    """``--record-formats`` as ``RecordFormats`` (None: bytes, as without it), its registry from the
+    private file's ``schema_registry`` (credentials included), else from the JSON's ``registry``
+    (a registry without credentials, for a job run by hand)."""
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+    from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats
+    from airflow_provider_kafka_eos.spark.handoff import json_object
+
+    if not args.record_formats:
+        return None
+    spec = json_object(args.record_formats, "--record-formats")
+    unknown = sorted(set(spec) - {"key", "value", "registry"})
+    if unknown:
+        raise UsageError(f"--record-formats: unknown key(s) {', '.join(unknown)}; "
+                         "known: key, value, registry")
+    given = spec.get("registry")
+    if isinstance(given, dict) and any(given.get(k) for k in _REGISTRY_SECRETS):
+        raise UsageError("--record-formats carries a schema registry secret; put the registry's settings in "
+                         f"the private file's {PRIVATE_FILE_REGISTRY_KEY!r} object (the operator does)")
+    from_file = load_registry_settings(environ)
+    if from_file is not None and given is not None:
+        raise UsageError("--record-formats names a registry and the private file holds one; use one")
+    return RecordFormats(key=spec.get("key", "bytes"), value=spec.get("value", "bytes"),
+                         registry=from_file if from_file is not None else given)
 
 
 def check_job_side(producer: str | None = None) -> None:
