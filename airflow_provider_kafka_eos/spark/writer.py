@@ -132,8 +132,7 @@ def write_exactly_once(
     ``timestamp_col`` (a timestamp, or a long of epoch milliseconds) is each record's CreateTime on
     both paths; without it (or where it is null) the producer stamps the record when it sends it.
 
-    ``record_formats`` (``RecordFormats``) encodes the key/value struct columns in the Confluent wire
-    format, the schema ids resolved once per checkpoint before any transaction opens.
+    ``record_formats``: key/value structs in the Confluent wire format, ids resolved once, in the manifest.
     """
     store = ManifestStore.configured(manifest_base_uri, source="manifest_base_uri", access=store_access)
     pipeline_id, transactional_id_prefix = pipeline_identity(pipeline_id, transactional_id_prefix)
@@ -166,7 +165,8 @@ def write_exactly_once(
         return _vote(admin, store, committables, config=config, input_record=input_record,
                      transaction_timeout_ms=transaction_timeout_ms, protocol=protocol, plan=plan,
                      pipeline_id=pipeline_id, checkpoint_id=checkpoint_id, prefix=transactional_id_prefix,
-                     naming=naming, topic=topic, started_ms=started_ms, prepared_by=prepared_by)
+                     naming=naming, topic=topic, started_ms=started_ms, prepared_by=prepared_by,
+                     record_formats={topic: resolved.describe()} if resolved is not None else None)
 
 
 def _vote(admin: Any, store: ManifestStore, committables: list[Committable], *, config: KafkaClientConfig,
@@ -251,7 +251,7 @@ def _restore(admin: Any, store: ManifestStore, pipeline_id: str, prefix: str, ch
 def _write_vote(store: ManifestStore, committables: list[Committable], *, pipeline_id: str,
                 checkpoint_id: int, prefix: str, naming: NamingStrategy, topic: str,
                 started_ms: int, prepared_by: RunIdentity | None = None,
-                input_record: InputRecord | None = None) -> Manifest:
+                input_record: InputRecord | None = None, record_formats: dict | None = None) -> Manifest:
     """Write the PREPARED manifest (the vote); from now on the batch must be committed."""
     now = _now_ms()
     manifest = Manifest(
@@ -266,6 +266,7 @@ def _write_vote(store: ManifestStore, committables: list[Committable], *, pipeli
         updated_at_ms=now,
         prepared_by=prepared_by,
         input=input_record,
+        record_formats=record_formats,  # the schema ids resolved before any transaction opened
     )
     uri = store.uri(pipeline_id, checkpoint_id)
     write_manifest(uri, manifest, access=store.access)

@@ -19,6 +19,7 @@ from enum import Enum
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord, RunIdentity
+from airflow_provider_kafka_eos.kafka.checkpoints.record_schemas import parse_record_formats
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
     STANDARD_CHAIN,
     StoreAccess,
@@ -61,7 +62,8 @@ __all__ = [
 # Older manifests are read as ``input=None`` (unknown input) and rewritten as version 3.
 # 4 added ``input.kafka`` (the Kafka offset ranges the checkpoint reads, and the transaction that
 # moves the consumer group's offsets; ``kafka_input.py``). Versions 1-3 are read unchanged (no
-# Kafka input) and rewritten as version 4.
+# Kafka input) and rewritten as version 4. Version 4's optional ``record_formats`` (the schema ids a
+# checkpoint's encoded keys/values carry, ``record_schemas.py``) is written only when there are some.
 SCHEMA_VERSION = 4
 SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3, 4})
 NAMING_STRATEGIES = ("INCREMENTING", "POOLING")
@@ -92,9 +94,10 @@ _FIELDS: dict[str, Any] = {
     "prepared_by": (dict, type(None)),
     "input": (dict, type(None)),
     "decision": (dict, type(None)),
+    "record_formats": (dict, type(None)),
 }
-_OPTIONAL = {"commit_report"}
-_SINCE_VERSION = {"prepared_by": 2, "input": 3, "decision": 3}
+_OPTIONAL = {"commit_report", "record_formats"}
+_SINCE_VERSION = {"prepared_by": 2, "input": 3, "decision": 3, "record_formats": 4}
 DECISIONS = ("commit", "abort")  # fields a manifest of an older version must not carry
 
 
@@ -144,6 +147,7 @@ class Manifest:
     prepared_by: RunIdentity | None = None  # None: version 1, or written outside Airflow
     input: InputRecord | None = None  # None: unknown input (before version 3, or no input_id given)
     decision: Decision | None = None  # None: neither a commit nor a give-up has started
+    record_formats: dict[str, Any] | None = None  # topic -> key/value schema ids (None: bytes)
     # Where this manifest lives (set by read_manifest / write_manifest); not part of the JSON.
     uri: str | None = field(default=None, compare=False, repr=False)
 
@@ -181,6 +185,7 @@ class Manifest:
             "prepared_by": self.prepared_by.to_dict() if self.prepared_by is not None else None,
             "input": self.input.to_dict() if self.input is not None else None,
             "decision": self.decision.to_dict() if self.decision is not None else None,
+            **({"record_formats": self.record_formats} if self.record_formats is not None else {}),
         }
 
     def to_json(self) -> str:
@@ -220,6 +225,8 @@ class Manifest:
             values["input"] = InputRecord.from_dict(values["input"], source=source)
         if values.get("decision") is not None:
             values["decision"] = Decision.from_dict(values["decision"], source=source)
+        if values.get("record_formats") is not None:
+            values["record_formats"] = parse_record_formats(values["record_formats"], source=source)
         for name in ("pipeline_id", "transactional_id_prefix", "topic"):
             if not values[name]:
                 raise ManifestError(f"{source}: field {name!r} must not be empty")
