@@ -211,20 +211,23 @@ REGISTRY_CONN_ID_KEY = "schema_registry_conn_id"
 
 def _formats(record_formats: Mapping[str, Any] | None) -> tuple[Any, str]:
     """The operator's ``record_formats`` checked (unknown keys, formats, schemas) and its registry
-    connection id; ``None`` formats when both key and value are bytes."""
+    connection id; None when no part (output key/value, input key/value) uses a registry."""
     from airflow_provider_kafka_eos.hooks.schema_registry import SchemaRegistryHook
     from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats, RegistryConfig
+    from airflow_provider_kafka_eos.kafka.registry.decoder import input_settings
 
     spec = dict(record_formats or {})
-    unknown = sorted(set(spec) - {"key", "value", REGISTRY_CONN_ID_KEY})
+    unknown = sorted(set(spec) - {"key", "value", "input", REGISTRY_CONN_ID_KEY})
     if unknown:
-        raise UsageError(f"record_formats: unknown key(s) {', '.join(unknown)}; known: key, value, "
+        raise UsageError(f"record_formats: unknown key(s) {', '.join(unknown)}; known: key, value, input, "
                          f"{REGISTRY_CONN_ID_KEY} (the registry's settings live in that connection)")
     conn_id = str(spec.pop(REGISTRY_CONN_ID_KEY, None) or SchemaRegistryHook.default_conn_name)
     # a placeholder registry: the settings are checked now, the connection is read when the job starts
     formats = RecordFormats(key=spec.get("key", "bytes"), value=spec.get("value", "bytes"),
                             registry=RegistryConfig("http://checked.invalid"))
-    return (formats if formats.uses_registry else None), conn_id
+    inputs = input_settings(spec["input"]) if "input" in spec else {}
+    used = formats.uses_registry or any(s.uses_registry for s in inputs.values())
+    return ((formats, spec.get("input")) if used else None), conn_id
 
 
 def record_format_argument(record_formats: Mapping[str, Any] | None) -> str | None:
@@ -232,12 +235,14 @@ def record_format_argument(record_formats: Mapping[str, Any] | None) -> str | No
     switch (no registry: its settings go in the private file). None when both parts are bytes."""
     import dataclasses
 
-    formats, _ = _formats(record_formats)
-    if formats is None:
+    checked, _ = _formats(record_formats)
+    if checked is None:
         return None
-    parts = {name: {k: getattr(v, "value", v) for k, v in dataclasses.asdict(getattr(formats, name)).items()}
-             for name in ("key", "value")}
-    return json.dumps(parts, sort_keys=True)
+    formats, input_spec = checked
+    parts: dict[str, Any] = {
+        name: {k: getattr(v, "value", v) for k, v in dataclasses.asdict(getattr(formats, name)).items()}
+        for name in ("key", "value")}
+    return json.dumps({**parts, **({"input": input_spec} if input_spec is not None else {})}, sort_keys=True)
 
 
 def registry_settings(record_formats: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -247,8 +252,8 @@ def registry_settings(record_formats: Mapping[str, Any] | None) -> dict[str, Any
 
     from airflow_provider_kafka_eos.hooks.schema_registry import SchemaRegistryHook
 
-    formats, conn_id = _formats(record_formats)
-    if formats is None:
+    checked, conn_id = _formats(record_formats)
+    if checked is None:
         return None
     return dataclasses.asdict(SchemaRegistryHook(conn_id).registry_config())
 

@@ -177,7 +177,12 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
     params = load_params(args.params)
     config = load_client_config()
     access = load_store_access()  # the store's credentials from the operator's private file, if any
-    formats = record_formats_of(args)  # refused here, before Spark starts, when malformed
+    formats, decoders = record_formats_of(args)  # refused here, before Spark starts, when malformed
+    if decoders and not args.input_topics:
+        from airflow_provider_kafka_eos.kafka.errors import UsageError
+
+        raise UsageError("--record-formats names input formats but the job reads no Kafka input "
+                         "(--input-topics); drop 'input' or name the input topics")
     application = load_application(args.application)
     plan = fault_plan if fault_plan is not None else FaultPlan()
     if plan.active:
@@ -200,7 +205,8 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
         translated = input_loss_translated(kafka_input, pipeline_id=args.pipeline_id,
                                            checkpoint_id=args.checkpoint_id, base_uri=args.manifest_base_uri)
     with translated:
-        manifest = _build_and_write(args, spark, application, params, record, config, plan, access, formats)
+        manifest = _build_and_write(args, spark, application, params, record, config, plan, access,
+                                    (formats, decoders))
     plan.after_manifest()
     uri = manifest.uri
     log.info("checkpoint %d: manifest %s is %s with %d transaction(s)", manifest.checkpoint_id, uri,
@@ -209,15 +215,17 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
 
 
 def _build_and_write(args: argparse.Namespace, spark: Any, application: Any, params: Any, record: Any,
-                     config: Any, plan: Any, access: Any, formats: Any = None) -> Any:
+                     config: Any, plan: Any, access: Any, formats: tuple[Any, dict] = (None, {})) -> Any:
     """The user's DataFrame (from the input range when the input is Kafka), prepared by the writer."""
     from airflow_provider_kafka_eos.kafka.errors import UsageError
     from airflow_provider_kafka_eos.spark.writer import DEFAULT_TRANSACTION_TIMEOUT_MS, write_exactly_once
 
     if record is not None and record.kafka is not None:
-        from airflow_provider_kafka_eos.spark.kafka_source import read_input_range
+        from airflow_provider_kafka_eos.spark.kafka_source import decode_input, read_input_range
 
-        df = application(spark, params, read_input_range(spark, record.kafka, config))
+        # the input's key/value decoded by its record formats (a poison record fails the run by name)
+        input_df = decode_input(read_input_range(spark, record.kafka, config), formats[1])
+        df = application(spark, params, input_df)
     else:
         df = application(spark, params)
     if df is None or not hasattr(df, "mapInArrow"):
@@ -243,7 +251,7 @@ def _build_and_write(args: argparse.Namespace, spark: Any, application: Any, par
         input_record=record,
         two_phase_commit=args.two_phase_commit,
         producer=args.producer,
-        record_formats=formats,
+        record_formats=formats[0],
     )
 
 
@@ -289,21 +297,22 @@ def plan_kafka_input(args: argparse.Namespace, config: Any, access: Any = None) 
 _REGISTRY_SECRETS = ("basic_auth_password", "bearer_token", "ssl_key_password")
 
 
-def record_formats_of(args: argparse.Namespace, environ: Any = None) -> Any:
-    """``--record-formats`` as ``RecordFormats`` (None: bytes, as without it), its registry from the
-    private file's ``schema_registry`` (credentials included), else from the JSON's ``registry``
-    (a registry without credentials, for a job run by hand)."""
+def record_formats_of(args: argparse.Namespace, environ: Any = None) -> tuple[Any, dict[str, Any]]:
+    """``--record-formats`` as the output's ``RecordFormats`` (None: bytes, as without it) and the
+    Kafka input's decoders by part ({}: bytes); the registry from the private file's
+    ``schema_registry`` (credentials included), else from the JSON's ``registry`` (a registry
+    without credentials, for a job run by hand)."""
     from airflow_provider_kafka_eos.kafka.errors import UsageError
     from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats
     from airflow_provider_kafka_eos.spark.handoff import json_object
 
     if not args.record_formats:
-        return None
+        return None, {}
     spec = json_object(args.record_formats, "--record-formats")
-    unknown = sorted(set(spec) - {"key", "value", "registry"})
+    unknown = sorted(set(spec) - {"key", "value", "registry", "input"})
     if unknown:
         raise UsageError(f"--record-formats: unknown key(s) {', '.join(unknown)}; "
-                         "known: key, value, registry")
+                         "known: key, value, registry, input")
     given = spec.get("registry")
     if isinstance(given, dict) and any(given.get(k) for k in _REGISTRY_SECRETS):
         raise UsageError("--record-formats carries a schema registry secret; put the registry's settings in "
@@ -311,8 +320,20 @@ def record_formats_of(args: argparse.Namespace, environ: Any = None) -> Any:
     from_file = load_registry_settings(environ)
     if from_file is not None and given is not None:
         raise UsageError("--record-formats names a registry and the private file holds one; use one")
-    return RecordFormats(key=spec.get("key", "bytes"), value=spec.get("value", "bytes"),
-                         registry=from_file if from_file is not None else given)
+    formats = RecordFormats(key=spec.get("key", "bytes"), value=spec.get("value", "bytes"),
+                            registry=from_file if from_file is not None else given)
+    return formats, _input_decoders(spec.get("input"), formats.registry)
+
+
+def _input_decoders(spec: Any, registry: Any) -> dict[str, Any]:
+    """The Kafka input's decoders by part (``--record-formats``' ``input``), or {} (bytes)."""
+    from airflow_provider_kafka_eos.kafka.registry.decoder import decoder_for, input_settings
+
+    if spec is None:
+        return {}
+    settings = input_settings(spec)
+    decoders = {part: decoder_for(setting, registry, part=part) for part, setting in settings.items()}
+    return {part: decoder for part, decoder in decoders.items() if decoder is not None}
 
 
 def check_job_side(producer: str | None = None) -> None:

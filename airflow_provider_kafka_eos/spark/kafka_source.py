@@ -35,7 +35,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
     UsageError,
 )
 
-__all__ = ["data_loss_error", "input_loss_translated", "read_input_range", "source_options"]
+__all__ = ["data_loss_error", "decode_input", "input_loss_translated", "read_input_range", "source_options"]
 
 # What Spark's Kafka source says when a range it must read is gone (failOnDataLoss=true): the error
 # class (Spark 3.4+), and the older texts (Spark 3.x: IllegalStateException "Cannot fetch offset").
@@ -109,6 +109,31 @@ def read_input_range(spark: Any, kafka_input: KafkaInput, config: KafkaClientCon
     for key, value in source_options(config).items():
         reader = reader.option(key, value)
     return reader.load()
+
+
+def decode_input(df: Any, decoders: dict[str, Any]) -> Any:
+    """The input DataFrame with its ``key`` / ``value`` decoded into columns (``kafka/registry/decoder.py``:
+    ``decoders`` maps the part to its decoder); the other columns (topic, partition, offset, ...) as
+    they are. Decoding runs in the tasks, batch by batch; a poison record fails its task by name."""
+    if not decoders:
+        return df
+    from pyspark.sql.pandas.types import from_arrow_type
+    from pyspark.sql.types import StructField, StructType
+
+    schema = StructType([StructField(f.name, from_arrow_type(decoders[f.name].arrow_type), True)
+                         if f.name in decoders else f for f in df.schema.fields])
+
+    def decode(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        for batch in batches:
+            columns = dict(zip(batch.schema.names, batch.columns, strict=True))
+            for part, decoder in decoders.items():
+                columns[part] = decoder.decode(columns[part], columns["topic"], columns["partition"],
+                                               columns["offset"])
+            yield pa.RecordBatch.from_arrays(list(columns.values()), names=list(columns))
+
+    return df.mapInArrow(decode, schema)
 
 
 def data_loss_error(error: BaseException | str, kafka_input: KafkaInput, *, pipeline_id: str,

@@ -41,7 +41,7 @@ def _submit(**kwargs):
 
 def _job_formats(argv: list[str], env: dict) -> RecordFormats | None:
     args = eos_job.build_arg_parser().parse_args(argv)
-    return eos_job.record_formats_of(args, env)
+    return eos_job.record_formats_of(args, env)[0]
 
 
 def test_formats_go_on_the_command_line_and_the_registry_in_the_private_file(private):
@@ -105,3 +105,21 @@ def _argv(spec: dict | None) -> list[str]:
     argv = ["--pipeline-id", "p", "--topic", "t", "--transactional-id-prefix", "p", "--checkpoint-id", "1",
             "--manifest-base-uri", "/tmp/m", "--application", "m:f"]
     return argv + (["--record-formats", json.dumps(spec)] if spec is not None else [])
+
+
+def test_the_input_formats_reach_the_job_as_decoders(private):
+    operator = _submit(record_formats={"input": {"value": {"format": "avro", "schema": SCHEMA}},
+                                       "schema_registry_conn_id": "registry_pf"})
+    args = operator._job_args(7)
+    assert json.loads(args[args.index("--record-formats") + 1])["input"]["value"]["format"] == "avro"
+    path = operator._write_client_config()
+    try:
+        formats, decoders = eos_job.record_formats_of(eos_job.build_arg_parser().parse_args(args),
+                                                      {eos_job.CONFIG_FILE_ENV: path})
+    finally:
+        operator._config_file = path
+        operator._remove_config_file()
+    assert not formats.uses_registry and list(decoders) == ["value"]
+    assert decoders["value"].registry.basic_auth_password == SECRET  # from the private file only
+    with pytest.raises(ConfigError, match="the policies are fail"):
+        _submit(record_formats={"input": {"value": "avro", "on_poison": "dead-letter"}})._validate_arguments()
