@@ -9,6 +9,7 @@ never leave the worker except in the submit operator's private file (``spark/han
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
@@ -17,9 +18,12 @@ from airflow_provider_kafka_eos.hooks import connection_form as form
 from airflow_provider_kafka_eos.hooks import registry_form
 
 if TYPE_CHECKING:
-    from airflow_provider_kafka_eos.kafka.registry.config import RegistryConfig
+    from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats, RegistryConfig
 
-__all__ = ["SchemaRegistryHook"]
+__all__ = ["REGISTRY_CONN_ID_KEY", "SchemaRegistryHook", "checked_formats", "output_formats"]
+
+# The operators' ``record_formats`` key naming the registry connection.
+REGISTRY_CONN_ID_KEY = "schema_registry_conn_id"
 
 
 class SchemaRegistryHook(BaseHook):
@@ -94,6 +98,38 @@ class SchemaRegistryHook(BaseHook):
         auth = config.describe()["auth"]
         return True, (f"Connected to schema registry {config.display_url} (auth: {auth}): "
                       f"{subjects} subject(s)")
+
+
+def checked_formats(record_formats: Mapping[str, Any] | None) -> tuple[Any, str]:
+    """An operator's ``record_formats`` checked (unknown keys, formats, schemas, the input's policy)
+    without reading a connection: ``((RecordFormats with a placeholder registry, the input's
+    mapping or None) or None, the registry connection id)``; None when no part uses a registry."""
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+    from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats, RegistryConfig
+    from airflow_provider_kafka_eos.kafka.registry.decoder import input_settings
+
+    spec = dict(record_formats or {})
+    unknown = sorted(set(spec) - {"key", "value", "input", REGISTRY_CONN_ID_KEY})
+    if unknown:
+        raise UsageError(f"record_formats: unknown key(s) {', '.join(unknown)}; known: key, value, input, "
+                         f"{REGISTRY_CONN_ID_KEY} (the registry's settings live in that connection)")
+    conn_id = str(spec.pop(REGISTRY_CONN_ID_KEY, None) or SchemaRegistryHook.default_conn_name)
+    # a placeholder registry: the settings are checked now, the connection is read when it is used
+    formats = RecordFormats(key=spec.get("key", "bytes"), value=spec.get("value", "bytes"),
+                            registry=RegistryConfig("http://checked.invalid"))
+    inputs = input_settings(spec["input"]) if "input" in spec else {}
+    used = formats.uses_registry or any(s.uses_registry for s in inputs.values())
+    return ((formats, spec.get("input")) if used else None), conn_id
+
+
+def output_formats(record_formats: Mapping[str, Any] | None) -> RecordFormats | None:
+    """The output's ``RecordFormats`` with the registry connection's settings (preflight's), or None."""
+    import dataclasses
+
+    checked, conn_id = checked_formats(record_formats)
+    if checked is None or not checked[0].uses_registry:
+        return None
+    return dataclasses.replace(checked[0], registry=SchemaRegistryHook(conn_id).registry_config())
 
 
 def _mask(value: Any) -> None:

@@ -205,37 +205,14 @@ def write_private_config(
     )
 
 
-# The operator's ``record_formats`` key naming the registry connection (hooks/schema_registry.py).
-REGISTRY_CONN_ID_KEY = "schema_registry_conn_id"
-
-
-def _formats(record_formats: Mapping[str, Any] | None) -> tuple[Any, str]:
-    """The operator's ``record_formats`` checked (unknown keys, formats, schemas) and its registry
-    connection id; None when no part (output key/value, input key/value) uses a registry."""
-    from airflow_provider_kafka_eos.hooks.schema_registry import SchemaRegistryHook
-    from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats, RegistryConfig
-    from airflow_provider_kafka_eos.kafka.registry.decoder import input_settings
-
-    spec = dict(record_formats or {})
-    unknown = sorted(set(spec) - {"key", "value", "input", REGISTRY_CONN_ID_KEY})
-    if unknown:
-        raise UsageError(f"record_formats: unknown key(s) {', '.join(unknown)}; known: key, value, input, "
-                         f"{REGISTRY_CONN_ID_KEY} (the registry's settings live in that connection)")
-    conn_id = str(spec.pop(REGISTRY_CONN_ID_KEY, None) or SchemaRegistryHook.default_conn_name)
-    # a placeholder registry: the settings are checked now, the connection is read when the job starts
-    formats = RecordFormats(key=spec.get("key", "bytes"), value=spec.get("value", "bytes"),
-                            registry=RegistryConfig("http://checked.invalid"))
-    inputs = input_settings(spec["input"]) if "input" in spec else {}
-    used = formats.uses_registry or any(s.uses_registry for s in inputs.values())
-    return ((formats, spec.get("input")) if used else None), conn_id
-
-
 def record_format_argument(record_formats: Mapping[str, Any] | None) -> str | None:
     """``--record-formats``' JSON: each part's format, schema, subject strategy and registration
     switch (no registry: its settings go in the private file). None when both parts are bytes."""
     import dataclasses
 
-    checked, _ = _formats(record_formats)
+    from airflow_provider_kafka_eos.hooks.schema_registry import checked_formats
+
+    checked, _ = checked_formats(record_formats)
     if checked is None:
         return None
     formats, input_spec = checked
@@ -250,9 +227,9 @@ def registry_settings(record_formats: Mapping[str, Any] | None) -> dict[str, Any
     None when no part uses a registry format."""
     import dataclasses
 
-    from airflow_provider_kafka_eos.hooks.schema_registry import SchemaRegistryHook
+    from airflow_provider_kafka_eos.hooks.schema_registry import SchemaRegistryHook, checked_formats
 
-    checked, conn_id = _formats(record_formats)
+    checked, conn_id = checked_formats(record_formats)
     if checked is None:
         return None
     return dataclasses.asdict(SchemaRegistryHook(conn_id).registry_config())
