@@ -162,6 +162,8 @@ def resolution_request_of(args: argparse.Namespace, manifest_base: str | None = 
         raise UsageError("--strict applies to --action list and find-hanging only")
     if args.topic and args.action not in ("preflight", "find-hanging", "abort-partition"):
         raise UsageError("--topic applies to --action preflight, find-hanging and abort-partition only")
+    if getattr(args, "record_formats", None) and (args.action != "preflight" or not args.topic):
+        raise UsageError("--record-formats applies to --action preflight, with the --topic(s) it checks")
     if args.transaction_timeout_ms is not None and args.action != "preflight":
         raise UsageError("--transaction-timeout-ms applies to --action preflight only")
     return ResolutionRequest(
@@ -182,3 +184,25 @@ def resolution_request_of(args: argparse.Namespace, manifest_base: str | None = 
         partition=args.partition,
         force=args.force,
     ).validate()
+
+
+def record_formats_of(args: Any) -> Any:
+    """``--record-formats FILE`` as ``RecordFormats`` (None without it); the file's errors are named."""
+    import json
+
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+    from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats
+
+    path = getattr(args, "record_formats", None)
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except OSError as exc:
+        raise UsageError(f"--record-formats {path}: cannot be read ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--record-formats {path}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict) or set(data) - {"key", "value", "registry"}:
+        raise UsageError(f"--record-formats {path}: a JSON object of key, value and registry")
+    return RecordFormats(**data)

@@ -118,6 +118,10 @@ def decode_input(df: Any, decoders: dict[str, Any]) -> Any:
     if not decoders:
         return df
     from pyspark.sql.pandas.types import from_arrow_type
+
+    from airflow_provider_kafka_eos.spark.record_formats import check_importable
+
+    check_importable(["avro"], where="the driver's Python")
     from pyspark.sql.types import StructField, StructType
 
     schema = StructType([StructField(f.name, from_arrow_type(decoders[f.name].arrow_type), True)
@@ -126,6 +130,10 @@ def decode_input(df: Any, decoders: dict[str, Any]) -> Any:
     def decode(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
+        from airflow_provider_kafka_eos.spark.record_formats import check_importable, requirements_where
+
+        # fastavro missing on an executor: one line naming the fix, found by the driver in Spark's text
+        check_importable(["avro"], where=requirements_where(), marked=True)
         for batch in batches:
             columns = dict(zip(batch.schema.names, batch.columns, strict=True))
             for part, decoder in decoders.items():
