@@ -114,12 +114,31 @@ def test_the_input_formats_reach_the_job_as_decoders(private):
     assert json.loads(args[args.index("--record-formats") + 1])["input"]["value"]["format"] == "avro"
     path = operator._write_client_config()
     try:
-        formats, decoders = eos_job.record_formats_of(eos_job.build_arg_parser().parse_args(args),
+        formats, decoders, _ = eos_job.record_formats_of(eos_job.build_arg_parser().parse_args(args),
                                                       {eos_job.CONFIG_FILE_ENV: path})
     finally:
         operator._config_file = path
         operator._remove_config_file()
     assert not formats.uses_registry and list(decoders) == ["value"]
     assert decoders["value"].registry.basic_auth_password == SECRET  # from the private file only
-    with pytest.raises(ConfigError, match="the policies are fail"):
+    with pytest.raises(ConfigError, match="goes with dead_letter_topic"):
         _submit(record_formats={"input": {"value": "avro", "on_poison": "dead-letter"}})._validate_arguments()
+
+
+def test_the_dead_letter_topic_reaches_the_job_and_may_not_be_the_output_or_an_input(private):
+    spec = {"input": {"value": {"format": "avro", "schema": SCHEMA}, "on_poison": "dead-letter",
+                      "dead_letter_topic": "orders-dead"}, "schema_registry_conn_id": "registry_pf"}
+    operator = _submit(record_formats=spec, input_topics="orders-in", input_group="g", input_start="earliest")
+    args = operator._job_args(7)
+    path = operator._write_client_config()
+    try:
+        parsed = eos_job.build_arg_parser().parse_args(args)
+        formats = eos_job.record_formats_of(parsed, {eos_job.CONFIG_FILE_ENV: path})
+        assert formats[2] == "orders-dead"
+        eos_job.check_input_formats(parsed, formats)  # a topic of its own: accepted
+        for clash in ("orders-out", "orders-in"):
+            with pytest.raises(UsageError, match=f"dead_letter_topic '{clash}' is the output topic"):
+                eos_job.check_input_formats(parsed, (*formats[:2], clash))
+    finally:
+        operator._config_file = path
+        operator._remove_config_file()

@@ -19,7 +19,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import find_manifests
 from airflow_provider_kafka_eos.kafka.errors import PoisonRecordError
 from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats, RegistryConfig, SerdeSetting
 from airflow_provider_kafka_eos.kafka.registry.decoder import AvroDecoder
-from airflow_provider_kafka_eos.spark.kafka_source import decode_input
+from airflow_provider_kafka_eos.spark.kafka_source import decode_input, split_input
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
 from kafka_eos_testing.spark import commit_manifest
 from kafka_eos_testing.verify import count_keys
@@ -49,16 +49,24 @@ def _input(spark, registry_url: str, topic: str, n: int, poison_at: int | None =
     return spark.createDataFrame(spark.sparkContext.parallelize(rows, 3), schema)
 
 
-def _pipeline(spark, kafka_broker, schema_registry, tmp_path, prefix, out_topic, in_topic, n, poison_at=None):
+def _pipeline(spark, kafka_broker, schema_registry, tmp_path, prefix, out_topic, in_topic, n, poison_at=None,
+              dead_letter_topic=None):
     registry = RegistryConfig(schema_registry.url)
-    decoder = AvroDecoder(SerdeSetting(format="avro", schema=json.dumps(ORDER)), registry)
-    decoded = decode_input(_input(spark, schema_registry.url, in_topic, n, poison_at), {"value": decoder})
+    decoders = {"value": AvroDecoder(SerdeSetting(format="avro", schema=json.dumps(ORDER)), registry)}
+    read = _input(spark, schema_registry.url, in_topic, n, poison_at)
+    dead_letters = None
+    if dead_letter_topic is None:
+        decoded = decode_input(read, decoders)
+    else:  # what the job does under on_poison='dead-letter'
+        decoded, poison = split_input(read, decoders)
+        dead_letters = (poison, dead_letter_topic)
     out = decoded.selectExpr("key", "named_struct('id', value.id * 10, 'customer', value.customer) as value")
     formats = RecordFormats(value=SerdeSetting(format="avro", schema=json.dumps(ORDER), auto_register=True),
                             registry=registry)
     return write_exactly_once(out, topic=out_topic, kafka_config=kafka_broker.client_config(),
                               transactional_id_prefix=prefix, checkpoint_id=1,
-                              manifest_base_uri=str(tmp_path), record_formats=formats)
+                              manifest_base_uri=str(tmp_path), record_formats=formats,
+                              dead_letters=dead_letters)
 
 
 def test_avro_input_is_decoded_and_written_as_avro_exactly_once(spark, kafka_broker, schema_registry,
@@ -92,7 +100,26 @@ def test_a_poison_record_fails_the_run_by_name_with_nothing_committed(spark, kaf
         assert count_keys(kafka_broker.bootstrap, out_topic, timeout_s=5) == {}
 
 
-def _committed_values(bootstrap: str, topic: str) -> list[bytes]:
+def test_a_poison_record_goes_to_the_dead_letter_topic_in_the_same_checkpoint(
+        spark, kafka_broker, schema_registry, tmp_path, unique_name):
+    prefix, out_topic, in_topic, dlq = (unique_name(n) for n in ("dlq", "out", "in", "dead"))
+    manifest = _pipeline(spark, kafka_broker, schema_registry, tmp_path, prefix, out_topic, in_topic, 30,
+                         poison_at=22, dead_letter_topic=dlq)
+    topics = {p.topic for c in manifest.committables for p in c.partitions}
+    assert topics == {out_topic, dlq}  # one vote lists both: they commit together or not at all
+    commit_manifest(kafka_broker.bootstrap, manifest)
+    expected = {f"o-{i}".encode(): 1 for i in range(30) if i != 22}
+    assert count_keys(kafka_broker.bootstrap, out_topic) == expected  # read_committed: every key once
+    assert count_keys(kafka_broker.bootstrap, dlq) == {b"o-22": 1}  # read_committed: once
+    [(value, headers)] = _committed_values(kafka_broker.bootstrap, dlq, with_headers=True)
+    assert value == b"not avro"  # the raw record, as it was read
+    named = {k: v.decode() for k, v in headers}
+    assert (named["kafka_eos.topic"], named["kafka_eos.partition"], named["kafka_eos.offset"]) == (
+        in_topic, "1", "7")
+    assert "its value cannot be decoded: it is not in the Confluent wire format" in named["kafka_eos.cause"]
+
+
+def _committed_values(bootstrap: str, topic: str, *, with_headers: bool = False) -> list:
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check",
@@ -108,7 +135,7 @@ def _committed_values(bootstrap: str, topic: str) -> list[bytes]:
                 assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
                 ended.add(message.partition())
                 continue
-            values.append(message.value())
+            values.append((message.value(), message.headers()) if with_headers else message.value())
         return values
     finally:
         consumer.close()

@@ -21,9 +21,10 @@ from typing import Any
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, PoisonRecordError
 from airflow_provider_kafka_eos.kafka.registry.config import RecordFormat, RegistryConfig, SerdeSetting
 
-__all__ = ["POISON_POLICIES", "AvroDecoder", "arrow_type_of_avro", "decoder_for", "input_settings"]
+__all__ = ["POISON_POLICIES", "AvroDecoder", "arrow_type_of_avro", "decoder_for", "input_settings",
+           "poison_policy"]
 
-POISON_POLICIES = ("fail",)
+POISON_POLICIES = ("fail", "dead-letter")
 _PRIMITIVES = {"boolean": "bool_", "int": "int32", "long": "int64", "float": "float32",
                "double": "float64", "string": "string", "bytes": "binary"}
 
@@ -78,25 +79,35 @@ class AvroDecoder:
 
     def decode(self, values: Any, topics: Any, partitions: Any, offsets: Any) -> Any:
         """The Arrow column of ``values`` decoded; a record that does not decode raises
-        :class:`PoisonRecordError` naming where it is."""
+        :class:`PoisonRecordError` naming where it is (the ``fail`` policy)."""
+        column, causes = self.decode_marking(values)
+        for index, cause in enumerate(causes):
+            if cause is not None:
+                raise self._poison(cause, topics, partitions, offsets, index)
+        return column
+
+    def decode_marking(self, values: Any) -> tuple[Any, list[str | None]]:
+        """The column decoded, a poison record null in it, and each row's cause (None: decoded),
+        for the ``dead-letter`` policy."""
         import fastavro
         import pyarrow as pa
 
         reader = fastavro.parse_schema(self.reader)
         rows: list[Any] = []
-        for index, raw in enumerate(values.to_pylist()):
-            if raw is None:
-                rows.append(None)  # a tombstone stays null
-                continue
-            try:
-                writer = self._writer_schema(raw)
-                rows.append(fastavro.schemaless_reader(io.BytesIO(raw[5:]), writer, reader))
+        causes: list[str | None] = []
+        for raw in values.to_pylist():
+            cause = None
+            try:  # a tombstone (None) stays null
+                rows.append(None if raw is None else fastavro.schemaless_reader(
+                    io.BytesIO(raw[5:]), self._writer_schema(raw), reader))
             except PoisonRecordError as exc:
-                raise self._poison(exc.cause, topics, partitions, offsets, index) from None
+                cause = exc.cause
             except Exception as exc:  # fastavro's decode and resolution errors have no common base
                 cause = f"it does not decode under the schema ({type(exc).__name__}: {_short(exc)})"
-                raise self._poison(cause, topics, partitions, offsets, index) from None
-        return pa.array(rows, type=self.arrow_type)
+            if cause is not None:
+                rows.append(None)
+            causes.append(cause)
+        return pa.array(rows, type=self.arrow_type), causes
 
     def _writer_schema(self, raw: bytes) -> Any:
         import fastavro
@@ -139,14 +150,11 @@ def input_settings(spec: Any) -> dict[str, SerdeSetting]:
     part a ``SerdeSetting`` (fields or a format name), decodable, and a known poison policy."""
     if not isinstance(spec, dict):
         raise ConfigError(f"the input's record formats must be an object, got {type(spec).__name__}")
-    unknown = sorted(set(spec) - {"key", "value", "on_poison"})
+    unknown = sorted(set(spec) - {"key", "value", "on_poison", "dead_letter_topic"})
     if unknown:
         raise ConfigError(f"the input's record formats: unknown key(s) {', '.join(unknown)}; known: key, "
-                          "value, on_poison")
-    policy = spec.get("on_poison", "fail")
-    if policy not in POISON_POLICIES:
-        raise ConfigError(f"the input's on_poison {policy!r}: the policies are {', '.join(POISON_POLICIES)} "
-                          "(a dead-letter topic inside the checkpoint's transactions is not built yet)")
+                          "value, on_poison, dead_letter_topic")
+    poison_policy(spec)  # the policy and its topic, checked
     settings = {}
     for part in ("key", "value"):
         given = spec.get(part, "bytes")
@@ -155,6 +163,25 @@ def input_settings(spec: Any) -> dict[str, SerdeSetting]:
             AvroDecoder(setting, RegistryConfig("http://checked.invalid"), part=part)  # refuses the rest
         settings[part] = setting
     return settings
+
+
+def poison_policy(spec: dict[str, Any]) -> tuple[str, str | None]:
+    """(the policy, the dead-letter topic or None) of the input's record formats, checked."""
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+    from airflow_provider_kafka_eos.kafka.validation import validate_topic
+
+    policy, topic = spec.get("on_poison", "fail"), spec.get("dead_letter_topic")
+    if policy not in POISON_POLICIES:
+        raise ConfigError(f"the input's on_poison {policy!r}: the policies are {', '.join(POISON_POLICIES)}")
+    if (policy == "dead-letter") != bool(topic):
+        raise ConfigError("the input's on_poison 'dead-letter' goes with dead_letter_topic (the topic the "
+                          "raw records are written to), and only it")
+    if topic:
+        try:
+            validate_topic(topic, field="dead_letter_topic")
+        except UsageError as err:
+            raise ConfigError(err.cause) from None
+    return policy, topic
 
 
 def decoder_for(setting: SerdeSetting, registry: RegistryConfig | None, *, part: str) -> AvroDecoder | None:

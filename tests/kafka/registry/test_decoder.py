@@ -68,6 +68,15 @@ def test_a_poison_record_is_named_by_topic_partition_and_offset(schema_registry,
     assert err.value.runbook == "poison-record"
 
 
+def test_the_dead_letter_policy_marks_poison_records_instead_of_failing(schema_registry, registry_topic):
+    [good] = _framed(schema_registry.url, registry_topic, [{"id": 1, "customer": "c1"}])
+    values = pa.array([good, b"junk", None], pa.binary())
+    column, causes = _decoder(schema_registry.url).decode_marking(values)
+    assert column.to_pylist() == [{"id": 1, "customer": "c1", "note": None}, None, None]
+    assert causes[0] is None and causes[2] is None  # decoded, and a tombstone
+    assert "not in the Confluent wire format" in causes[1]
+
+
 def test_the_arrow_type_comes_from_the_reader_schema_and_the_unsupported_is_named():
     nested = {"type": "record", "name": "R", "fields": [
         {"name": "tags", "type": {"type": "array", "items": "string"}},
@@ -82,7 +91,10 @@ def test_the_arrow_type_comes_from_the_reader_schema_and_the_unsupported_is_name
 
 
 @pytest.mark.parametrize("spec, needle", [
-    ({"value": "avro", "on_poison": "dead-letter"}, "the policies are fail"),
+    ({"value": "avro", "on_poison": "skip"}, "the policies are fail, dead-letter"),
+    ({"value": "avro", "on_poison": "dead-letter"}, "goes with dead_letter_topic"),
+    ({"value": "avro", "dead_letter_topic": "dlq"}, "goes with dead_letter_topic"),
+    ({"value": "avro", "on_poison": "dead-letter", "dead_letter_topic": "a b"}, "dead_letter_topic"),
     ({"value": {"format": "json_schema", "schema": "{}"}}, "supports avro (and bytes) so far"),
     ({"values": "avro"}, "unknown key(s) values"),
 ])
