@@ -10,7 +10,7 @@ while Airflow discovers providers.
 from __future__ import annotations
 
 from airflow_provider_kafka_eos import CONNECTION_TYPE, PROJECT_URL, __version__
-from airflow_provider_kafka_eos.hooks import connection_form  # plain data, no Airflow import
+from airflow_provider_kafka_eos.hooks import connection_form, registry_form  # plain data, no Airflow import
 
 PACKAGE = "airflow_provider_kafka_eos"
 
@@ -19,7 +19,7 @@ PACKAGE = "airflow_provider_kafka_eos"
 _INTEGRATION = "Kafka exactly-once (EOS)"
 _MODULES = {
     "operators": ["submit", "commit", "abort", "resolve", "preflight"],
-    "hooks": ["kafka_eos", "spark_submit"],
+    "hooks": ["kafka_eos", "schema_registry", "spark_submit"],
     "sensors": ["lingering"],
     "triggers": ["lingering"],
 }
@@ -61,6 +61,15 @@ def get_provider_info() -> dict:
                 # ``kafka`` connection); each form field is one key of it (hooks/connection_form.py).
                 "ui-field-behaviour": connection_form.ui_field_behaviour_info(),
                 "conn-fields": connection_form.conn_fields(),
-            }
+            },
+            {
+                # The registry the record formats resolve against (hooks/registry_form.py).
+                "connection-type": registry_form.REGISTRY_CONNECTION_TYPE,
+                "hook-name": registry_form.REGISTRY_HOOK_NAME,
+                "hook-class-name": "airflow_provider_kafka_eos.hooks.schema_registry.SchemaRegistryHook",
+                "ui-field-behaviour": connection_form.ui_field_behaviour_info(
+                    registry_form.REGISTRY_UI_FIELD_BEHAVIOUR),
+                "conn-fields": connection_form.conn_fields(registry_form.REGISTRY_FIELDS),
+            },
         ],
     }

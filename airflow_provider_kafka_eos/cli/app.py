@@ -118,6 +118,7 @@ def _result(args: Any, env: Any, stdout: TextIO, stderr: TextIO) -> Any:
         client_config_of,
         command_properties,
         manifest_base_of,
+        record_formats_of,
         resolution_request_of,
         store_access_for,
     )
@@ -138,6 +139,7 @@ def _result(args: Any, env: Any, stdout: TextIO, stderr: TextIO) -> Any:
     if args.command == CHECKPOINTS:
         return _checkpoints(args, manifest_base, store_access_for(connection, manifest_base))
     request = resolution_request_of(args, manifest_base)
+    formats = record_formats_of(args)  # preflight only (settings.py refuses it elsewhere)
     access = store_access_for(connection, request.manifest_uri or request.manifest_base_uri)
     if not request.protect:
         stderr.write(
@@ -157,7 +159,7 @@ def _result(args: Any, env: Any, stdout: TextIO, stderr: TextIO) -> Any:
         ProgressBar(interactive, stderr) as bar,
     ):
         return run_resolution(admin, request, progress=bar if interactive else None, config=config,
-                              access=access)
+                              access=access, record_formats=formats)
 
 
 def _checkpoints(args: Any, manifest_base: str | None, access: StoreAccess) -> Any:

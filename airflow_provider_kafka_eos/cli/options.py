@@ -58,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
     "force": False,
     "transaction_timeout_ms": None,
     "two_phase_commit": False,
+    "record_formats": None,
     "strict": False,
     "timeout": DEFAULT_TIMEOUT,
     "verbose": False,
@@ -228,6 +229,14 @@ def _preflight(p: argparse.ArgumentParser) -> None:
         "--two-phase-commit",
         action="store_true",
         help="the pipeline uses KIP-939 2PC; require it and check the TWO_PHASE_COMMIT ACL",
+    )
+    p.add_argument(
+        "--record-formats",
+        metavar="FILE",
+        help="JSON file: the pipeline's key/value record formats and its schema registry "
+        '({"value": {"format": "avro", "schema": ...}, "registry": {"url": ...}}; a file, so the '
+        "registry's credentials stay off the command line); each encoded part of each --topic is "
+        "checked against the registry, read-only",
     )
 
 

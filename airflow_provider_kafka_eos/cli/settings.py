@@ -147,9 +147,12 @@ def store_access_for(connection: _Airflow | None, uri: str | None) -> Any:
 
 def resolution_request_of(args: argparse.Namespace, manifest_base: str | None = None) -> Any:
     """The parsed command line as a validated ``ResolutionRequest`` (UsageError names the option)."""
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
     from airflow_provider_kafka_eos.kafka.operations.resolution_request import ResolutionRequest
     from airflow_provider_kafka_eos.kafka.validation import parse_duration_ms
 
+    if getattr(args, "record_formats", None) and not args.topic:
+        raise UsageError("preflight --record-formats checks the --topic(s) it is given: name at least one")
     return ResolutionRequest(  # which options a command takes is the parser's rule (options.COMMANDS)
         action=args.command,
         transactional_id=args.transactional_id,
@@ -168,3 +171,25 @@ def resolution_request_of(args: argparse.Namespace, manifest_base: str | None = 
         partition=args.partition,
         force=args.force,
     ).validate()
+
+
+def record_formats_of(args: Any) -> Any:
+    """``--record-formats FILE`` as ``RecordFormats`` (None without it); the file's errors are named."""
+    import json
+
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+    from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats
+
+    path = getattr(args, "record_formats", None)
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except OSError as exc:
+        raise UsageError(f"--record-formats {path}: cannot be read ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--record-formats {path}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict) or set(data) - {"key", "value", "registry"}:
+        raise UsageError(f"--record-formats {path}: a JSON object of key, value and registry")
+    return RecordFormats(**data)

@@ -105,15 +105,19 @@ UI_FIELD_BEHAVIOUR: dict[str, Any] = {
 }
 
 
-def conn_fields() -> dict[str, dict[str, Any]]:
-    """Provider info's ``conn-fields`` (Airflow 3.2+)."""
+Fields = dict[str, tuple[str, dict[str, Any], str]]  # name -> (label, JSON schema, description)
+
+
+def conn_fields(fields: Fields | None = None) -> dict[str, dict[str, Any]]:
+    """Provider info's ``conn-fields`` (Airflow 3.2+); ``fields``: another connection type's (default
+    ``kafka_eos``'s :data:`FIELDS`)."""
     return {
         name: {"label": label, "description": description, "schema": dict(schema)}
-        for name, (label, schema, description) in FIELDS.items()
+        for name, (label, schema, description) in (FIELDS if fields is None else fields).items()
     }
 
 
-def form_widgets() -> dict[str, Any]:
+def form_widgets(fields: Fields | None = None) -> dict[str, Any]:
     """``get_connection_form_widgets`` for Airflow 3.1 (WTForms, mocked by its API server)."""
     from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
     from flask_babel import lazy_gettext
@@ -121,7 +125,7 @@ def form_widgets() -> dict[str, Any]:
     from wtforms.validators import Optional, any_of
 
     widgets: dict[str, Any] = {}
-    for name, (label, schema, description) in FIELDS.items():
+    for name, (label, schema, description) in (FIELDS if fields is None else fields).items():
         types = schema["type"]
         if "boolean" in types:
             widgets[name] = BooleanField(lazy_gettext(label), description=description, default=False)
@@ -136,17 +140,19 @@ def form_widgets() -> dict[str, Any]:
     return widgets
 
 
-def ui_field_behaviour_info() -> dict[str, Any]:
+def ui_field_behaviour_info(behaviour: dict[str, Any] | None = None) -> dict[str, Any]:
     """Provider info's ``ui-field-behaviour`` (a fresh copy: Airflow edits what it is given)."""
-    return {key: (list(v) if isinstance(v, list) else dict(v)) for key, v in UI_FIELD_BEHAVIOUR.items()}
+    behaviour = UI_FIELD_BEHAVIOUR if behaviour is None else behaviour
+    return {key: (list(v) if isinstance(v, list) else dict(v)) for key, v in behaviour.items()}
 
 
-def ui_field_behaviour() -> dict[str, Any]:
+def ui_field_behaviour(behaviour: dict[str, Any] | None = None) -> dict[str, Any]:
     """``get_ui_field_behaviour`` for Airflow 3.1 (snake_case keys)."""
+    behaviour = UI_FIELD_BEHAVIOUR if behaviour is None else behaviour
     return {
-        "hidden_fields": list(UI_FIELD_BEHAVIOUR["hidden-fields"]),
-        "relabeling": dict(UI_FIELD_BEHAVIOUR["relabeling"]),
-        "placeholders": dict(UI_FIELD_BEHAVIOUR["placeholders"]),
+        "hidden_fields": list(behaviour["hidden-fields"]),
+        "relabeling": dict(behaviour["relabeling"]),
+        "placeholders": dict(behaviour["placeholders"]),
     }
 
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import StoreAccess
     from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
     from airflow_provider_kafka_eos.kafka.operations.preflight import PreflightReport, RetrySchedule
+    from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats
 
 DEFAULT_PORT = 9092
 MANIFEST_BASE_URI_KEY = form.MANIFEST_BASE_URI_KEY  # our key in the extra; never passed to the Kafka client
@@ -231,6 +232,7 @@ class KafkaEosHook(BaseHook):
         commit_schedule: RetrySchedule,
         two_phase_commit: bool = False,
         raise_on_failure: bool = True,
+        record_formats: RecordFormats | None = None,
     ) -> PreflightReport:
         """Run :func:`~.kafka.operations.preflight.run_preflight` with this connection.
 
@@ -257,6 +259,7 @@ class KafkaEosHook(BaseHook):
             two_phase_commit=two_phase_commit,
             raise_on_failure=raise_on_failure,
             timeout_ms=self.connect_timeout_ms,
+            record_formats=record_formats,
         )
 
     def _check_stated_expectations(self, transaction_timeout_ms: int, two_phase_commit: bool) -> None:

@@ -10,8 +10,10 @@ the pipeline (checkpoint ids, the input's claim, whose manifest the job found). 
 * :func:`job_arguments`: the job's command line (ids and names only, never a secret);
 * :func:`launch_settings`: the environment variables, Spark conf and ``--py-files`` the job
   needs (interpreters, the private file's path, the runtime zip, the quiet driver log);
-* :func:`write_private_config`: the Kafka client config, the store's credentials and the
-  application params in a 0600 file only the job reads (never the command line);
+* :func:`write_private_config`: the Kafka client config, the store's credentials, the application
+  params and the schema registry's settings in a 0600 file only the job reads (never the command
+  line); :func:`record_format_argument` / :func:`registry_settings`: the record formats split
+  between the two (formats and schemas on the command line, the registry connection in the file);
 * :func:`require_spark_connection`: a missing Spark connection is an error, not the provider's
   silent fallback to YARN;
 * the provider's absence (the ``[spark]`` extra not installed): :data:`SPARK_PROVIDER_INSTALLED`,
@@ -67,6 +69,8 @@ __all__ = [
     "job_arguments",
     "launch_settings",
     "missing_spark_provider_error",
+    "record_format_argument",
+    "registry_settings",
     "require_spark_connection",
     "spark_provider_missing",
     "write_private_config",
@@ -179,11 +183,12 @@ def require_spark_connection(conn_id: str) -> None:
 
 
 def write_private_config(
-    config: Any, store_options: Mapping[str, Any], application_params: Any, warn: Callable[[str], None]
+    config: Any, store_options: Mapping[str, Any], application_params: Any, warn: Callable[[str], None],
+    registry: Mapping[str, Any] | None = None,
 ) -> str:
-    """The Kafka config (secrets included), the manifest store's credentials (if any) and the
-    application params in a 0600 file only this task's job reads; stale files of killed tasks are
-    removed first (``warn`` names each)."""
+    """The Kafka config (secrets included), the manifest store's credentials (if any), the
+    application params and the schema registry's settings (if any) in a 0600 file only this task's
+    job reads; stale files of killed tasks are removed first (``warn`` names each)."""
     try:
         params = json.loads(json.dumps(application_params or {}, sort_keys=True, default=str))
     except (TypeError, ValueError) as exc:
@@ -196,7 +201,8 @@ def write_private_config(
     return handoff.write_private_file(
         directory,
         {handoff.PRIVATE_FILE_CONFIG_KEY: config.confluent(), handoff.PRIVATE_FILE_PARAMS_KEY: params,
-         **({handoff.PRIVATE_FILE_STORE_KEY: dict(store_options)} if store_options else {})},
+         **({handoff.PRIVATE_FILE_STORE_KEY: dict(store_options)} if store_options else {}),
+         **({handoff.PRIVATE_FILE_REGISTRY_KEY: dict(registry)} if registry else {})},
     )
 
 
@@ -250,6 +256,36 @@ def check_deploy_target(
             "(docs/user-guide/spark-cluster.md)",
             runbook="configuration",
         )
+
+
+def record_format_argument(record_formats: Mapping[str, Any] | None) -> str | None:
+    """``--record-formats``' JSON: each part's format, schema, subject strategy and registration
+    switch (no registry: its settings go in the private file). None when both parts are bytes."""
+    import dataclasses
+
+    from airflow_provider_kafka_eos.hooks.schema_registry import checked_formats
+
+    checked, _ = checked_formats(record_formats)
+    if checked is None:
+        return None
+    formats, input_spec = checked
+    parts: dict[str, Any] = {
+        name: {k: getattr(v, "value", v) for k, v in dataclasses.asdict(getattr(formats, name)).items()}
+        for name in ("key", "value")}
+    return json.dumps({**parts, **({"input": input_spec} if input_spec is not None else {})}, sort_keys=True)
+
+
+def registry_settings(record_formats: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The registry connection's settings (credentials included: for the private file only), or
+    None when no part uses a registry format."""
+    import dataclasses
+
+    from airflow_provider_kafka_eos.hooks.schema_registry import SchemaRegistryHook, checked_formats
+
+    checked, conn_id = checked_formats(record_formats)
+    if checked is None:
+        return None
+    return dataclasses.asdict(SchemaRegistryHook(conn_id).registry_config())
 
 
 @dataclass(frozen=True)

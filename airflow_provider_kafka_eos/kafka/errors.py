@@ -31,6 +31,7 @@ __all__ = [
     "ManifestError",
     "ManifestStoreError",
     "MissingExtraError",
+    "PoisonRecordError",
     "PreflightError",
     "ProducerFencedError",
     "SchemaMismatchError",
@@ -260,6 +261,14 @@ class SchemaRegistryError(KafkaEosError):
     The message names the subject and the registry URL (never its credentials)."""
 
     default_runbook = "schema-registry"
+
+
+class PoisonRecordError(SchemaRegistryError):
+    """A Kafka-input record that cannot be decoded (not in the Confluent wire format, a schema id the
+    registry does not know, bytes that do not decode under the schema), under the ``fail`` policy:
+    the run fails naming topic, partition and offset, and nothing of the checkpoint is committed."""
+
+    default_runbook = "poison-record"
 
 
 class SchemaMismatchError(SchemaRegistryError):

@@ -11,13 +11,14 @@ DAG when someone edits it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+from airflow_provider_kafka_eos.hooks.schema_registry import output_formats
 from airflow_provider_kafka_eos.tasks.fail_now import raises_fail_now
 
 XCOM_KEY = "preflight_report"
@@ -36,6 +37,8 @@ class KafkaEosPreflightOperator(BaseOperator):
         / ``commit_max_retry_delay`` / ``commit_execution_timeout`` are used.
     :param two_phase_commit: require KIP-939 2PC (advertised, enabled, ACL granted).
     :param fail_on_warning: treat warnings (unknowns) as failures.
+    :param record_formats: the pipeline's record formats, as the submit operator takes them: each
+        encoded output key/value is checked against the registry without registering anything.
 
     The report's JSON goes to XCom once per try: as the task's return value (``return_value``)
     when it passes, under ``preflight_report`` when it fails (a failed task returns nothing, yet its
@@ -61,6 +64,7 @@ class KafkaEosPreflightOperator(BaseOperator):
         two_phase_commit: bool = False,
         fail_on_warning: bool = False,
         kafka_eos_conn_id: str = KafkaEosHook.default_conn_name,
+        record_formats: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -77,6 +81,7 @@ class KafkaEosPreflightOperator(BaseOperator):
         self.two_phase_commit = two_phase_commit
         self.fail_on_warning = fail_on_warning
         self.kafka_eos_conn_id = kafka_eos_conn_id
+        self.record_formats = record_formats
 
     def commit_schedule(self) -> Any:
         """The commit task's worst-case schedule, from the DAG when ``commit_task_id`` is set."""
@@ -113,6 +118,7 @@ class KafkaEosPreflightOperator(BaseOperator):
             commit_schedule=self.commit_schedule(),
             two_phase_commit=self.two_phase_commit,
             raise_on_failure=False,
+            record_formats=output_formats(self.record_formats),
         )
         self.log.info("%s", report.render())
         data = report.to_dict()

@@ -45,22 +45,16 @@ from airflow_provider_kafka_eos.hooks.spark_submit import (
     job_arguments,
     launch_settings,
     missing_spark_provider_error,
+    record_format_argument,
+    registry_settings,
     require_spark_connection,
     spark_provider_missing,
     write_private_config,
 )
-from airflow_provider_kafka_eos.kafka.checkpoints.identity import (
-    Reuse,
-    RunIdentity,
-    reuse_verdict,
-)
+from airflow_provider_kafka_eos.kafka.checkpoints.identity import Reuse, RunIdentity, reuse_verdict
 from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import ClaimOutcome, InputVerdict, claim_input
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, manifest_uri, read_manifest
-from airflow_provider_kafka_eos.kafka.errors import (
-    KafkaEosError,
-    ManifestError,
-    UsageError,
-)
+from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, ManifestError, UsageError
 from airflow_provider_kafka_eos.kafka.validation import (
     validate_flag,
     validate_input_id,
@@ -162,6 +156,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
     :param two_phase_commit: KIP-939 two-phase commit: the prepared transactions never time out
         (needs Kafka 4.1+ with 2PC enabled, the TWO_PHASE_COMMIT ACL and the Arrow producer).
     :param producer: ``"arrow"`` or ``"librdkafka"``; default: the writer's ``DEFAULT_PRODUCER``.
+    :param record_formats: the key's and value's formats (``{"value": {"format": "avro", "schema": ...},
+        "schema_registry_conn_id": ...}``; docs/configuration/record-formats.md). Default: bytes.
     :param python_executable: the Python the driver runs (and, on a ``local`` master, the workers).
     :param executor_python: the Python the executors run on a cluster (``spark.pyspark.python``),
         an environment with the job-side requirements (docs/user-guide/spark-cluster.md); default:
@@ -230,6 +226,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         input_group: str | None = None,
         input_start: str | None = None,
         skip_lost_input_ranges: bool | str = False,
+        record_formats: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         from airflow_provider_kafka_eos.kafka.checkpoints.naming import pipeline_identity
@@ -266,6 +263,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         self.input_group = input_group
         self.input_start = input_start
         self.skip_lost_input_ranges = skip_lost_input_ranges
+        self.record_formats = record_formats
         self.spark_conn_id = conn_id
         self._input: ClaimOutcome | None = None
         self._config_file: str | None = None
@@ -479,6 +477,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             "partition-col": self.partition_col, "producer": self.producer,
             "transaction-timeout-ms": int(self.transaction_timeout_ms or 0) or None,
             "two-phase-commit": bool(self.two_phase_commit),
+            "record-formats": record_format_argument(self.record_formats),  # schemas: no secrets
             **({"dag-id": run.dag_id, "run-id": run.run_id, "try-number": run.try_number,
                 "logical-date": run.logical_date} if run is not None else {}),
             **({"input-id": claimed.input_id, "reprocess-of": claimed.reprocess_of} if claimed else {}),
@@ -522,6 +521,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         if self.transaction_timeout_ms is not None:
             validate_positive_ms(self.transaction_timeout_ms, field="transaction_timeout_ms")
         self._validate_kafka_input()
+        record_format_argument(self.record_formats)  # formats and schemas, before anything starts
 
     def _validate_kafka_input(self) -> None:
         from airflow_provider_kafka_eos.kafka.checkpoints.kafka_input import StartChoice
@@ -535,13 +535,11 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         for topic in topics:
             validate_topic(topic, field="input_topics")
         if self.topic in topics:
-            raise UsageError(f"input_topics includes the output topic {self.topic!r}: a pipeline "
-                             f"reading its own "
-                             "output would read each checkpoint's records again")
+            raise UsageError(f"input_topics includes the output topic {self.topic!r}: a pipeline reading "
+                             "its own output would read each checkpoint's records again")
         if not self.input_group or not str(self.input_group).strip():
-            raise UsageError("input_topics needs input_group: the consumer group whose committed "
-                             "offsets mirror "
-                             "the pipeline's progress (lag tools read it)")
+            raise UsageError("input_topics needs input_group: the consumer group whose committed offsets "
+                             "mirror the pipeline's progress (lag tools read it)")
         if self.input_start is None:
             raise UsageError("input_topics needs input_start: where the pipeline's first checkpoint starts "
                              "(group, earliest, latest or timestamp:<epoch ms>); it is never guessed")
@@ -560,7 +558,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             outputs=[(kafka_namespace(config.bootstrap_servers), str(self.topic))],
             inputs=[(str(ns), str(name)) for ns, name in (self.lineage_inputs or [])],
         )
-        return write_private_config(config, store_options, self.application_params, self.log.warning)
+        return write_private_config(config, store_options, self.application_params, self.log.warning,
+                                    registry_settings(self.record_formats))
 
     def _remove_config_file(self) -> None:
         path, self._config_file = self._config_file, None

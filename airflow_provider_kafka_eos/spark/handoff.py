@@ -5,8 +5,9 @@ say to each other is defined here, on the job side (no Airflow import: the job i
 
 - **the private file**: the Kafka client configuration (secrets included), the user's
   application params and, when the worker's Airflow connection gives them, the manifest store's
-  credentials, as ``{"client_config": {...}, "application_params": {...}, "store_options": {...}}``
-  in a 0600
+  credentials and the schema registry's settings (its credentials included), as
+  ``{"client_config": {...}, "application_params": {...}, "store_options": {...},
+  "schema_registry": {...}}`` in a 0600
   ``client-<pid>-<random>.json`` inside a per-user 0700 folder (``/dev/shm`` where there is one:
   the secrets never reach a disk). Never on the command line, where ``ps`` and the Spark UI show
   it. The worker writes it (:func:`write_private_file`) and deletes it when the task ends; a task
@@ -45,10 +46,12 @@ __all__ = [
     "PRIVATE_DIR_ENV",
     "PRIVATE_FILE_CONFIG_KEY",
     "PRIVATE_FILE_PARAMS_KEY",
+    "PRIVATE_FILE_REGISTRY_KEY",
     "PRIVATE_FILE_STORE_KEY",
     "RESULT_PREFIX",
     "load_client_config",
     "load_params",
+    "load_registry_settings",
     "load_store_access",
     "manifest_uri_of",
     "private_dir",
@@ -65,6 +68,8 @@ PRIVATE_FILE_CONFIG_KEY = "client_config"
 PRIVATE_FILE_PARAMS_KEY = "application_params"
 # The manifest store's fsspec options (credentials, endpoint) from the worker's Airflow connection.
 PRIVATE_FILE_STORE_KEY = "store_options"
+# The schema registry's settings (RegistryConfig's fields, credentials included) for record formats.
+PRIVATE_FILE_REGISTRY_KEY = "schema_registry"
 RESULT_PREFIX = "KAFKA_EOS_MANIFEST_URI="
 ERROR_PREFIX = "kafka-eos job: "  # the operator reads the job's one-line error after this
 EXIT_USAGE = 2  # usage or configuration error: the same input fails the same way (no retry)
@@ -237,6 +242,27 @@ def load_store_access(environ: Mapping[str, str] | None = None) -> StoreAccess:
     if not isinstance(options, dict):
         raise UsageError(f"{CONFIG_FILE_ENV}: {PRIVATE_FILE_STORE_KEY!r} must be a JSON object")
     return StoreAccess(options, source="the operator's private file") if options else STANDARD_CHAIN
+
+
+def load_registry_settings(environ: Mapping[str, str] | None = None) -> dict | None:
+    """The schema registry's settings from the operator's private file (or a mounted file of the same
+    shape), or None: the record formats' registry then comes from ``--record-formats`` (no secrets)."""
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+
+    env = os.environ if environ is None else environ
+    path = env.get(CONFIG_FILE_ENV)
+    if not path:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError:
+        return None  # load_client_config reports the unreadable file
+    if not text.lstrip().startswith("{"):
+        return None
+    settings = json_object(text, CONFIG_FILE_ENV).get(PRIVATE_FILE_REGISTRY_KEY)
+    if settings is not None and not isinstance(settings, dict):
+        raise UsageError(f"{CONFIG_FILE_ENV}: {PRIVATE_FILE_REGISTRY_KEY!r} must be a JSON object")
+    return settings
 
 
 def json_object(text: str, where: str) -> dict:

@@ -49,10 +49,12 @@ from airflow_provider_kafka_eos.spark.handoff import (
     EXIT_USAGE,
     PRIVATE_FILE_CONFIG_KEY,
     PRIVATE_FILE_PARAMS_KEY,
+    PRIVATE_FILE_REGISTRY_KEY,
     PRIVATE_FILE_STORE_KEY,
     RESULT_PREFIX,
     load_client_config,
     load_params,
+    load_registry_settings,
     load_store_access,
     result_line,
 )
@@ -122,6 +124,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
                         help="where the first checkpoint starts: group, earliest, latest or timestamp:<ms>")
     parser.add_argument("--skip-lost-input-ranges", action="store_true",
                         help="go on past input ranges Kafka no longer has (recorded in the manifest)")
+    parser.add_argument("--record-formats", default=None,
+                        help="JSON: the key's and value's record formats (docs/configuration/"
+                             "record-formats.md); the registry's credentials come from the private file")
     parser.add_argument("--app-name", default=None,
                         help="Spark application name (default: kafka-eos-<pipeline>)")
     return parser
@@ -172,6 +177,8 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
     params = load_params(args.params)
     config = load_client_config()
     access = load_store_access()  # the store's credentials from the operator's private file, if any
+    formats = record_formats_of(args)  # refused here, before Spark starts, when malformed
+    check_input_formats(args, formats)
     application = load_application(args.application)
     plan = fault_plan if fault_plan is not None else FaultPlan()
     if plan.active:
@@ -194,7 +201,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
         translated = input_loss_translated(kafka_input, pipeline_id=args.pipeline_id,
                                            checkpoint_id=args.checkpoint_id, base_uri=args.manifest_base_uri)
     with translated:
-        manifest = _build_and_write(args, spark, application, params, record, config, plan, access)
+        manifest = _build_and_write(args, spark, application, params, record, config, plan, access, formats)
     plan.after_manifest()
     uri = manifest.uri
     log.info("checkpoint %d: manifest %s is %s with %d transaction(s)", manifest.checkpoint_id, uri,
@@ -203,15 +210,24 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
 
 
 def _build_and_write(args: argparse.Namespace, spark: Any, application: Any, params: Any, record: Any,
-                     config: Any, plan: Any, access: Any) -> Any:
+                     config: Any, plan: Any, access: Any, formats: tuple = (None, {}, None)) -> Any:
     """The user's DataFrame (from the input range when the input is Kafka), prepared by the writer."""
     from airflow_provider_kafka_eos.kafka.errors import UsageError
     from airflow_provider_kafka_eos.spark.writer import DEFAULT_TRANSACTION_TIMEOUT_MS, write_exactly_once
 
+    dead_letters = None
     if record is not None and record.kafka is not None:
-        from airflow_provider_kafka_eos.spark.kafka_source import read_input_range
+        from airflow_provider_kafka_eos.spark.kafka_source import decode_input, read_input_range, split_input
 
-        df = application(spark, params, read_input_range(spark, record.kafka, config))
+        # the input's key/value decoded by its record formats; a poison record fails the run by name,
+        # or (dead-letter) goes raw to the dead-letter topic in more transactions of this checkpoint
+        read = read_input_range(spark, record.kafka, config)
+        if formats[1] and formats[2]:
+            input_df, poison = split_input(read, formats[1])
+            dead_letters = (poison, formats[2])
+        else:
+            input_df = decode_input(read, formats[1])
+        df = application(spark, params, input_df)
     else:
         df = application(spark, params)
     if df is None or not hasattr(df, "mapInArrow"):
@@ -237,6 +253,8 @@ def _build_and_write(args: argparse.Namespace, spark: Any, application: Any, par
         input_record=record,
         two_phase_commit=args.two_phase_commit,
         producer=args.producer,
+        record_formats=formats[0],
+        dead_letters=dead_letters,
     )
 
 
@@ -276,6 +294,65 @@ def plan_kafka_input(args: argparse.Namespace, config: Any, access: Any = None) 
             topics=topics, group=args.input_group, start=args.input_start,
             offsets_transactional_id=offsets_transactional_id(args.transactional_id_prefix),
             skip_lost_ranges=args.skip_lost_input_ranges)
+
+
+# RegistryConfig's secret fields: never accepted on the command line (ps and the Spark UI show it).
+_REGISTRY_SECRETS = ("basic_auth_password", "bearer_token", "ssl_key_password")
+
+
+def record_formats_of(args: argparse.Namespace, environ: Any = None) -> tuple[Any, dict, str | None]:
+    """``--record-formats`` as the output's ``RecordFormats`` (None: bytes, as without it), the
+    Kafka input's decoders by part ({}: bytes) and its dead-letter topic (None: the ``fail``
+    policy); the registry from the private file's
+    ``schema_registry`` (credentials included), else from the JSON's ``registry`` (a registry
+    without credentials, for a job run by hand)."""
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+    from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats
+    from airflow_provider_kafka_eos.spark.handoff import json_object
+
+    if not args.record_formats:
+        return None, {}, None
+    spec = json_object(args.record_formats, "--record-formats")
+    unknown = sorted(set(spec) - {"key", "value", "registry", "input"})
+    if unknown:
+        raise UsageError(f"--record-formats: unknown key(s) {', '.join(unknown)}; "
+                         "known: key, value, registry, input")
+    given = spec.get("registry")
+    if isinstance(given, dict) and any(given.get(k) for k in _REGISTRY_SECRETS):
+        raise UsageError("--record-formats carries a schema registry secret; put the registry's settings in "
+                         f"the private file's {PRIVATE_FILE_REGISTRY_KEY!r} object (the operator does)")
+    from_file = load_registry_settings(environ)
+    if from_file is not None and given is not None:
+        raise UsageError("--record-formats names a registry and the private file holds one; use one")
+    formats = RecordFormats(key=spec.get("key", "bytes"), value=spec.get("value", "bytes"),
+                            registry=from_file if from_file is not None else given)
+    return formats, *_input_decoders(spec.get("input"), formats.registry)
+
+
+def _input_decoders(spec: Any, registry: Any) -> tuple[dict[str, Any], str | None]:
+    """The Kafka input's decoders by part (``--record-formats``' ``input``; {}: bytes) and its
+    dead-letter topic (None: the ``fail`` policy)."""
+    from airflow_provider_kafka_eos.kafka.registry.decoder import decoder_for, input_settings, poison_policy
+
+    if spec is None:
+        return {}, None
+    settings = input_settings(spec)
+    decoders = {part: decoder_for(setting, registry, part=part) for part, setting in settings.items()}
+    return {part: d for part, d in decoders.items() if d is not None}, poison_policy(spec)[1]
+
+
+def check_input_formats(args: argparse.Namespace, formats: tuple) -> None:
+    """Input formats need a Kafka input; the dead-letter topic is neither the output nor an input."""
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+
+    _, decoders, dead_letter_topic = formats
+    if decoders and not args.input_topics:
+        raise UsageError("--record-formats names input formats but the job reads no Kafka input "
+                         "(--input-topics); drop 'input' or name the input topics")
+    inputs = [t.strip() for t in (args.input_topics or "").split(",")]
+    if dead_letter_topic and (dead_letter_topic == args.topic or dead_letter_topic in inputs):
+        raise UsageError(f"dead_letter_topic {dead_letter_topic!r} is the output topic or an input topic; "
+                         "name a topic of its own")
 
 
 def check_job_side(producer: str | None = None) -> None:

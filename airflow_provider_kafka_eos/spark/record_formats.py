@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.errors import ConfigError, SchemaMismatchError
+from airflow_provider_kafka_eos.kafka.errors import ConfigError, PoisonRecordError, SchemaMismatchError
 from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats
 from airflow_provider_kafka_eos.kafka.registry.resolver import ResolvedSchema
 from airflow_provider_kafka_eos.spark.requirements import (
@@ -123,16 +123,18 @@ def encode_batches(batches: Iterator[Any], resolved: ResolvedFormats, *, partiti
         yield pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
 
 
-def translate_task_failure(exc: BaseException) -> SchemaMismatchError | None:
-    """The task's ``SchemaMismatchError`` out of Spark's task-failure text (a Python worker's error
-    reaches the driver as a Spark exception carrying the traceback), or None."""
+def translate_task_failure(exc: BaseException) -> SchemaMismatchError | PoisonRecordError | None:
+    """The task's ``SchemaMismatchError`` (an output row) or ``PoisonRecordError`` (an input record)
+    out of Spark's task-failure text (a Python worker's error reaches the driver as a Spark
+    exception carrying the traceback), or None."""
     text = str(exc)
-    marker = f"{SchemaMismatchError.__module__}.{SchemaMismatchError.__name__}: "
-    start = text.find(marker)
-    if start < 0:
-        return None
-    line = text[start + len(marker):].splitlines()[0]
-    return SchemaMismatchError(line.split(". Next step:", 1)[0].strip())
+    for kind in (SchemaMismatchError, PoisonRecordError):
+        marker = f"{kind.__module__}.{kind.__name__}: "
+        start = text.find(marker)
+        if start >= 0:
+            line = text[start + len(marker):].splitlines()[0]
+            return kind(line.split(". Next step:", 1)[0].strip())
+    return None
 
 
 def check_importable(formats: list[str], *, where: str, marked: bool = False) -> None:

@@ -14,6 +14,7 @@ The job does not commit: a later Airflow task does (``KafkaCommitTransactionsOpe
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -111,29 +112,23 @@ def write_exactly_once(
     input_record: InputRecord | None = None,
     store_access: StoreAccess = STANDARD_CHAIN,
     record_formats: RecordFormats | Mapping[str, Any] | None = None,
+    dead_letters: tuple[Any, str] | None = None,
 ) -> Manifest:
     """Prepare checkpoint ``checkpoint_id`` of ``df`` in Kafka and return its PREPARED manifest.
 
-    ``manifest_base_uri`` is the manifest store (a local path, ``file://``, or any fsspec URI); this
-    checkpoint's manifest is ``<base>/<pipeline_id>/checkpoint-<id>.json`` (the manifest's ``uri``).
-    Before producing, earlier checkpoints are restored (see ``kafka/checkpoints/restore.py``); when this
-    checkpoint already has a PREPARED or COMMITTED manifest, nothing is produced and that
-    manifest is returned (a retried or rerun job is idempotent; ``prepared_by`` names the run that
-    wrote it, ``kafka/checkpoints/identity.py``). ``fault_plan`` is the test
-    hook for fault injection (``spark/faults.py``); production code never passes it.
-    ``input_record`` is the input the checkpoint carries, recorded in the manifest; the duplicate
-    check itself (the input's claim) is the caller's, before the job starts
-    (``kafka/checkpoints/input_claims.py``). ``store_access``: the store's credentials and endpoint
-    (default: the store client's standard chain; the job passes its private file's).
+    ``manifest_base_uri``: the manifest store; the manifest is ``<base>/<pipeline_id>/checkpoint-<id>.json``.
+    Earlier checkpoints are restored first (``kafka/checkpoints/restore.py``); when this checkpoint
+    already has a PREPARED or COMMITTED manifest, nothing is produced and that manifest is returned
+    (``prepared_by`` names the run that wrote it). ``fault_plan``: the tests' fault injection hook.
+    ``input_record``: the input the checkpoint carries, recorded in the manifest (its claim is the
+    caller's). ``store_access``: the store's credentials (default: the standard chain).
 
     ``two_phase_commit=True`` opens every partition's transaction with KIP-939's Enable2Pc (the
     coordinator never times it out; each committable records ``two_phase``); it needs the Arrow
     producer. ``producer`` is ``"arrow"`` or ``"librdkafka"`` (default :data:`DEFAULT_PRODUCER`).
-    ``timestamp_col`` (a timestamp, or a long of epoch milliseconds) is each record's CreateTime on
-    both paths; without it (or where it is null) the producer stamps the record when it sends it.
-
-    ``record_formats`` (``RecordFormats``) encodes the key/value struct columns in the Confluent wire
-    format, the schema ids resolved once per checkpoint before any transaction opens.
+    ``timestamp_col`` (a timestamp, or epoch ms) is each record's CreateTime (else the producer's).
+    ``record_formats``: key/value structs in the Confluent wire format, ids resolved once, in the manifest.
+    ``dead_letters``: (a DataFrame of key, value, headers, a topic): more transactions of this checkpoint.
     """
     store = ManifestStore.configured(manifest_base_uri, source="manifest_base_uri", access=store_access)
     pipeline_id, transactional_id_prefix = pipeline_identity(pipeline_id, transactional_id_prefix)
@@ -146,7 +141,8 @@ def write_exactly_once(
     plan = fault_plan if fault_plan is not None else FaultPlan()
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
     listing, newer = _open_store(store, pipeline_id, naming, checkpoint_id)
-    partitions = df.rdd.getNumPartitions()
+    outputs = df.rdd.getNumPartitions()  # the dead letters' transactions are numbered after these
+    partitions = outputs + (dead_letters[0].rdd.getNumPartitions() if dead_letters is not None else 0)
     with TransactionAdmin(config) as admin:
         protocol = TransactionProtocol.from_admin(admin)
         aborter = _lingering_aborter(abort_strategy, naming, admin, checkpoint_id, partitions, newer)
@@ -163,10 +159,15 @@ def write_exactly_once(
                                     columns=(key_col, value_col, headers_col, partition_col, timestamp_col),
                                     plan=plan, producer=producer, two_phase=two_phase_commit,
                                     arrow_settings=arrow_settings, resolved_formats=resolved)
+        committables += _prepare_dead_letters(
+            dead_letters, id_for_partition, outputs, config=config, protocol=protocol, producer=producer,
+            two_phase=two_phase_commit, transaction_timeout_ms=transaction_timeout_ms,
+            arrow_settings=arrow_settings)
         return _vote(admin, store, committables, config=config, input_record=input_record,
                      transaction_timeout_ms=transaction_timeout_ms, protocol=protocol, plan=plan,
                      pipeline_id=pipeline_id, checkpoint_id=checkpoint_id, prefix=transactional_id_prefix,
-                     naming=naming, topic=topic, started_ms=started_ms, prepared_by=prepared_by)
+                     naming=naming, topic=topic, started_ms=started_ms, prepared_by=prepared_by,
+                     record_formats={topic: resolved.describe()} if resolved is not None else None)
 
 
 def _vote(admin: Any, store: ManifestStore, committables: list[Committable], *, config: KafkaClientConfig,
@@ -193,6 +194,23 @@ def _prepare_group_offsets(config: KafkaClientConfig, kafka_input: Any, transact
         offsets=kafka_input.end_offsets(), group=kafka_input.group, confluent_config=config.confluent(),
         transactional_id=kafka_input.offsets_transactional_id, topic=kafka_input.topics[0],
         transaction_timeout_ms=transaction_timeout_ms, protocol=protocol, describe=admin.describe)
+
+
+def _prepare_dead_letters(dead_letters: tuple[Any, str] | None, id_for_partition: Any, outputs: int,
+                          **prepare: Any) -> list[Committable]:
+    """A Kafka input's poison records, raw (key, value, headers naming where they came from), in more
+    transactions of the same checkpoint, numbered after the output's ``outputs``: the same vote
+    commits them with the output or not at all."""
+    if dead_letters is None:
+        return []
+    frame, topic = dead_letters
+    shifted = functools.partial(_shifted, id_for_partition, outputs)
+    return _prepare_all(frame, topic=topic, id_for_partition=shifted,
+                        columns=("key", "value", "headers", None, None), plan=FaultPlan(), **prepare)
+
+
+def _shifted(id_for_partition: Any, offset: int, partition: int) -> str:
+    return id_for_partition(offset + partition)  # a dead-letter partition's id, after the output's
 
 
 def _open_store(store: ManifestStore, pipeline_id: str, naming: NamingStrategy,
@@ -252,7 +270,7 @@ def _restore(admin: Any, store: ManifestStore, listing: list[tuple[str, Manifest
 def _write_vote(store: ManifestStore, committables: list[Committable], *, pipeline_id: str,
                 checkpoint_id: int, prefix: str, naming: NamingStrategy, topic: str,
                 started_ms: int, prepared_by: RunIdentity | None = None,
-                input_record: InputRecord | None = None) -> Manifest:
+                input_record: InputRecord | None = None, record_formats: dict | None = None) -> Manifest:
     """Write the PREPARED manifest (the vote); from now on the batch must be committed."""
     now = _now_ms()
     manifest = Manifest(
@@ -267,6 +285,7 @@ def _write_vote(store: ManifestStore, committables: list[Committable], *, pipeli
         updated_at_ms=now,
         prepared_by=prepared_by,
         input=input_record,
+        record_formats=record_formats,  # the schema ids resolved before any transaction opened
     )
     uri = store.uri(pipeline_id, checkpoint_id)
     write_manifest(uri, manifest, access=store.access)

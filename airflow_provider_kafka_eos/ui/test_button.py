@@ -5,7 +5,8 @@ Why: the connection list and edit form post the connection with ``host: ""`` and
 blank host as "unchanged" but not port 0, so for a *stored* connection it answers 400 "The host or
 port to test differs from the stored connection" before the hook is ever called: the button turns
 red with no message. ``kafka_eos`` has no port field (``bootstrap.servers`` is in the extra), and 0
-is never a Kafka port, so for this type only, a request body with ``port == 0`` and a blank host
+is never a Kafka port, so for this type only (and the ``kafka_eos_schema_registry`` type, whose URL is
+in its extra too), a request body with ``port == 0`` and a blank host
 has both keys removed: Airflow then tests the stored connection with the form's extra, as it
 does for a blank host. Nothing else is touched (other connection types, other paths, a real
 host or port), so Airflow's guard against testing stored credentials on another host still holds
@@ -21,6 +22,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from airflow_provider_kafka_eos import CONNECTION_TYPE
+from airflow_provider_kafka_eos.hooks.registry_form import REGISTRY_CONNECTION_TYPE
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -29,12 +31,15 @@ Send = Callable[[Message], Awaitable[None]]
 
 TEST_PATH_SUFFIX = "/api/v2/connections/test"
 MAX_BODY = 1 << 20  # a connection is small; a bigger body is passed on untouched
+# The provider's connection types whose form hides host and port (the schema registry's URL is in
+# its extra too, so its form posts the same placeholders).
+HOSTLESS_TYPES = (CONNECTION_TYPE, REGISTRY_CONNECTION_TYPE)
 
 
 def rewrite_test_body(body: dict[str, Any]) -> dict[str, Any] | None:
     """The body without the form's placeholder host/port, or None when it needs no change."""
     port = body.get("port")
-    if body.get("conn_type") != CONNECTION_TYPE or isinstance(port, bool) or port != 0:
+    if body.get("conn_type") not in HOSTLESS_TYPES or isinstance(port, bool) or port != 0:
         return None
     if body.get("host") not in (None, ""):
         return None

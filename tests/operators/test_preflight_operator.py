@@ -146,3 +146,22 @@ def test_operator_reads_the_commit_tasks_schedule_and_pushes_the_report(conn_id,
     with pytest.raises(PreflightError, match="data-loss window"):
         slow.execute({"ti": ti})
     assert list(ti.pushed) == [XCOM_KEY] and ti.pushed[XCOM_KEY]["ok"] is False  # still inspectable
+
+
+def test_the_operator_checks_record_formats_against_the_registry_connection(
+        conn_id, schema_registry, registry_topic, monkeypatch, unique_name):
+    """A missing subject (registration off) fails preflight by name; the registry's settings come
+    from the ``kafka_eos_schema_registry`` connection the record formats name."""
+    monkeypatch.setenv("AIRFLOW_CONN_REGISTRY_PREFLIGHT", json.dumps(
+        {"conn_type": "kafka_eos_schema_registry", "extra": {"url": schema_registry.url}}))
+    schema = json.dumps({"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]})
+    operator = KafkaEosPreflightOperator(
+        task_id="preflight", kafka_eos_conn_id=conn_id, transactional_id_prefix=unique_name("rf") + "-",
+        topics=[registry_topic], transaction_timeout_ms=900_000, job_duration_budget=60,
+        record_formats={"value": {"format": "avro", "schema": schema},
+                        "schema_registry_conn_id": "registry_preflight"})
+    ti = _RecordingTaskInstance()
+    with pytest.raises(PreflightError, match=f"subject '{registry_topic}-value' on schema registry"):
+        operator.execute({"ti": ti})
+    [row] = [c for c in ti.pushed[XCOM_KEY]["checks"] if c["name"] == f"value format ({registry_topic})"]
+    assert row["status"] == "fail" and "registration is off" in row["message"]

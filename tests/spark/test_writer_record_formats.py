@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import pytest
 
@@ -29,11 +30,14 @@ ORDER = {"type": "record", "name": "Order", "namespace": "shop",
                     {"name": "amount", "type": "double"}, {"name": "note", "type": ["null", "string"]}]}
 
 
+_FRAME_EXPRESSIONS = (
+    "concat('o-', cast(id as string)) as key",
+    "named_struct('id', id, 'customer', concat('c', cast(id % 7 as string)), 'amount', id * 0.5D, "
+    "'note', if(id % 2 = 0, null, 'gift')) as value")
+
+
 def _frame(spark, n: int, partitions: int = 3):
-    return spark.range(n, numPartitions=partitions).selectExpr(
-        "concat('o-', cast(id as string)) as key",
-        "named_struct('id', id, 'customer', concat('c', cast(id % 7 as string)), 'amount', id * 0.5D, "
-        "'note', if(id % 2 = 0, null, 'gift')) as value")
+    return spark.range(n, numPartitions=partitions).selectExpr(*_FRAME_EXPRESSIONS)
 
 
 def _formats(schema_registry, schema: dict, **setting) -> RecordFormats:
@@ -47,6 +51,32 @@ def _write(spark_df, broker, tmp_path, prefix, topic, formats):
                               manifest_base_uri=str(tmp_path), record_formats=formats)
 
 
+def _job_write(kafka_broker, schema_registry, tmp_path, prefix, topic, formats: RecordFormats):
+    """The job's own path (in-process, the session's Spark): ``--record-formats`` without the
+    registry, whose settings come from the private file as the submit operator writes it."""
+    from airflow_provider_kafka_eos.spark import handoff, job
+
+    app = tmp_path / "orders_app.py"
+    app.write_text("def build(spark, params):\n"
+                   "    return spark.range(120, numPartitions=3).selectExpr(\n"
+                   f"        {_FRAME_EXPRESSIONS!r}[0], {_FRAME_EXPRESSIONS!r}[1])\n")
+    private = tmp_path / "private.json"
+    private.write_text(json.dumps({handoff.PRIVATE_FILE_CONFIG_KEY: kafka_broker.client_config(),
+                                   handoff.PRIVATE_FILE_REGISTRY_KEY: {"url": schema_registry.url}}))
+    parts = {name: {k: getattr(v, "value", v) for k, v in dataclasses.asdict(getattr(formats, name)).items()}
+             for name in ("key", "value")}
+    argv = ["--pipeline-id", prefix, "--topic", topic, "--transactional-id-prefix", prefix,
+            "--checkpoint-id", "1", "--manifest-base-uri", str(tmp_path / "m"),
+            "--application", f"{app}:build", "--record-formats", json.dumps(parts)]
+    os.environ[handoff.CONFIG_FILE_ENV] = str(private)
+    try:
+        assert job.main(argv) == 0
+    finally:
+        del os.environ[handoff.CONFIG_FILE_ENV]
+    [(_, manifest)] = find_manifests(str(tmp_path / "m"), prefix)
+    return manifest
+
+
 def test_avro_keys_and_values_are_written_exactly_once_and_read_back_by_kafkas_deserializer(
         spark, kafka_broker, schema_registry, tmp_path, unique_name):
     from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -56,7 +86,7 @@ def test_avro_keys_and_values_are_written_exactly_once_and_read_back_by_kafkas_d
     prefix, topic = unique_name("avro"), unique_name("orders")
     formats = dataclasses.replace(_formats(schema_registry, ORDER, auto_register=True),
                                   key=SerdeSetting(format="avro", schema='"string"', auto_register=True))
-    manifest = _write(_frame(spark, 120), kafka_broker, tmp_path, prefix, topic, formats)
+    manifest = _job_write(kafka_broker, schema_registry, tmp_path, prefix, topic, formats)
     commit_manifest(kafka_broker.bootstrap, manifest)
     counts = count_keys(kafka_broker.bootstrap, topic)
     assert len(counts) == 120 and set(counts.values()) == {1}  # every (encoded) key once
@@ -64,6 +94,10 @@ def test_avro_keys_and_values_are_written_exactly_once_and_read_back_by_kafkas_d
     client = registry_client(formats.registry)
     schema_id = client.get_latest_version(f"{topic}-value").schema_id
     key_id = client.get_latest_version(f"{topic}-key").schema_id
+    # the vote records the ids every record carries (a commit or a rerun never resolves them again)
+    assert manifest.record_formats == {topic: {
+        part: {"format": "avro", "subject": f"{topic}-{part}", "schema_id": ids,
+               "registry_url": schema_registry.url} for part, ids in (("key", key_id), ("value", schema_id))}}
     deserialize = AvroDeserializer(client)
     context = SerializationContext(topic, MessageField.VALUE)
     key_context = SerializationContext(topic, MessageField.KEY)

@@ -51,6 +51,11 @@ def _body(**fields) -> bytes:
                        "extra": "{}", **fields}).encode()
 
 
+def test_the_schema_registry_type_s_placeholder_host_and_port_are_dropped():
+    received, _ = _through(_body(conn_type="kafka_eos_schema_registry"))
+    assert "host" not in json.loads(received) and "port" not in json.loads(received)
+
+
 @pytest.mark.parametrize("chunks", [1, 3])
 def test_kafka_eos_placeholder_host_and_port_are_dropped(chunks):
     received, headers = _through(_body(password="***"), chunks=chunks)

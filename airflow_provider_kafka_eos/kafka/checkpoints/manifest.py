@@ -19,6 +19,7 @@ from enum import Enum
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord, RunIdentity
+from airflow_provider_kafka_eos.kafka.checkpoints.record_schemas import parse_record_formats
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
     STANDARD_CHAIN,
     StoreAccess,
@@ -59,6 +60,8 @@ __all__ = [
 
 # Version 4 is the first schema a release (0.1.0) writes and the only one this release reads;
 # 1-3 existed only in development builds and are refused by name (docs/manifest-format.md).
+# Its optional ``record_formats`` (the schema ids a checkpoint's encoded keys/values carry,
+# ``record_schemas.py``) is written only when there are some.
 SCHEMA_VERSION = 4
 SUPPORTED_SCHEMA_VERSIONS = frozenset({SCHEMA_VERSION})
 NAMING_STRATEGIES = ("INCREMENTING", "POOLING")
@@ -89,8 +92,9 @@ _FIELDS: dict[str, Any] = {
     "prepared_by": (dict, type(None)),
     "input": (dict, type(None)),
     "decision": (dict, type(None)),
+    "record_formats": (dict, type(None)),
 }
-_OPTIONAL = {"commit_report"}
+_OPTIONAL = {"commit_report", "record_formats"}
 DECISIONS = ("commit", "abort")
 
 
@@ -150,6 +154,7 @@ class Manifest:
     prepared_by: RunIdentity | None = None  # None: written outside Airflow
     input: InputRecord | None = None  # None: no input_id given
     decision: Decision | None = None  # None: neither a commit nor a give-up has started
+    record_formats: dict[str, Any] | None = None  # topic -> key/value schema ids (None: bytes)
     # Where this manifest lives (set by read_manifest / write_manifest); not part of the JSON.
     uri: str | None = field(default=None, compare=False, repr=False)
 
@@ -187,6 +192,7 @@ class Manifest:
             "prepared_by": self.prepared_by.to_dict() if self.prepared_by is not None else None,
             "input": self.input.to_dict() if self.input is not None else None,
             "decision": self.decision.to_dict() if self.decision is not None else None,
+            **({"record_formats": self.record_formats} if self.record_formats is not None else {}),
         }
 
     def to_json(self) -> str:
@@ -215,6 +221,8 @@ class Manifest:
             values["input"] = InputRecord.from_dict(values["input"], source=source)
         if values.get("decision") is not None:
             values["decision"] = Decision.from_dict(values["decision"], source=source)
+        if values.get("record_formats") is not None:
+            values["record_formats"] = parse_record_formats(values["record_formats"], source=source)
         for name in ("pipeline_id", "transactional_id_prefix", "topic"):
             if not values[name]:
                 raise ManifestError(f"{source}: field {name!r} must not be empty")

@@ -48,6 +48,7 @@ def run_resolution(
     *,
     config: Any = None,
     access: StoreAccess = STANDARD_CHAIN,
+    record_formats: Any = None,
 ) -> ResolutionResult:
     """Execute a validated request with an open ``TransactionAdmin``.
 
@@ -74,6 +75,7 @@ def run_resolution(
     }[request.action]
     if request.action == "preflight":
         return action_preflight(
-            admin, request, progress, config if config is not None else getattr(admin, "config", None)
+            admin, request, progress, config if config is not None else getattr(admin, "config", None),
+            record_formats=record_formats,
         )
     return handler(admin, request, progress)

@@ -93,15 +93,18 @@ def action_describe(
 
 
 def action_preflight(
-    admin: TransactionAdmin, request: ResolutionRequest, progress: Progress | None, config: Any
+    admin: TransactionAdmin, request: ResolutionRequest, progress: Progress | None, config: Any,
+    record_formats: Any = None,
 ) -> ResolutionResult:
-    """Capabilities + the ACLs of ``config``'s principal (+ the timeout limit when one is given)."""
+    """Capabilities + the ACLs of ``config``'s principal (+ the timeout limit when one is given, + the
+    record formats' registry rows for each topic: ``registry_preflight.py``, read-only)."""
     from airflow_provider_kafka_eos.kafka.admin.acl_check import (
         check_acls,
         pipeline_requirements,
         principal_of,
     )
     from airflow_provider_kafka_eos.kafka.operations.preflight import (
+        PreflightCheck,
         PreflightReport,
         check_acl_findings,
         check_transaction_timeout,
@@ -132,6 +135,9 @@ def action_preflight(
                 required=two_pc,
             )
         )
+    from airflow_provider_kafka_eos.kafka.operations.registry_preflight import record_format_findings
+
+    checks.extend(PreflightCheck(**row) for row in record_format_findings(record_formats, request.topics))
     report = PreflightReport(checks, caps.to_dict(), {"checks": acls_dict})
     rows = [
         {

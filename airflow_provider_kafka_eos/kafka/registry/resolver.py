@@ -22,7 +22,7 @@ from typing import Any
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, SchemaRegistryError
 from airflow_provider_kafka_eos.kafka.registry.config import RegistryConfig, SerdeSetting, subject_name
 
-__all__ = ["ResolvedSchema", "registry_client", "resolve_schema"]
+__all__ = ["ResolvedSchema", "probe_registry", "registry_client", "resolve_schema"]
 
 # The Confluent API's error codes (Apicurio's ccompat API answers the same).
 _SUBJECT_NOT_FOUND = 40401
@@ -109,6 +109,14 @@ def resolve_schema(config: RegistryConfig, setting: SerdeSetting, topic: str, *,
                           schema=setting.schema or "", registry_url=config.display_url, is_key=is_key)
 
 
+def probe_registry(config: RegistryConfig, *, client: Any = None) -> int:
+    """One authenticated call (the subject list): the registry answers with these settings. Returns
+    how many subjects it holds; a refusal is a :class:`SchemaRegistryError` naming URL and cause."""
+    client = client or registry_client(config)
+    with _translated(config, None):
+        return len(client.get_subjects())
+
+
 def _subject_exists(client: Any, subject: str) -> bool:
     from confluent_kafka.schema_registry.error import SchemaRegistryError as ClientError
 
@@ -147,8 +155,8 @@ def _compatibility_rule(client: Any, subject: str) -> str:
 class _translated:
     """Turns the client's errors into the provider's, naming subject, URL, cause and next step."""
 
-    def __init__(self, config: RegistryConfig, subject: str) -> None:
-        self.where = f"subject {subject!r} on schema registry {config.display_url}"
+    def __init__(self, config: RegistryConfig, subject: str | None) -> None:
+        self.where = (f"subject {subject!r} on " if subject else "") + f"schema registry {config.display_url}"
 
     def __enter__(self) -> None:
         return None
@@ -163,7 +171,7 @@ class _translated:
             if status in (401, 403):
                 raise SchemaRegistryError(
                     f"{self.where}: the registry refused the credentials (HTTP {status}); check the "
-                    "registry connection's user/password or token and its permissions on the subject"
+                    "registry connection's user/password or token and its permissions"
                 ) from None
             if status == 422:
                 raise SchemaRegistryError(
