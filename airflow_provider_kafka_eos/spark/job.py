@@ -165,6 +165,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
 
     from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord
     from airflow_provider_kafka_eos.kafka.log_levels import spark_log_level
+    from airflow_provider_kafka_eos.spark import sessions
     from airflow_provider_kafka_eos.spark.faults import FaultPlan
     from airflow_provider_kafka_eos.spark.writer import choose_producer
 
@@ -178,7 +179,7 @@ def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
         log.warning("fault injection active (tests only): %s", plan)
 
     spark = SparkSession.builder.appName(args.app_name or f"kafka-eos-{args.pipeline_id}").getOrCreate()
-    spark.sparkContext.setLogLevel(spark_log_level())  # WARN unless KAFKA_EOS_SPARK_LOG_LEVEL says
+    sessions.set_log_level(spark, spark_log_level())  # WARN unless KAFKA_EOS_SPARK_LOG_LEVEL says
     record = input_record(args)
     translated: Any = contextlib.nullcontext()
     if args.input_topics:

@@ -13,7 +13,6 @@ The job does not commit: a later Airflow task does (``KafkaCommitTransactionsOpe
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import time
@@ -43,7 +42,7 @@ from airflow_provider_kafka_eos.kafka.producers.producer_config import (
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats
 from airflow_provider_kafka_eos.kafka.validation import validate_pipeline_id, validate_prefix, validate_topic
-from airflow_provider_kafka_eos.spark import client_files, requirements, shipping
+from airflow_provider_kafka_eos.spark import client_files, requirements, sessions, shipping
 from airflow_provider_kafka_eos.spark import record_formats as record_formats_module
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
 
@@ -146,10 +145,9 @@ def write_exactly_once(
     plan = fault_plan if fault_plan is not None else FaultPlan()
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
     newer = _open_store(store, pipeline_id, naming, checkpoint_id)
-    partitions = df.rdd.getNumPartitions()
     with TransactionAdmin(config) as admin:
         protocol = TransactionProtocol.from_admin(admin)
-        aborter = _lingering_aborter(abort_strategy, naming, admin, checkpoint_id, partitions, newer)
+        aborter, partitions = _lingering_aborter(abort_strategy, naming, admin, checkpoint_id, df, newer)
         report = _restore(admin, store, pipeline_id, transactional_id_prefix, checkpoint_id, aborter,
                           also_owned=_offsets_ids(input_record))
         if report.existing is not None:
@@ -221,12 +219,26 @@ def _check_session(spark: Any) -> None:
 
 
 def _lingering_aborter(abort_strategy: str | AbortStrategy | None, naming: NamingStrategy, admin: Any,
-                       checkpoint_id: int, partitions: int, newer: int | None) -> Any:
+                       checkpoint_id: int, df: Any, newer: int | None) -> tuple[Any, int]:
     """How restore aborts what earlier attempts left open: the strategy asked for, else the one the
-    naming strategy and the cluster call for (``kafka/checkpoints/abort_strategies.py``)."""
+    naming strategy and the cluster call for (``kafka/checkpoints/abort_strategies.py``); with the
+    partition-count hint it was given."""
     strategy = (AbortStrategy.parse(abort_strategy) if abort_strategy
                 else AbortStrategy.default_for(naming, admin))
-    return strategy.aborter(checkpoint_id=checkpoint_id, partitions_hint=partitions, stop_before=newer)
+    partitions = _partition_hint(df, naming, strategy)
+    aborter = strategy.aborter(checkpoint_id=checkpoint_id, partitions_hint=partitions, stop_before=newer)
+    return aborter, partitions
+
+
+def _partition_hint(df: Any, naming: NamingStrategy, strategy: AbortStrategy) -> int:
+    """``df``'s partition count where restore or the ids use it as a hint (POOLING's id table,
+    PROBING's first range; ``kafka/checkpoints/abort_strategies.py``); 0 where nothing reads it.
+    Classic Spark counts for free; Spark Connect runs a job for it (``spark/sessions.py``), so the
+    usual INCREMENTING + LISTING write does not ask."""
+    if naming is NamingStrategy.INCREMENTING and strategy is AbortStrategy.LISTING \
+            and sessions.is_connect(df.sparkSession):
+        return 0
+    return sessions.partition_count(df)
 
 
 def _restore(admin: Any, store: ManifestStore, pipeline_id: str, prefix: str, checkpoint_id: int,
@@ -327,11 +339,7 @@ def _collect_committables(frame: Any) -> list[Any]:
 def refuse_speculation(spark: Any) -> None:
     """Two attempts of one task would share one transactional id and fence each other endlessly,
     and only one of their committables would reach the manifest: speculation is refused."""
-    values = []
-    with contextlib.suppress(Exception):  # some versions raise for core keys unknown to the SQL conf
-        values.append(spark.conf.get("spark.speculation", "false"))
-    with contextlib.suppress(Exception):  # Spark Connect has no SparkContext
-        values.append(spark.sparkContext.getConf().get("spark.speculation", "false"))
+    values = sessions.conf_values(spark, "spark.speculation", "false")
     if any(str(v).strip().lower() == "true" for v in values):
         raise SpeculativeExecutionError(
             "spark.speculation=true: speculative task attempts would write the same Kafka transaction twice; "
