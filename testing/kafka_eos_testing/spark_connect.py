@@ -10,7 +10,7 @@ with its gRPC endpoint bound to 127.0.0.1 on a free port. Its Python workers run
 all of which ``pyspark-client`` also requires).
 
 Why not ``SparkSession.builder.remote("local[2]")``: that in-process server binds every interface,
-needs a token and hangs when its port changes (docs in /work/shared are the measurements). One
+needs a token and hangs when its port changes (measured with PySpark 4.2.0). One
 server per test session; each client session is stopped after use (its artifacts are fixed per
 session). Test-only: nothing in the provider imports this module.
 """
