@@ -77,3 +77,24 @@ def test_the_operator_prepares_on_the_server_a_retry_produces_nothing_and_the_sa
     with pytest.raises(AirflowSkipException, match="batch-1"):
         later.execute(_context("run-2", 1, datetime(2026, 11, 29, tzinfo=timezone.utc)))
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [f"op-{i}" for i in range(60)])
+
+
+def test_runs_join_one_server_session_and_a_closed_one_is_replaced(connections, tmp_path, unique_name):
+    """Shared: the second run finds the server's Python workers and the runtime warm. A session the
+    server closed (idle timeout; here released by hand) cannot be joined again: the next try runs on
+    a new session instead of failing."""
+    first, second = (_operator(tmp_path, unique_name("share"), "t", "s")._open_session() for _ in range(2))
+    try:
+        assert first.client._session_id == second.client._session_id
+        own = _operator(tmp_path, unique_name("own"), "t", "s", reuse_session=False)._open_session()
+        assert own.client._session_id != first.client._session_id
+        own.stop()
+        first.client.release_session()  # the server closes the shared session
+        replaced = _operator(tmp_path, unique_name("share"), "t", "s")._open_session()
+        assert replaced.client._session_id != first.client._session_id
+        assert replaced.range(3).count() == 3
+        replaced.stop()
+    finally:
+        for session in (first, second):
+            session.release_session_on_close = False
+            session.stop()
