@@ -79,6 +79,8 @@ def test_a_task_killed_mid_write_is_fenced_by_its_retry(spark_connect, kafka_bro
     with _admin(kafka_broker) as admin:
         commit_checkpoint(admin, manifest.uri, committed_by="test")
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), _keys("k", 120))
+    # The dead attempt's 30 records are in the log, aborted: the kill happened and was fenced.
+    assert sum(count_keys(kafka_broker.bootstrap, topic, isolation="read_uncommitted").values()) == 150
 
 
 def test_a_failed_job_leaves_no_manifest_and_its_rerun_restores(spark_connect, kafka_broker, tmp_path,
