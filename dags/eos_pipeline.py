@@ -22,7 +22,10 @@ transaction manager):
 Connections: ``kafka_eos_default`` (type ``kafka_eos``; extra = librdkafka config plus the
 manifest store, e.g. ``{"bootstrap.servers": "broker:9092", "manifest_base_uri":
 "s3://bucket/kafka-eos/manifests"}``; ``eos_cleanup`` reads the same store) and
-``spark_local`` (type ``spark``, host ``local[2,3]`` or your cluster's master).
+``spark_local`` (type ``spark``, host ``local[2,3]`` or your cluster's master). With
+``KAFKA_EOS_PIPELINE_SPARK=connect`` the submit task is ``SparkEosConnectOperator`` on a Spark
+Connect server instead (connection ``spark_connect_default``, type ``spark_connect``;
+docs/user-guide/spark-connect.md).
 ``max_active_runs=1`` keeps checkpoints in order. Every setting below has an environment
 variable, and each run can override it with params.
 
@@ -51,6 +54,7 @@ from airflow.sdk import DAG, Asset, Param
 
 from airflow_provider_kafka_eos.assets.lineage import kafka_asset_uri
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
+from airflow_provider_kafka_eos.operators.connect_submit import SparkEosConnectOperator
 from airflow_provider_kafka_eos.operators.preflight import KafkaEosPreflightOperator
 from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
 
@@ -63,7 +67,10 @@ INPUT_DIR = os.environ.get("KAFKA_EOS_PIPELINE_INPUT_DIR", str(_STATE / "input")
 # None: the kafka_eos connection's manifest_base_uri (one store for this DAG and eos_cleanup).
 MANIFEST_BASE_URI = os.environ.get("KAFKA_EOS_MANIFEST_BASE_URI") or None
 KAFKA_EOS_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_CONN_ID", "kafka_eos_default")
-SPARK_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_SPARK_CONN_ID", "spark_local")
+# "submit" (spark-submit per run) or "connect" (a long-lived Spark Connect server).
+SPARK_MODE = os.environ.get("KAFKA_EOS_PIPELINE_SPARK", "submit")
+SPARK_CONN_ID = os.environ.get("KAFKA_EOS_PIPELINE_SPARK_CONN_ID",
+                               "spark_connect_default" if SPARK_MODE == "connect" else "spark_local")
 # More spark-submit --conf settings as a JSON object (e.g. a standalone cluster's executor Python).
 def _spark_conf(text: str) -> dict[str, str]:
     try:
@@ -217,7 +224,10 @@ with DAG(
         # that was briefly away. The soak found runs lost to that with retries=0.
     )
 
-    submit = SparkEosSubmitOperator(
+    # spark-submit's own settings apply to spark-submit only: a Connect server has its own.
+    spark_launch: dict[str, Any] = {"conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
+                                             **SPARK_CONF}} if SPARK_MODE != "connect" else {}
+    submit = (SparkEosConnectOperator if SPARK_MODE == "connect" else SparkEosSubmitOperator)(
         task_id="submit",
         pipeline_id="{{ params.pipeline_id }}",
         topic="{{ params.topic }}",
@@ -236,7 +246,7 @@ with DAG(
         transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
         kafka_eos_conn_id=KAFKA_EOS_CONN_ID,
         conn_id=SPARK_CONN_ID,
-        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", **SPARK_CONF},
+        **spark_launch,
         execution_timeout=timedelta(minutes=5),
         **SUBMIT_QUEUE,
     )

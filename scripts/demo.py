@@ -22,6 +22,12 @@ What it does, all under ``demo-output/`` (recreated on every run):
 5. reads the output topic with a ``read_committed`` consumer and prints the exactly-once
    report: records expected, seen, duplicates, missing. Exit status 1 if it is not exactly once.
 
+``--spark connect`` runs the submit task as ``SparkEosConnectOperator`` on a local Spark Connect
+server (``kafka_eos_testing/spark_connect.py``, started once for the demo, its log in
+``demo-output/spark-connect.log``) instead of one spark-submit per run; the fault of step 4 is not
+injected there (the operator takes no fault plan; ``tests/spark/test_writer_connect.py`` kills a
+task on Connect).
+
 ``--pipeline kafka-to-kafka`` runs ``dags/eos_kafka_to_kafka.py`` instead (Kafka input, two
 checkpoints, aborted input transactions, the consumer group's offsets checked):
 ``scripts/demo_kafka_to_kafka.py``, on either Kafka (``--kafka apache`` too); plaintext only
@@ -31,6 +37,7 @@ checkpoints, aborted input transactions, the consumer group's offsets checked):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -149,7 +156,11 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
         help="files: dags/eos_pipeline.py (JSON files in); kafka-to-kafka: dags/eos_kafka_to_kafka.py "
         "(a Kafka topic in, the consumer group's offsets committed with the output)",
     )
+    parser.add_argument("--spark", choices=("submit", "connect"), default="submit",
+                        help="submit: spark-submit per run; connect: one local Spark Connect server")
     args = parser.parse_args(argv)
+    if args.spark == "connect" and args.pipeline != "files":
+        parser.error("--spark connect runs the files pipeline (dags/eos_pipeline.py) only")
     if args.security != "plaintext" and args.kafka != "apache":
         parser.error(f"--security {args.security} needs --kafka apache (the embedded broker is plaintext)")
     if args.security != "plaintext" and args.pipeline == "kafka-to-kafka":
@@ -168,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
 
     shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir(parents=True)
+    stack = contextlib.ExitStack()
     broker = start_kafka(args.kafka, args.security)
+    stack.callback(broker.stop)
     # The super user's client config: SCRAM user and password, or the client certificate and key.
     secured = args.security != "plaintext"
     client = broker.admin_config() if secured else {"bootstrap.servers": broker.bootstrap}
@@ -186,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.pipeline == "kafka-to-kafka":
             return demo_kafka_to_kafka.run(ROOT, OUT, client, say)
 
+        if args.spark == "connect":
+            connect = start_spark_connect()
+            stack.callback(connect.stop)
         say(f"generating input: {len(BATCHES)} batches of JSON events under {OUT / 'input'}")
         expected: list[str] = []
         for i, batch in enumerate(BATCHES):
@@ -204,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         say("running the pipeline DAG once per batch (preflight -> submit -> commit)")
         failed = []
         for batch in BATCHES:
-            fault = FAULT if batch == FAULTY_BATCH else None
+            fault = FAULT if batch == FAULTY_BATCH and args.spark == "submit" else None
             if fault:
                 print(f"    injecting a fault into {batch}: {fault} (a Spark task dies mid-write)")
             states = run_pipeline(dag, batch, fault=fault)
@@ -217,7 +233,21 @@ def main(argv: list[str] | None = None) -> int:
 
         return report(client, expected, failed)
     finally:
-        broker.stop()
+        stack.close()
+
+
+def start_spark_connect():
+    """A local Spark Connect server for the demo's runs; the pipeline DAG's submit task uses it."""
+    from kafka_eos_testing.spark_connect import SparkConnectServer
+
+    say("starting a local Spark Connect server (one for every run)")
+    server = SparkConnectServer(log_path=OUT / "spark-connect.log")
+    host_port = server.url.removeprefix("sc://")
+    os.environ["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"] = json.dumps(
+        {"conn_type": "spark_connect", "host": host_port.split(":")[0], "port": int(host_port.split(":")[1])})
+    os.environ["KAFKA_EOS_PIPELINE_SPARK"] = "connect"
+    print(f"    {server.url}, ready in {server.startup_s:.0f}s; log: {OUT / 'spark-connect.log'}")
+    return server
 
 
 def report(client: dict, expected: list[str], failed: list[str]) -> int:

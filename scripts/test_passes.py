@@ -161,6 +161,8 @@ PASSES: list[Pass] = [
             "tests/spark",
             "--ignore=tests/spark/test_job_s3.py",
             "--ignore=tests/spark/test_spark_client_files.py",
+            # the Spark Connect server's jar ships in the PySpark wheel only from 4.0 on
+            "--ignore=tests/spark/test_writer_connect.py",
             "tests/system/spark_cluster/test_spark_cluster_jobs.py::test_job_on_the_cluster_writes_exactly_once",
         ),
         python=_spark35_python,

@@ -23,7 +23,8 @@ from kafka_eos_testing.spark_cluster import QUICK_JVM
 # The provider's pytest plugin (kafka_broker fixtures) is opt-in, as for any user of the
 # ``[testing]`` extra: installing the provider no longer loads it into every pytest run.
 # The others are fixtures of tests/support/ that tests in several folders use (tests/README.md).
-pytest_plugins = ["kafka_eos_testing.pytest_plugin", "s3_fixtures", "txn_fixtures", "registry_fixtures"]
+pytest_plugins = ["kafka_eos_testing.pytest_plugin", "s3_fixtures", "txn_fixtures", "registry_fixtures",
+                  "spark_connect_fixtures"]
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAGS_FOLDER = REPO_ROOT / "dags"

@@ -35,7 +35,7 @@ import importlib
 import importlib.util
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -160,32 +160,37 @@ def load_application(spec: str) -> Callable[[Any, dict], Any]:
     return fn
 
 
-def run(args: argparse.Namespace, *, fault_plan: Any = None) -> str:
+def run(args: argparse.Namespace, *, fault_plan: Any = None, spark: Any = None,
+        environ: Mapping[str, str] | None = None) -> str:
     """Build the DataFrame and prepare it; returns the manifest URI.
 
     ``fault_plan`` is the test hook (``kafka_eos_testing/fault_job.py`` passes one); the job itself never
-    reads one from its environment.
+    reads one from its environment. ``spark``: a session to run on (a Spark Connect client session,
+    ``operators/connect_submit.py``) instead of the one spark-submit gives this process; ``environ``:
+    where the private file is named (default ``os.environ``).
     """
     from pyspark.sql import SparkSession
 
     from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord
     from airflow_provider_kafka_eos.kafka.log_levels import spark_log_level
+    from airflow_provider_kafka_eos.spark import sessions
     from airflow_provider_kafka_eos.spark.faults import FaultPlan
     from airflow_provider_kafka_eos.spark.writer import choose_producer
 
     check_job_side(choose_producer(args.producer, args.two_phase_commit))
-    params = load_params(args.params)
-    config = load_client_config()
-    access = load_store_access()  # the store's credentials from the operator's private file, if any
-    formats = record_formats_of(args)  # refused here, before Spark starts, when malformed
+    params = load_params(args.params, environ)
+    config = load_client_config(environ)
+    access = load_store_access(environ)  # the store's credentials from the operator's private file, if any
+    formats = record_formats_of(args, environ)  # refused here, before Spark starts, when malformed
     check_input_formats(args, formats)
     application = load_application(args.application)
     plan = fault_plan if fault_plan is not None else FaultPlan()
     if plan.active:
         log.warning("fault injection active (tests only): %s", plan)
 
-    spark = SparkSession.builder.appName(args.app_name or f"kafka-eos-{args.pipeline_id}").getOrCreate()
-    spark.sparkContext.setLogLevel(spark_log_level())  # WARN unless KAFKA_EOS_SPARK_LOG_LEVEL says
+    if spark is None:
+        spark = SparkSession.builder.appName(args.app_name or f"kafka-eos-{args.pipeline_id}").getOrCreate()
+    sessions.set_log_level(spark, spark_log_level())  # WARN unless KAFKA_EOS_SPARK_LOG_LEVEL says
     record = input_record(args)
     translated: Any = contextlib.nullcontext()
     if args.input_topics:

@@ -4,8 +4,11 @@
 ``spark/``: everything a driver or a task of the write imports) into a zip whose name carries a
 hash of its content. ``ship_to_executors(spark)`` adds it to the job with
 ``SparkContext.addPyFile`` (Python workers put it on ``sys.path`` before they unpickle a task),
-once per SparkContext. The submit operator also passes it with ``--py-files``, which in cluster
-deploy mode is how the *driver* gets the code; a driver that imported the package from such a
+once per SparkContext; on Spark Connect, which has no SparkContext, with
+``spark.addArtifacts(path, pyfile=True)`` once per client session (a session's artifacts are fixed:
+a name added once cannot be added with other bytes, and the zip's name carries its content hash).
+The submit operator also passes it with ``--py-files``, which in cluster deploy mode is how the
+*driver* gets the code; a driver that imported the package from such a
 zip ships nothing more (Spark already distributes ``--py-files`` to the executors).
 
 The Airflow modules (hooks, operators, sensors, triggers, CLI) and the test broker stay out:
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import airflow_provider_kafka_eos as _package
+from airflow_provider_kafka_eos.spark import sessions
 
 __all__ = ["SHIPPED_SUBPACKAGES", "runtime_zip", "ship_to_executors"]
 
@@ -82,6 +86,8 @@ def ship_to_executors(spark: Any) -> str | None:
     """
     if package_dir() is None:
         return None
+    if sessions.is_connect(spark):
+        return _add_artifact(spark)
     context = spark.sparkContext
     with _lock:
         path = str(runtime_zip())
@@ -94,6 +100,22 @@ def ship_to_executors(spark: Any) -> str | None:
             return None
         context.addPyFile(path)
         context._kafka_eos_shipped = path
+        return path
+
+
+def _add_artifact(spark: Any) -> str | None:
+    """Spark Connect: the zip as a Python artifact of this client session, once per session."""
+    with _lock:
+        path = str(runtime_zip())
+        if getattr(spark, "_kafka_eos_shipped", None) == path:
+            return None
+        try:
+            spark.addArtifacts(path, pyfile=True)
+        except Exception as exc:
+            # Another client of this session added the same name (same name = same bytes): shipped.
+            if "already exists" not in str(exc).lower() and "duplicate" not in str(exc).lower():
+                raise
+        spark._kafka_eos_shipped = path
         return path
 
 

@@ -13,12 +13,11 @@ The job does not commit: a later Airflow task does (``KafkaCommitTransactionsOpe
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import AbortStrategy, probing_ceiling
@@ -44,7 +43,7 @@ from airflow_provider_kafka_eos.kafka.producers.producer_config import (
 from airflow_provider_kafka_eos.kafka.protocol.committable import Committable
 from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats
 from airflow_provider_kafka_eos.kafka.validation import validate_pipeline_id, validate_prefix, validate_topic
-from airflow_provider_kafka_eos.spark import client_files, requirements, shipping
+from airflow_provider_kafka_eos.spark import partition_task, requirements, sessions, shipping
 from airflow_provider_kafka_eos.spark import record_formats as record_formats_module
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
 
@@ -141,11 +140,13 @@ def write_exactly_once(
     plan = fault_plan if fault_plan is not None else FaultPlan()
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
     listing, newer = _open_store(store, pipeline_id, naming, checkpoint_id)
-    outputs = df.rdd.getNumPartitions()  # the dead letters' transactions are numbered after these
-    partitions = outputs + (dead_letters[0].rdd.getNumPartitions() if dead_letters is not None else 0)
+    # a Kafka input's dead letters: their transactions are numbered after the output's partitions
+    outputs = sessions.partition_count(df) if dead_letters is not None else 0
+    extra = sessions.partition_count(dead_letters[0]) if dead_letters is not None else 0
     with TransactionAdmin(config) as admin:
         protocol = TransactionProtocol.from_admin(admin)
-        aborter = _lingering_aborter(abort_strategy, naming, admin, checkpoint_id, partitions, newer)
+        aborter, partitions = _lingering_aborter(abort_strategy, naming, admin, checkpoint_id, df, newer,
+                                                 extra)
         report = _restore(admin, store, listing, pipeline_id, transactional_id_prefix, checkpoint_id, aborter,
                           also_owned=_offsets_ids(input_record))
         if report.existing is not None:
@@ -240,12 +241,26 @@ def _check_session(spark: Any) -> None:
 
 
 def _lingering_aborter(abort_strategy: str | AbortStrategy | None, naming: NamingStrategy, admin: Any,
-                       checkpoint_id: int, partitions: int, newer: int | None) -> Any:
+                       checkpoint_id: int, df: Any, newer: int | None, extra: int = 0) -> tuple[Any, int]:
     """How restore aborts what earlier attempts left open: the strategy asked for, else the one the
-    naming strategy and the cluster call for (``kafka/checkpoints/abort_strategies.py``)."""
+    naming strategy and the cluster call for (``kafka/checkpoints/abort_strategies.py``); with the
+    partition-count hint it was given."""
     strategy = (AbortStrategy.parse(abort_strategy) if abort_strategy
                 else AbortStrategy.default_for(naming, admin))
-    return strategy.aborter(checkpoint_id=checkpoint_id, partitions_hint=partitions, stop_before=newer)
+    partitions = _partition_hint(df, naming, strategy) + extra  # extra: the dead letters' transactions
+    aborter = strategy.aborter(checkpoint_id=checkpoint_id, partitions_hint=partitions, stop_before=newer)
+    return aborter, partitions
+
+
+def _partition_hint(df: Any, naming: NamingStrategy, strategy: AbortStrategy) -> int:
+    """``df``'s partition count where restore or the ids use it as a hint (POOLING's id table,
+    PROBING's first range; ``kafka/checkpoints/abort_strategies.py``); 0 where nothing reads it.
+    Classic Spark counts for free; Spark Connect runs a job for it (``spark/sessions.py``), so the
+    usual INCREMENTING + LISTING write does not ask."""
+    if naming is NamingStrategy.INCREMENTING and strategy is AbortStrategy.LISTING \
+            and sessions.is_connect(df.sparkSession):
+        return 0
+    return sessions.partition_count(df)
 
 
 def _restore(admin: Any, store: ManifestStore, listing: list[tuple[str, Manifest]], pipeline_id: str,
@@ -304,7 +319,7 @@ def _prepare_all(df: Any, *, config: KafkaClientConfig, topic: str, id_for_parti
                  resolved_formats: record_formats_module.ResolvedFormats | None = None) -> list[Committable]:
     """Run the partition preparer on every Spark partition; the committables the tasks returned."""
     key_col, value_col, headers_col, partition_col, timestamp_col = columns
-    prepare = _partition_preparer(
+    prepare = partition_task.partition_preparer(
         confluent_config=config.confluent(),
         topic=topic,
         id_for_partition=id_for_partition,
@@ -347,161 +362,13 @@ def _collect_committables(frame: Any) -> list[Any]:
 def refuse_speculation(spark: Any) -> None:
     """Two attempts of one task would share one transactional id and fence each other endlessly,
     and only one of their committables would reach the manifest: speculation is refused."""
-    values = []
-    with contextlib.suppress(Exception):  # some versions raise for core keys unknown to the SQL conf
-        values.append(spark.conf.get("spark.speculation", "false"))
-    with contextlib.suppress(Exception):  # Spark Connect has no SparkContext
-        values.append(spark.sparkContext.getConf().get("spark.speculation", "false"))
+    values = sessions.conf_values(spark, "spark.speculation", "false")
     if any(str(v).strip().lower() == "true" for v in values):
         raise SpeculativeExecutionError(
             "spark.speculation=true: speculative task attempts would write the same Kafka transaction twice; "
             "set spark.speculation=false for the exactly-once write job",
             runbook="speculative-execution",
         )
-
-
-def _partition_preparer(
-    *,
-    confluent_config: dict[str, Any],
-    topic: str,
-    id_for_partition: Any,
-    transaction_timeout_ms: int,
-    protocol: TransactionProtocol,
-    has_headers: bool,
-    has_partition: bool,
-    plan: FaultPlan,
-    has_timestamp: bool = False,
-    producer: str = "librdkafka",
-    two_phase: bool = False,
-    install_specs: dict[str, str] | None = None,
-    arrow_settings: ArrowProducerSettings | None = None,
-    resolved_formats: record_formats_module.ResolvedFormats | None = None,
-):
-    """The function Spark runs once per partition (it is pickled with everything it closes over)."""
-    # The connection's request.timeout.ms bounds the task's requests too (the Arrow producer's
-    # Produce requests travel on this admin's connections).
-    admin_timeouts = ({"request_timeout_ms": arrow_settings.request_timeout_ms}
-                      if arrow_settings is not None and "request.timeout.ms" in confluent_config else {})
-    # Certificates and keys travel as their bytes, not as driver paths (spark/client_files.py).
-    carried = client_files.carry(confluent_config, source="the Kafka client config")
-
-    def prepare_partition(batches: Iterator[Any]) -> Iterator[Any]:
-        # First, before any package of the write is imported: one clear line when one is missing.
-        requirements.check_importable(install_specs, where=requirements.executor_python(), marked=True,
-                                      producer=producer,
-                                      codec=arrow_settings.codec.name if arrow_settings is not None else None)
-        with client_files.materialised(carried) as task_config:
-            yield from prepare_with(batches, task_config)
-
-    def prepare_with(batches: Iterator[Any], confluent_config: dict[str, Any]) -> Iterator[Any]:
-        from concurrent.futures import ThreadPoolExecutor
-
-        import pyarrow as pa
-        from pyspark import TaskContext
-
-        from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
-
-        context = TaskContext.get()
-        partition, attempt = context.partitionId(), context.attemptNumber()
-        transactional_id = id_for_partition(partition)
-        # The verification after flush needs an admin connection: open it while rows are written.
-        connecting = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-eos-admin")
-        admin_future = connecting.submit(
-            lambda: TransactionAdmin(KafkaClientConfig.from_mapping(confluent_config, source="spark task"),
-                                     **admin_timeouts)
-        )
-
-        txn = _open_transaction(producer, admin_future, confluent_config=confluent_config,
-                                transactional_id=transactional_id, topic=topic,
-                                transaction_timeout_ms=transaction_timeout_ms, protocol=protocol,
-                                two_phase=two_phase, arrow_settings=arrow_settings)
-        if resolved_formats is not None:  # key/value framed in the Confluent wire format, batch by batch
-            batches = record_formats_module.encode_batches(batches, resolved_formats, partition=partition)
-        try:
-            txn.begin()
-            _write_partition(txn, batches, plan=plan, partition=partition, attempt=attempt,
-                             arrow=producer == "arrow", has_headers=has_headers, has_partition=has_partition,
-                             has_timestamp=has_timestamp)
-            committable = txn.prepare()
-        finally:
-            txn.release()  # also on failure: a fenced or failed producer must not linger in the worker
-            connecting.shutdown(wait=True)
-            if admin_future.exception() is None:
-                admin_future.result().close()
-        if committable is not None:
-            yield pa.RecordBatch.from_pydict({"committable": [json.dumps(committable.to_dict())]})
-
-    return prepare_partition
-
-
-def _open_transaction(producer: str, admin_future: Any, *, confluent_config: dict[str, Any],
-                      transactional_id: str, topic: str, transaction_timeout_ms: int,
-                      protocol: TransactionProtocol, two_phase: bool,
-                      arrow_settings: ArrowProducerSettings | None) -> Any:
-    """The partition's transaction on the chosen producer (in the task; ``admin_future`` is the
-    admin connection opened beside it)."""
-    if producer == "arrow":
-        from airflow_provider_kafka_eos.kafka.producers.arrow import ArrowPartitionTransaction
-
-        return ArrowPartitionTransaction(
-            admin=admin_future.result(),
-            transactional_id=transactional_id,
-            topic=topic,
-            transaction_timeout_ms=transaction_timeout_ms,
-            protocol=protocol,
-            two_phase=two_phase,
-            settings=arrow_settings,
-        )
-    from airflow_provider_kafka_eos.kafka.producers.librdkafka import PartitionTransaction
-
-    return PartitionTransaction(
-        confluent_config=confluent_config,
-        transactional_id=transactional_id,
-        topic=topic,
-        transaction_timeout_ms=transaction_timeout_ms,
-        protocol=protocol,
-        describe=lambda ids: admin_future.result().describe(ids),
-    )
-
-
-def _write_partition(txn: Any, batches: Iterator[Any], *, plan: FaultPlan, partition: int, attempt: int,
-                     arrow: bool, has_headers: bool, has_partition: bool, has_timestamp: bool) -> None:
-    """Every Arrow batch of the partition into its open transaction; the fault plan's hooks (tests
-    only) kill or fail the task at the point a fault test names."""
-    from airflow_provider_kafka_eos.spark.faults import stop_task
-
-    written = 0
-    for batch in batches:
-        kill_at = plan.kill_point(partition, attempt, written, batch.num_rows)
-        if kill_at is not None:  # tests only: die part way through this batch
-            batch = batch.slice(0, kill_at)
-        _write_batch(txn, batch, arrow=arrow, has_headers=has_headers,
-                     has_partition=has_partition, has_timestamp=has_timestamp)
-        written += batch.num_rows
-        if kill_at is not None:
-            txn.flush()
-            stop_task(plan, partition)
-    if plan.fail_task_partition == partition:  # tests only: fail once the records reached Kafka
-        txn.flush()
-    plan.check_task_failure(partition)
-
-
-def _write_batch(txn: Any, batch: Any, *, arrow: bool, has_headers: bool, has_partition: bool,
-                 has_timestamp: bool = False) -> None:
-    """One Arrow batch into the partition's transaction (columns k, v[, h][, p][, t])."""
-    headers = batch.column(2) if has_headers else None
-    partitions = batch.column(2 + int(has_headers)) if has_partition else None
-    stamps = batch.column(2 + int(has_headers) + int(has_partition)) if has_timestamp else None
-    if arrow:  # whole Arrow columns, no Python object per row
-        txn.write_columns(batch.column(0), batch.column(1), headers, partitions, stamps)
-        return
-    txn.write_rows(
-        batch.column(0).to_pylist(),
-        batch.column(1).to_pylist(),
-        None if headers is None else headers.to_pylist(),
-        None if partitions is None else partitions.to_pylist(),
-        None if stamps is None else stamps.to_pylist(),
-    )
 
 
 def _epoch_millis(df: Any, column: str) -> Any:

@@ -23,6 +23,7 @@ PUBLIC = [
     ("airflow_provider_kafka_eos.get_provider_info", "get_provider_info"),
     ("airflow_provider_kafka_eos.hooks.kafka_eos", "KafkaEosHook"),
     ("airflow_provider_kafka_eos.operators.submit", "SparkEosSubmitOperator"),
+    ("airflow_provider_kafka_eos.operators.connect_submit", "SparkEosConnectOperator"),
     ("airflow_provider_kafka_eos.operators.commit", "KafkaCommitTransactionsOperator"),
     ("airflow_provider_kafka_eos.operators.abort", "KafkaAbortTransactionsOperator"),
     ("airflow_provider_kafka_eos.operators.resolve", "KafkaTransactionResolutionOperator"),

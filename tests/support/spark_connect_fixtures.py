@@ -1,0 +1,26 @@
+"""A local Spark Connect server (``kafka_eos_testing/spark_connect.py``), shared by every Connect test.
+
+Session scoped: the server takes ~30-40 s to start cold on this machine, so it starts once, on the
+first test that asks for it. ``spark_connect`` is one client session per module (its artifacts,
+the provider's runtime zip among them, are fixed per session; it is stopped after the module).
+A fixture plugin (``pytest_plugins`` in tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kafka_eos_testing.spark_connect import SparkConnectServer
+
+
+@pytest.fixture(scope="session")
+def spark_connect_server(tmp_path_factory):
+    with SparkConnectServer(log_path=tmp_path_factory.mktemp("spark-connect") / "server.log") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def spark_connect(spark_connect_server):
+    session = spark_connect_server.session()
+    yield session
+    session.stop()
