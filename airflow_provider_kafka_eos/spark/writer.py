@@ -140,9 +140,7 @@ def write_exactly_once(
     plan = fault_plan if fault_plan is not None else FaultPlan()
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
     listing, newer = _open_store(store, pipeline_id, naming, checkpoint_id)
-    # a Kafka input's dead letters: their transactions are numbered after the output's partitions
-    outputs = sessions.partition_count(df) if dead_letters is not None else 0
-    extra = sessions.partition_count(dead_letters[0]) if dead_letters is not None else 0
+    outputs, extra = _dead_letter_counts(df, dead_letters)
     with TransactionAdmin(config) as admin:
         protocol = TransactionProtocol.from_admin(admin)
         aborter, partitions = _lingering_aborter(abort_strategy, naming, admin, checkpoint_id, df, newer,
@@ -208,6 +206,14 @@ def _prepare_dead_letters(dead_letters: tuple[Any, str] | None, id_for_partition
     shifted = functools.partial(_shifted, id_for_partition, outputs)
     return _prepare_all(frame, topic=topic, id_for_partition=shifted,
                         columns=("key", "value", "headers", None, None), plan=FaultPlan(), **prepare)
+
+
+def _dead_letter_counts(df: Any, dead_letters: tuple[Any, str] | None) -> tuple[int, int]:
+    """(the output's partitions, the dead letters' partitions): a Kafka input's dead letters'
+    transactions are numbered after the output's; (0, 0) without dead letters (nothing counted)."""
+    if dead_letters is None:
+        return 0, 0
+    return sessions.partition_count(df), sessions.partition_count(dead_letters[0])
 
 
 def _shifted(id_for_partition: Any, offset: int, partition: int) -> str:
