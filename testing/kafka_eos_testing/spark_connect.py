@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["CONNECT_SERVER_CLASS", "SparkConnectServer"]
@@ -91,7 +92,7 @@ class SparkConnectServer:
                                    "before it was ready"
                                    + (f"; log: {self.log_path}" if self.log_path else ""))
             if self._port_open():
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(Exception), connect_mode_restored():
                     session = self.session()
                     try:
                         session.range(1).collect()
@@ -129,6 +130,25 @@ class SparkConnectServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# PySpark sets this process-wide when a Connect session is created, and while it is set a classic
+# ``getOrCreate`` in the same process refuses (CONNECT_URL_NOT_SET): the probe above, and every test
+# fixture that makes Connect sessions, put it back as they found it.
+CONNECT_MODE_ENV = "SPARK_CONNECT_MODE_ENABLED"
+
+
+@contextlib.contextmanager
+def connect_mode_restored() -> Iterator[None]:
+    """Within: Connect sessions; after: ``SPARK_CONNECT_MODE_ENABLED`` as it was before."""
+    before = os.environ.get(CONNECT_MODE_ENV)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(CONNECT_MODE_ENV, None)
+        else:
+            os.environ[CONNECT_MODE_ENV] = before
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -29,7 +29,7 @@ def build(spark, params):
 
 
 @pytest.fixture
-def connections(monkeypatch, kafka_broker, spark_connect_server):
+def connections(monkeypatch, kafka_broker, spark_connect_server, connect_mode_scoped):
     host, port = spark_connect_server.url.removeprefix("sc://").split(":")
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_TEST",
                        json.dumps({"conn_type": "spark_connect", "host": host, "port": int(port)}))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_eos_testing.spark_connect import SparkConnectServer
+from kafka_eos_testing.spark_connect import SparkConnectServer, connect_mode_restored
 
 
 @pytest.fixture(scope="session")
@@ -19,8 +19,18 @@ def spark_connect_server(tmp_path_factory):
         yield server
 
 
+# Connect sessions set SPARK_CONNECT_MODE_ENABLED process-wide; each fixture puts it back
+# (``connect_mode_restored``), or a later module's classic SparkSession is refused.
 @pytest.fixture(scope="module")
 def spark_connect(spark_connect_server):
-    session = spark_connect_server.session()
-    yield session
-    session.stop()
+    with connect_mode_restored():
+        session = spark_connect_server.session()
+        yield session
+        session.stop()
+
+
+@pytest.fixture
+def connect_mode_scoped():
+    """For a test whose code creates Connect sessions itself (the Connect operator's)."""
+    with connect_mode_restored():
+        yield
