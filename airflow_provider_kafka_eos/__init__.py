@@ -18,10 +18,10 @@ PROJECT_URL = "https://github.com/airflow-provider-kafka-eos/airflow-provider-ka
 # module paths only (Airflow imports them when asked), one integration for every section.
 _INTEGRATION = "Kafka exactly-once (EOS)"
 _MODULES = {
-    "operators": ["submit", "commit", "abort", "resolve", "preflight"],
+    "operators": ["submit", "commit", "abort", "resolve", "approval", "preflight"],
     "hooks": ["kafka_eos", "spark_submit"],
     "sensors": ["lingering"],
-    "triggers": ["lingering"],
+    "triggers": ["lingering", "committed_input"],
 }
 
 
