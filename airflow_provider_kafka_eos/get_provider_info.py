@@ -18,10 +18,10 @@ PACKAGE = "airflow_provider_kafka_eos"
 # module paths only (Airflow imports them when asked), one integration for every section.
 _INTEGRATION = "Kafka exactly-once (EOS)"
 _MODULES = {
-    "operators": ["submit", "connect_submit", "commit", "abort", "resolve", "preflight"],
+    "operators": ["submit", "connect_submit", "commit", "abort", "resolve", "approval", "preflight"],
     "hooks": ["kafka_eos", "schema_registry", "spark_submit"],
     "sensors": ["lingering"],
-    "triggers": ["lingering"],
+    "triggers": ["lingering", "committed_input"],
 }
 
 

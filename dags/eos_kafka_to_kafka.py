@@ -21,6 +21,12 @@ continue from the group's committed offsets when migrating from an existing cons
 ``KAFKA_EOS_K2K_SPARK_JARS`` lists its jars on disk instead (comma-separated; ``./run demo --pipeline
 kafka-to-kafka`` uses the Maven-fetched cache this way, so spark-submit resolves nothing at run time).
 
+``KAFKA_EOS_K2K_SCHEDULE=committed-input`` starts runs on committed input instead of the clock: an
+``AssetWatcher`` with the provider's ``CommittedInputTrigger`` fires when ``KAFKA_EOS_K2K_MIN_RECORDS``
+committed input records (default 1000) wait past the last COMMITTED checkpoint, or when one has waited
+``KAFKA_EOS_K2K_MAX_WAIT_S`` seconds (default 300); aborted input and open transactions start nothing
+(docs/user-guide/airflow-3.md, "Runs started by committed input").
+
 Connections as in ``eos_pipeline``: ``kafka_eos_default`` (librdkafka config + ``manifest_base_uri``)
 and ``spark_local``. ``max_active_runs=1``: a newer checkpoint refuses to plan while an older one is
 still PREPARED (docs/user-guide/kafka-to-kafka.md).
@@ -33,10 +39,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pendulum
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Asset, AssetWatcher, Param
 
+from airflow_provider_kafka_eos.assets.lineage import kafka_asset_uri
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
 from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
+from airflow_provider_kafka_eos.triggers.committed_input import CommittedInputTrigger
 
 PIPELINE_ID = os.environ.get("KAFKA_EOS_K2K_PIPELINE_ID", "events_upper")
 INPUT_TOPIC = os.environ.get("KAFKA_EOS_K2K_INPUT_TOPIC", "events")
@@ -54,11 +62,30 @@ SPARK_KAFKA_JARS = os.environ.get("KAFKA_EOS_K2K_SPARK_JARS", "").strip()  # loc
 SCHEDULE = os.environ.get("KAFKA_EOS_K2K_SCHEDULE", "*/10 * * * *")
 TRANSACTION_TIMEOUT_MS = int(os.environ.get("KAFKA_EOS_PIPELINE_TXN_TIMEOUT_MS", "900000"))
 APPLICATION = f"{Path(__file__).resolve().with_name('eos_kafka_to_kafka_job.py')}:build_dataframe"
+BOOTSTRAP_SERVERS = os.environ.get("KAFKA_EOS_PIPELINE_BOOTSTRAP_SERVERS", "broker:9092")  # names the Asset
+COMMITTED_INPUT = "committed-input"
+
+
+def _schedule() -> object:
+    """The cron schedule, none, or runs started by committed input (an AssetWatcher on the input topic)."""
+    if SCHEDULE.strip().lower() in ("", "none"):
+        return None
+    if SCHEDULE.strip().lower() != COMMITTED_INPUT:
+        return SCHEDULE
+    trigger = CommittedInputTrigger(
+        kafka_eos_conn_id=KAFKA_EOS_CONN_ID, pipeline_id=PIPELINE_ID, input_topic=INPUT_TOPIC, group=GROUP,
+        manifest_base_uri=MANIFEST_BASE_URI,
+        min_records=int(os.environ.get("KAFKA_EOS_K2K_MIN_RECORDS", "1000")),
+        max_wait_s=float(os.environ.get("KAFKA_EOS_K2K_MAX_WAIT_S", "300")),
+    )
+    watcher = AssetWatcher(name=f"{PIPELINE_ID}-committed-input", trigger=trigger)
+    return [Asset(kafka_asset_uri(BOOTSTRAP_SERVERS, INPUT_TOPIC), watchers=[watcher])]
+
 
 with DAG(
     dag_id="eos_kafka_to_kafka",
     description="Kafka -> PySpark -> Kafka, exactly once: input offsets and output in one two-phase commit",
-    schedule=None if SCHEDULE.strip().lower() in ("", "none") else SCHEDULE,
+    schedule=_schedule(),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,

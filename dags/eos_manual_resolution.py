@@ -14,6 +14,12 @@ Trigger it with the form ("Trigger DAG w/ config"): pick an action and fill in w
   or the failed commit task's log).
 - ``commit-from-manifest``: commit everything a PREPARED manifest lists and mark it COMMITTED.
 
+Where Airflow has human-in-the-loop (>= 3.1 with the standard provider's ``hitl``), an ``approve`` task
+asks a person first whenever the request may lose data (an unprotected abort, giving up a checkpoint,
+a forced partition abort; ``ResolutionRequest.data_loss_risk``): "Reject" or no answer in 12 hours
+sends nothing to Kafka. Requests that cannot lose data skip it. Without human-in-the-loop the DAG is
+the resolve task alone, as before.
+
 ``dry_run`` checks and reports without changing anything. Validation is the CLI's
 (``kafka/operations/resolution_request.py``) in this form's words: e.g. ``commit`` without a
 "Producer epoch" fails
@@ -30,6 +36,7 @@ import pendulum
 from airflow.sdk import DAG, Param
 
 from airflow_provider_kafka_eos.operators.resolve import KafkaTransactionResolutionOperator
+from airflow_provider_kafka_eos.tasks.airflow_features import has
 
 KAFKA_EOS_CONN_ID = os.environ.get("KAFKA_EOS_RESOLUTION_CONN_ID", "kafka_eos_default")
 
@@ -95,4 +102,11 @@ with DAG(
         "dry_run": Param(False, type="boolean", title="Dry run", description="Check and report only."),
     },
 ) as dag:
-    KafkaTransactionResolutionOperator(task_id="resolve", kafka_eos_conn_id=KAFKA_EOS_CONN_ID, retries=0)
+    resolve = KafkaTransactionResolutionOperator(
+        task_id="resolve", kafka_eos_conn_id=KAFKA_EOS_CONN_ID, retries=0,
+        trigger_rule="none_failed",  # after the approval, or when it skipped itself (nothing at risk)
+    )
+    if has("human_in_the_loop"):
+        from airflow_provider_kafka_eos.operators.approval import KafkaResolutionApprovalOperator
+
+        KafkaResolutionApprovalOperator(task_id="approve", kafka_eos_conn_id=KAFKA_EOS_CONN_ID) >> resolve

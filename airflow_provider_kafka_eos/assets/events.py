@@ -13,6 +13,17 @@ and none for an empty checkpoint. Its ``extra`` carries ``pipeline_id``, ``check
 ``records``, ``transactions`` and ``manifest_uri``. (A try that committed and then died before
 it succeeded leaves no event: Airflow records outlet events only for a successful try.)
 
+Partitions (Airflow >= 3.2, ``tasks/airflow_features.py``): the event on a *declared* topic Asset
+carries ``partition_key`` = the checkpoint's input identity (:func:`checkpoint_partition_key`), so a
+DAG on a ``PartitionedAssetTimetable`` gets one run per committed batch and knows which batch it is.
+Airflow attaches per-event keys to declared outlets only (an alias event gets the DAG run's key), so
+declare the topic's Asset on the commit task to get them. Older Airflow: the same event, no key.
+
+Exactly one event per committed checkpoint also when the try that committed died before it
+succeeded (a killed worker, a lost heartbeat): a later try, or a re-trigger, finds the manifest
+already COMMITTED and asks Airflow for the topic's events since the commit; when none names this
+checkpoint it emits the missing one (:func:`event_already_recorded`), otherwise nothing.
+
 The Asset page's "Producing Tasks" lists only tasks that *declare* the Asset as an outlet
 (Airflow 3.3 writes ``task_outlet_asset_reference`` rows from the parsed DAG's outlets; an alias
 creates none). So a DAG may declare its topic's Asset on the commit task (the example pipeline
@@ -25,21 +36,28 @@ and goes out once, not through the alias as well) and removes the others for thi
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_kafka_eos.assets.lineage import kafka_asset_uri
+from airflow_provider_kafka_eos.tasks.airflow_features import has
 
 __all__ = [
     "COMMITTED_ALIAS",
     "announce_committed_checkpoint",
+    "checkpoint_partition_key",
     "committed_alias",
     "emit_committed_checkpoint",
+    "event_already_recorded",
     "settle_declared_topic_assets",
     "with_committed_alias",
 ]
 
 COMMITTED_ALIAS = "kafka-eos-committed-checkpoints"
+MAX_PARTITION_KEY_CHARS = 250  # Airflow's column width for partition_key
+# How far before the manifest's commit time Airflow's events are searched: worker and API server clocks.
+EVENT_SEARCH_SKEW_S = 600
 
 
 def committed_alias() -> Any:
@@ -65,18 +83,63 @@ def emit_committed_checkpoint(
     if events is None or not int(report.get("records") or 0):
         return None  # not inside a task run (a direct execute() call), or nothing became visible
     uri = kafka_asset_uri(bootstrap_servers, str(report["topic"]))
+    key = checkpoint_partition_key(report)
     extra = {
         "pipeline_id": report.get("pipeline_id"),
         "checkpoint_id": report.get("checkpoint_id"),
         "records": int(report.get("records") or 0),
         "transactions": int(report.get("transactions") or 0),
         "manifest_uri": report.get("manifest_uri"),
+        "input_id": report.get("input_id"),
+        "partition_key": key,
     }
     if uri in declared_asset_uris(context):
-        events[Asset(uri)].extra = extra  # the declared outlet's own event (Airflow adds it on success)
-    else:
+        accessor = events[Asset(uri)]  # the declared outlet's own event (Airflow adds it on success)
+        accessor.extra = extra
+        if has("partitioned_asset_events"):
+            accessor.add_partitions(key)
+    else:  # an alias event carries the DAG run's partition key, not one of its own
         events[committed_alias()].add(Asset(uri), extra=extra)
     return uri
+
+
+def checkpoint_partition_key(report: Mapping[str, Any]) -> str:
+    """The batch's partition key: its input identity, else ``checkpoint-<id>`` (a manifest without input).
+
+    An identity longer than Airflow's 250-character key becomes ``input-sha256:<hex digest>``
+    (stable: the same input always maps to the same key).
+    """
+    ident = report.get("input_id")
+    if not ident:
+        return f"checkpoint-{report.get('checkpoint_id')}"
+    ident = str(ident)
+    if len(ident) > MAX_PARTITION_KEY_CHARS:
+        return "input-sha256:" + hashlib.sha256(ident.encode()).hexdigest()
+    return ident
+
+
+def event_already_recorded(uri: str, report: Mapping[str, Any]) -> bool:
+    """Whether Airflow holds an Asset event for ``uri`` naming this checkpoint, since its commit.
+
+    Asked through the task's supervisor (the Execution API), from inside a task run only. An
+    answer Airflow cannot give counts as "recorded": a duplicate event would run every downstream
+    DAG twice, a missing one is reported in the log for a person to emit again.
+    """
+    import datetime as dt
+
+    from airflow.sdk.execution_time.context import InletEventsAccessor
+
+    committed_ms = int(report.get("committed_at_ms") or 0)
+    since = dt.datetime.fromtimestamp(max(0, committed_ms / 1000 - EVENT_SEARCH_SKEW_S), tz=dt.timezone.utc)
+    wanted = (report.get("pipeline_id"), report.get("checkpoint_id"))
+    try:
+        # By name *and* URI (the topic's Asset is named by its URI): Airflow's lookup by URI alone sees
+        # only Assets a DAG references, and one reached through the alias may be referenced by none.
+        found = list(InletEventsAccessor(asset_name=uri, asset_uri=uri).after(since.isoformat()))
+    except Exception:  # any failure to ask means "do not emit again"
+        return True
+    return any((dict(e.extra or {}).get("pipeline_id"), dict(e.extra or {}).get("checkpoint_id")) == wanted
+               for e in found)
 
 
 def declared_asset_uris(context: Mapping[str, Any]) -> set[str]:
@@ -102,18 +165,32 @@ def settle_declared_topic_assets(operator: Any, emitted_uri: str | None) -> None
 
 
 def announce_committed_checkpoint(
-    operator: Any, context: Mapping[str, Any], report: Mapping[str, Any]
+    operator: Any, context: Mapping[str, Any], report: Mapping[str, Any], *, recovering: bool = False
 ) -> None:
-    """What the outside world hears when this try committed a checkpoint: metrics, lineage, Asset event."""
+    """What the outside world hears when this try committed a checkpoint: metrics, lineage, Asset event.
+
+    ``recovering``: the manifest was COMMITTED before this try (a rerun, or an earlier try that died
+    after its commit): no metrics (nothing was committed now), and the Asset event only when Airflow
+    has none for this checkpoint yet (:func:`event_already_recorded`).
+    """
     from airflow_provider_kafka_eos.assets.lineage import kafka_namespace
     from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
     from airflow_provider_kafka_eos.tasks.metrics import record_commit
 
-    record_commit(report)
     bootstrap = KafkaEosHook(kafka_eos_conn_id=operator.kafka_eos_conn_id).client_config().bootstrap_servers
+    if recovering:
+        uri = kafka_asset_uri(bootstrap, str(report["topic"]))
+        if context.get("outlet_events") is None or event_already_recorded(uri, report):
+            settle_declared_topic_assets(operator, None)
+            return
+        operator.log.warning("checkpoint %s was committed by an earlier try that left no Asset event for %s: "
+                             "emitting it now", report.get("checkpoint_id"), uri)
+    else:
+        record_commit(report)
     operator.set_lineage(outputs=[(kafka_namespace(bootstrap), str(report["topic"]))])
     uri = emit_committed_checkpoint(context, bootstrap_servers=bootstrap, report=report)
     settle_declared_topic_assets(operator, uri)
     if uri:
-        operator.log.info("Asset event for %s: checkpoint %s, %s record(s)", uri, report.get("checkpoint_id"),
-                          report.get("records"))
+        operator.log.info("Asset event for %s: checkpoint %s, %s record(s), partition key %r", uri,
+                          report.get("checkpoint_id"), report.get("records"),
+                          checkpoint_partition_key(report))

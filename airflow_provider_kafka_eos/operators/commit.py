@@ -50,10 +50,12 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
         records, outcomes, latencies, ``already_committed``.
 
     A try that turns the manifest from PREPARED into COMMITTED emits one Asset event for
-    ``kafka://host:port/topic`` (``assets/events.py``; a rerun of a COMMITTED manifest emits
-    none), records the ``kafka_eos.*`` metrics and reports the topic to OpenLineage. Declare the
-    topic's Asset in ``outlets`` to list this task as its producer on the Asset page: it still gets
-    an event only from the try that committed records to it.
+    ``kafka://host:port/topic`` (``assets/events.py``; with ``partition_key`` = the input identity on
+    Airflow >= 3.2; a rerun of a COMMITTED manifest emits none unless Airflow has no event for the
+    checkpoint yet: its committing try died before it succeeded), records the ``kafka_eos.*``
+    metrics and reports the topic to OpenLineage. Declare the topic's Asset in ``outlets`` to list
+    this task as its producer on the Asset page (and, on Airflow >= 3.2, to key its events): it still
+    gets an event only for the checkpoint that made records visible in it.
     """
 
     template_fields: Sequence[str] = ("manifest_uri", "kafka_eos_conn_id", "submit_task_id", "pipeline_id",
@@ -115,8 +117,10 @@ class KafkaCommitTransactionsOperator(KafkaLineageMixin, BaseOperator):
             report.commit_latency_ms,
             report.prepare_to_commit_ms,
         )
-        if was_prepared and report.status in ("committed", "already_committed"):
-            announce_committed_checkpoint(self, context, report.to_dict())
+        if report.status in ("committed", "already_committed"):
+            # PREPARED at the start: this try made it visible. COMMITTED: an earlier try (or a rerun's
+            # first run) did; its event is emitted only if Airflow has none for it (assets/events.py).
+            announce_committed_checkpoint(self, context, report.to_dict(), recovering=not was_prepared)
         else:  # nothing new became visible: no declared topic Asset may get an event from this try
             settle_declared_topic_assets(self, None)
         return report.to_dict()

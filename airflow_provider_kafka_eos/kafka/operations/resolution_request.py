@@ -160,6 +160,31 @@ class ResolutionRequest:
         normalised._check_partition_abort(n)
         return normalised
 
+    def data_loss_risk(self) -> str | None:
+        """Why carrying out this (validated) request may lose data; None when it cannot.
+
+        The one rule the approval step of the manual resolution DAG asks (``operators/approval.py``):
+        a dry run changes nothing; an abort that goes around the PREPARED protection aborts batches a
+        manifest still owes; giving up a checkpoint (``abort`` with a manifest) loses its batch; forcing
+        an abort of a partition's hanging transaction that its coordinator still owns may abort one a
+        live producer is about to commit. Everything else (list, describe, commits, a protected abort,
+        which refuses every id a PREPARED manifest lists) loses nothing.
+        """
+        if self.dry_run:
+            return None
+        what = self.transactional_id or ", ".join(self.prefixes) or "the matching transactions"
+        if self.action in ("abort", ABORT_CHECKPOINT) and self.manifest_uri:
+            return (f"gives up checkpoint {self.manifest_uri}: its transactions are aborted and it is marked "
+                    "ABORTED; its batch is lost unless the input is written again")
+        if self.action == "abort" and not self.protect:
+            return (f"unprotected abort of {what}: transactions listed in PREPARED manifests are aborted "
+                    "too, and their checkpoints' batches are lost")
+        if self.action == "abort-partition" and self.force:
+            where = f"{', '.join(self.topics)}-{self.partition}"
+            return (f"forced abort of the hanging transaction on {where}: its coordinator still owns it, "
+                    "so a live producer's batch may be lost")
+        return None
+
     def _check_partition_abort(self, n: Mapping[str, str]) -> None:
         """abort-partition: one topic, one partition; the producer id and epoch both or neither."""
         _, pid, ep, _, _ = _short_names(n)

@@ -23,9 +23,81 @@ from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "dags"))
 from eos_sample_events import write_batch
-from test_pipeline import _states, asset_events, connections, pipeline_dag  # noqa: F401  (fixtures)
+from test_manual_runs import _clear_and_rerun
+from test_pipeline import DAG_FILE, _states, asset_events, connections  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.dag, pytest.mark.spark, pytest.mark.broker, pytest.mark.provider_logic]
+
+
+@pytest.fixture
+def declared_dags(airflow_db, kafka_broker, unique_name, monkeypatch):
+    """The example pipeline and eos_downstream parsed for a fresh topic, as a deployment sets them up:
+    the commit task declares the topic's Asset (its events get partition keys) and eos_downstream is
+    scheduled on it (dag.test() syncs every DAG of the folder, with this environment)."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    topic = unique_name("per-user")
+    monkeypatch.setenv("KAFKA_EOS_PIPELINE_TOPIC", topic)
+    monkeypatch.setenv("KAFKA_EOS_PIPELINE_BOOTSTRAP_SERVERS", kafka_broker.bootstrap)
+    bag = DagBag(dag_folder=str(DAG_FILE))
+    assert bag.import_errors == {}
+    _sync_and_unpause("eos_downstream")
+    return bag.get_dag("eos_pipeline"), topic
+
+
+def _sync_and_unpause(dag_id: str) -> None:
+    """The DAG folder as this environment parses it, in the database, ``dag_id`` unpaused (Airflow queues
+    runs only for unpaused DAGs; a deployment's DAG processor and a user's toggle do the same)."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import update
+
+    DagBundlesManager().sync_bundles_to_db()
+    folder = DAG_FILE.parent
+    bag = BundleDagBag(dag_folder=folder, bundle_path=folder, bundle_name="dags-folder")
+    sync_bag_to_db(bag, "dags-folder", None)
+    with create_session() as session:
+        unpaused = session.execute(update(DagModel).where(DagModel.dag_id == dag_id).values(is_paused=False))
+        assert unpaused.rowcount == 1
+
+
+def partition_events(uri: str) -> list[tuple[str | None, int | None]]:
+    """(partition_key, checkpoint_id) of every Asset event for ``uri``, oldest first."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.scalars(select(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+                               .where(AssetModel.uri == uri).order_by(AssetEvent.id)).all()
+        return [(row.partition_key, dict(row.extra or {}).get("checkpoint_id")) for row in rows]
+
+
+def downstream_partitions() -> list[str]:
+    """The partition keys Airflow queued eos_downstream runs for (one row per run the scheduler makes)."""
+    from airflow.models.asset import AssetPartitionDagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        return list(session.scalars(select(AssetPartitionDagRun.partition_key)
+                                    .where(AssetPartitionDagRun.target_dag_id == "eos_downstream")
+                                    .order_by(AssetPartitionDagRun.id)))
+
+
+def forget_events(uri: str) -> None:
+    """Airflow's tables as if the commit's try had died before Airflow recorded its event."""
+    from airflow.models.asset import AssetEvent, AssetModel, AssetPartitionDagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import delete, select
+
+    with create_session() as session:
+        asset_id = session.scalar(select(AssetModel.id).where(AssetModel.uri == uri))
+        session.execute(delete(AssetEvent).where(AssetEvent.asset_id == asset_id))
+        session.execute(delete(AssetPartitionDagRun)
+                        .where(AssetPartitionDagRun.target_dag_id == "eos_downstream"))
 
 
 def _xcom(run, task_id="submit"):
@@ -34,9 +106,10 @@ def _xcom(run, task_id="submit"):
 
 
 def test_a_batch_triggered_twice_is_written_once_and_a_reprocess_writes_it_again_on_record(
-    pipeline_dag, connections, kafka_broker, tmp_path, unique_name, capfd  # noqa: F811
+    declared_dags, connections, kafka_broker, tmp_path, unique_name, capfd  # noqa: F811
 ):
-    dag, topic = pipeline_dag, unique_name("per-user")
+    dag, topic = declared_dags
+    uri = f"kafka://{kafka_broker.bootstrap.split(',')[0]}/{topic}"
     conf = {
         "pipeline_id": unique_name("dupe").replace("-", "_"),
         "topic": topic,
@@ -64,7 +137,18 @@ def test_a_batch_triggered_twice_is_written_once_and_a_reprocess_writes_it_again
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
     [manifest] = [m for _, m in find_manifests(conf["manifest_base_uri"], conf["pipeline_id"])]
     assert manifest.input.id == conf["batch"] and manifest.input.reprocess_of is None
-    assert len(asset_events(f"kafka://{kafka_broker.bootstrap.split(',')[0]}/{topic}")) == 1  # no 2nd event
+    # One event, keyed by the batch (Airflow >= 3.2): eos_downstream is queued once for it.
+    assert partition_events(uri) == [(conf["batch"], manifest.checkpoint_id)]  # the duplicate: no 2nd event
+    assert downstream_partitions() == [conf["batch"]]
+
+    # The commit's try died before Airflow recorded its event; the run is cleared: the commit task finds
+    # the manifest COMMITTED and no event for it, and emits the missing one. (A clear when the event
+    # exists emits none: tests/system/dags/test_manual_runs.py.)
+    forget_events(uri)
+    _clear_and_rerun(dag, first_id)
+    assert partition_events(uri) == [(conf["batch"], manifest.checkpoint_id)]
+    assert downstream_partitions() == [conf["batch"]]
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
 
     # A deliberate reprocess (the corrected batch): written again, and the manifest says so.
     third = dag.test(logical_date=first_at + timedelta(minutes=2), run_conf={**conf, "reprocess": True})
@@ -76,3 +160,5 @@ def test_a_batch_triggered_twice_is_written_once_and_a_reprocess_writes_it_again
     ]
     counts = count_keys(kafka_broker.bootstrap, topic)
     assert counts == {key.encode(): 2 for key in expected}  # each key once per write, asked for twice
+    # Its own event, under the same key: the batch became visible again (eos_downstream runs again).
+    assert partition_events(uri) == [(conf["batch"], m.checkpoint_id) for m in manifests]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import pathlib
+import threading
+import time
 
 import pytest
 from txn_helpers import (
@@ -148,13 +150,78 @@ def test_an_unreadable_store_refuses_and_aborts_nothing(kafka_broker, manual_dag
     assert_exactly_once(count_keys(kafka_broker.bootstrap, world["topic"]), [b"pending"])
 
 
-def test_unprotected_abort_is_an_explicit_switch(manual_dag, world, capfd):
+def _task_states(run) -> dict[str, str]:
+    return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+
+
+def _answer_when_asked(dag_id: str, option: str, admin, tid: str) -> tuple[threading.Thread, dict]:
+    """A person at the UI: waits (deadline-bounded) for the approval to be asked, notes the question and
+    the transaction's state at that moment, then answers as the Approve / Reject buttons do.
+
+    The answer is the Core API's write (``update_hitl_detail``: the response on the HITL row, then
+    Airflow's ``handle_event_submit`` resumes the parked task) without its HTTP layer; dag.test() waits
+    for exactly such an answer "from outside" and then runs the rest of the DAG itself.
+    """
+    from airflow.models.hitl import HITLDetail
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.trigger import handle_event_submit
+    from airflow.triggers.base import TriggerEvent
+    from airflow.utils import timezone
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+    from sqlalchemy import select
+
+    seen: dict = {}
+
+    def answer() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with create_session() as session:
+                ti = session.scalar(select(TaskInstance).where(
+                    TaskInstance.dag_id == dag_id, TaskInstance.task_id == "approve",
+                    TaskInstance.state == TaskInstanceState.AWAITING_INPUT))
+                detail = ti and session.scalar(select(HITLDetail).where(HITLDetail.ti_id == ti.id))
+                if detail is not None:
+                    seen["subject"], seen["state"] = detail.subject, states(admin, [tid])[tid]
+                    detail.chosen_options, detail.params_input = [option], {}
+                    detail.responded_at = timezone.utcnow()
+                    handle_event_submit(TriggerEvent(detail.as_resume_event_payload()), task_instance=ti,
+                                        session=session)
+                    return
+            time.sleep(0.1)  # polling interval of a deadline-bounded wait for the question
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    return thread, seen
+
+
+@pytest.mark.parametrize("answer", ["Approve", "Reject"])
+def test_unprotected_abort_waits_for_an_approval(manual_dag, world, capfd, answer):
+    """Losing a PREPARED manifest's batch is asked first: nothing is sent to Kafka until a person
+    approves; a rejection sends nothing at all."""
     ids = world["ids"]
-    state, _ = run_form(manual_dag, action="abort", transactional_id=ids["pending"], unprotected=True)
-    assert state == "success"
+    thread, seen = _answer_when_asked(manual_dag.dag_id, answer, world["admin"], ids["pending"])
+    run = manual_dag.test(run_conf={**BLANK_FORM, "action": "abort", "transactional_id": ids["pending"],
+                                    "unprotected": True})
+    thread.join(5)
+    assert seen["subject"].startswith(f"Approve abort? It unprotected abort of {ids['pending']}")
+    assert seen["state"] == "Ongoing"  # asked before anything was sent to Kafka
     out, err = capfd.readouterr()
-    assert "UNPROTECTED ABORT" in out + err
-    assert states(world["admin"], [ids["pending"]]) == {ids["pending"]: "Empty"}
+    if answer == "Approve":
+        assert _task_states(run) == {"approve": "success", "resolve": "success"}
+        assert "UNPROTECTED ABORT" in out + err
+        assert states(world["admin"], [ids["pending"]]) == {ids["pending"]: "Empty"}
+    else:
+        assert _task_states(run) == {"approve": "success", "resolve": "skipped"}
+        assert states(world["admin"], [ids["pending"]]) == {ids["pending"]: "Ongoing"}
+
+
+def test_requests_that_cannot_lose_data_skip_the_approval(manual_dag, world):
+    pending = world["ids"]["pending"]
+    run = manual_dag.test(run_conf={**BLANK_FORM, "action": "abort", "transactional_id": pending,
+                                    "unprotected": True, "dry_run": True})
+    assert _task_states(run) == {"approve": "skipped", "resolve": "success"}
+    assert states(world["admin"], [world["ids"]["pending"]]) == {world["ids"]["pending"]: "Ongoing"}
 
 
 def test_commit_by_producer_id_and_epoch(manual_dag, world):

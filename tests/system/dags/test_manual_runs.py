@@ -25,7 +25,7 @@ from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "dags"))
 from eos_sample_events import write_batch
-from test_pipeline import _states, connections, pipeline_dag  # noqa: F401  (fixtures)
+from test_pipeline import _states, asset_events, connections, pipeline_dag  # noqa: F401  (fixtures)
 
 # Checkpoint ids per run: Airflow's side (one broker proves it).
 pytestmark = [pytest.mark.dag, pytest.mark.spark, pytest.mark.broker, pytest.mark.provider_logic]
@@ -92,9 +92,14 @@ def test_two_manual_runs_within_one_second_are_written_once_and_a_retry_and_a_cl
     assert written == len(expected)  # the retry wrote nothing
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
 
+    asset_uri = f"kafka://{kafka_broker.bootstrap.split(',')[0]}/{topic}"
+    assert [e["checkpoint_id"] for e in asset_events(asset_uri)] == [m.checkpoint_id for m in manifests]
+
     _clear_and_rerun(dag, run_b.run_id)  # the same run, cleared: same checkpoint, nothing written
 
     assert _total_written(kafka_broker.bootstrap, topic) == written
+    # Its commit task found the manifest COMMITTED and Airflow's event for it: no second event.
+    assert [e["checkpoint_id"] for e in asset_events(asset_uri)] == [m.checkpoint_id for m in manifests]
     assert len(find_manifests(conf["manifest_base_uri"], conf["pipeline_id"])) == 2
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
 
@@ -136,3 +141,4 @@ def _clear_and_rerun(dag, run_id: str) -> None:
         assert dr.state == DagRunState.SUCCESS, dr.state
         states = {ti.task_id: str(ti.state) for ti in dr.get_task_instances(session=session)}
         assert states == ALL_SUCCESS, states
+
