@@ -154,7 +154,7 @@ def _task_states(run) -> dict[str, str]:
     return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 
 
-def _answer_when_asked(dag_id: str, option: str, admin, tid: str) -> tuple[threading.Thread, dict]:
+def answer_when_asked(dag_id: str, option: str, admin, tid: str) -> tuple[threading.Thread, dict]:
     """A person at the UI: waits (deadline-bounded) for the approval to be asked, notes the question and
     the transaction's state at that moment, then answers as the Approve / Reject buttons do.
 
@@ -200,7 +200,7 @@ def test_unprotected_abort_waits_for_an_approval(manual_dag, world, capfd, answe
     """Losing a PREPARED manifest's batch is asked first: nothing is sent to Kafka until a person
     approves; a rejection sends nothing at all."""
     ids = world["ids"]
-    thread, seen = _answer_when_asked(manual_dag.dag_id, answer, world["admin"], ids["pending"])
+    thread, seen = answer_when_asked(manual_dag.dag_id, answer, world["admin"], ids["pending"])
     run = manual_dag.test(run_conf={**BLANK_FORM, "action": "abort", "transactional_id": ids["pending"],
                                     "unprotected": True})
     thread.join(5)

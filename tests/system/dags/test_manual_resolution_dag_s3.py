@@ -3,7 +3,8 @@
 The person at the form commits one checkpoint a manifest owes and gives up another, with no
 ``AWS_*`` variable in the process: the ``kafka_eos`` connection names the store, an ``aws``
 connection holds its endpoint and keys (``s3_only_through_connections``, this folder's conftest.py).
-Each ends with the manifest's status and a read_committed count.
+The give-up is approved first, as a person would in the UI. Each ends with the manifest's status
+and a read_committed count.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import pathlib
 
 import pytest
-from test_manual_resolution_dag import BLANK_FORM
+from test_manual_resolution_dag import BLANK_FORM, answer_when_asked
 from txn_helpers import connect_admin, produce_in_transaction, states
 
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, read_manifest
@@ -53,8 +54,12 @@ def test_the_form_commits_one_checkpoint_and_gives_up_another_with_the_connectio
         committed = dag.test(run_conf={**BLANK_FORM, "action": "commit-from-manifest",
                                        "manifest_uri": kept_uri})
         assert str(committed.state) == "success"
+        # A give-up loses the batch: the DAG asks a person first (Airflow's approval step), who approves.
+        thread, seen = answer_when_asked(dag.dag_id, "Approve", admin, given_up)
         gave_up = dag.test(run_conf={**BLANK_FORM, "action": "abort", "manifest_uri": given_up_uri,
                                      "unprotected": True})
+        thread.join(5)
+        assert seen["state"] == "Ongoing"  # asked before anything was sent to Kafka
         assert str(gave_up.state) == "success"
         # the give-up fences the id (InitProducerId): its open transaction is aborted, the id Empty
         assert states(admin, [kept, given_up]) == {kept: "CompleteCommit", given_up: "Empty"}
