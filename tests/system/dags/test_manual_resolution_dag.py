@@ -204,7 +204,7 @@ def test_unprotected_abort_waits_for_an_approval(manual_dag, world, capfd, answe
     run = manual_dag.test(run_conf={**BLANK_FORM, "action": "abort", "transactional_id": ids["pending"],
                                     "unprotected": True})
     thread.join(5)
-    assert seen["subject"].startswith(f"Approve abort? It unprotected abort of {ids['pending']}")
+    assert seen["subject"].startswith(f"Approve abort? It is an unprotected abort of {ids['pending']}")
     assert seen["state"] == "Ongoing"  # asked before anything was sent to Kafka
     out, err = capfd.readouterr()
     if answer == "Approve":
