@@ -37,16 +37,15 @@ def _admin(broker):
     return TransactionAdmin(KafkaClientConfig.from_mapping(broker.client_config()))
 
 
-def test_the_session_is_a_connect_session_without_a_spark_context(spark_connect):
+def test_prepare_commit_rerun_and_retrigger_write_each_record_once(
+    spark_connect, spark_connect_server, kafka_broker, tmp_path, unique_name
+):
+    # Connect for real: no SparkContext; the partition count comes from the DataFrame API. (Here,
+    # not in a test of its own: a test without the broker would start the server in a second pass.)
     assert sessions.is_connect(spark_connect)
     with pytest.raises(Exception, match=r"JVM_ATTRIBUTE_NOT_SUPPORTED|sparkContext"):
         spark_connect.sparkContext  # noqa: B018 (the attribute access is what raises)
     assert sessions.partition_count(keyed_frame(spark_connect, "n", 10, 3)) == 3
-
-
-def test_prepare_commit_rerun_and_retrigger_write_each_record_once(
-    spark_connect, spark_connect_server, kafka_broker, tmp_path, unique_name
-):
     prefix, topic = unique_name("connect"), unique_name("out")
     df = keyed_frame(spark_connect, "a", 200, 2)
     manifest = _write(df, kafka_broker, tmp_path, prefix, topic, 1)
