@@ -24,14 +24,12 @@ import contextlib
 import os
 import pathlib
 import shutil
-import signal
-import socket
-import subprocess
 import tarfile
 import tempfile
 import time
 import urllib.request
 
+from kafka_eos_testing.launched import LaunchedServer, free_port
 from kafka_eos_testing.maven_fetch import locked_fetch, maven_failure, run_maven
 
 __all__ = ["APICURIO_VERSION", "RegistryFetchError", "SchemaRegistryServer", "fetch_registry"]
@@ -92,24 +90,20 @@ def _fetch(cache: pathlib.Path) -> pathlib.Path:
     return cache / "app" / _RUNNER
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class SchemaRegistryServer:
+class SchemaRegistryServer(LaunchedServer):
     """One Apicurio Registry process on 127.0.0.1; ``stop()`` (or the context manager) ends it.
 
     ``url`` is the Confluent-compatible API's base, what ``SchemaRegistryClient({"url": ...})``
     takes; ``start_timeout_s`` bounds the readiness wait (5-17 s on a loaded 2-core machine).
     """
 
+    what = "the schema registry"
+
     def __init__(self, *, log_path: pathlib.Path | None = None, start_timeout_s: float = 120.0,
                  java: str | None = None) -> None:
         runner = fetch_registry()
-        self.port = _free_port()
-        self.management_port = _free_port()
+        self.port = free_port()
+        self.management_port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.url = f"{self.base_url}/apis/ccompat/v7"
         self.log_path = log_path
@@ -123,52 +117,15 @@ class SchemaRegistryServer:
             "-Dquarkus.log.console.level=WARN",
             "-jar", str(runner),
         ]
-        log = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115 (closed below)
+        self._launch(command, start_timeout_s=start_timeout_s, cwd=runner.parent)
+
+    def _ready(self) -> bool:
+        # The Confluent API answering, not just the port: the storage is initialised by then.
         try:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True,
-                                            cwd=runner.parent)
-        finally:
-            if log is not subprocess.DEVNULL:
-                log.close()
-        self.started_s = time.monotonic()
-        try:
-            self._wait_until_ready(start_timeout_s)
-        except BaseException:
-            self.stop()
-            raise
-        self.startup_s = time.monotonic() - self.started_s
-
-    def _wait_until_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the schema registry exited with {self.process.returncode} before it was "
-                                   "ready" + (f"; log: {self.log_path}" if self.log_path else ""))
-            with contextlib.suppress(OSError):
-                # The Confluent API answering, not just the port: the storage is initialised by then.
-                urllib.request.urlopen(f"{self.url}/subjects", timeout=2).close()  # noqa: S310 (loopback)
-                return
-            time.sleep(0.2)  # polling interval of a deadline-bounded wait
-        raise TimeoutError(f"the schema registry at {self.url} was not ready within {timeout_s:.0f} s"
-                           + (f"; log: {self.log_path}" if self.log_path else ""))
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
-
-    def __enter__(self) -> SchemaRegistryServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+            urllib.request.urlopen(f"{self.url}/subjects", timeout=2).close()  # noqa: S310 (loopback)
+        except OSError:
+            return False
+        return True
 
 
 def main(argv: list[str] | None = None) -> None:

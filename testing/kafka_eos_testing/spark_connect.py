@@ -21,26 +21,19 @@ import argparse
 import contextlib
 import os
 import pathlib
-import signal
 import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
+
+from kafka_eos_testing.launched import LaunchedServer, free_port
 
 __all__ = ["CONNECT_SERVER_CLASS", "SparkConnectServer"]
 
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class SparkConnectServer:
+class SparkConnectServer(LaunchedServer):
     """One Spark Connect server process on 127.0.0.1; ``stop()`` (or the context manager) ends it.
 
     ``url`` is the ``sc://`` address a client session takes (``SparkSession.builder.remote(url)``).
@@ -49,9 +42,13 @@ class SparkConnectServer:
     ``start_timeout_s`` bounds the readiness wait (a cold start takes ~30 s on a loaded 2-core machine).
     """
 
+    what = "the Spark Connect server"
+    stop_timeout_s = 30.0
+    poll_interval_s = 0.5
+
     def __init__(self, *, master: str = "local[2,2]", log_path: pathlib.Path | None = None,
                  start_timeout_s: float = 180.0, conf: dict[str, str] | None = None) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"sc://127.0.0.1:{self.port}"
         self.log_path = log_path
         settings = {
@@ -68,40 +65,20 @@ class SparkConnectServer:
             command += ["--conf", f"{key}={value}"]
         command.append("spark-internal")
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-        log = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115 (closed below)
-        try:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
-        finally:
-            if log is not subprocess.DEVNULL:
-                log.close()
-        self.started_s = time.monotonic()
-        try:
-            self._wait_until_ready(start_timeout_s)
-        except BaseException:
-            self.stop()
-            raise
-        self.startup_s = time.monotonic() - self.started_s
+        self._launch(command, start_timeout_s=start_timeout_s, env=env)
 
-    def _wait_until_ready(self, timeout_s: float) -> None:
-        """Ready = a client session answers a query (the port alone opens before the session can)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the Spark Connect server exited with {self.process.returncode} "
-                                   "before it was ready"
-                                   + (f"; log: {self.log_path}" if self.log_path else ""))
-            if self._port_open():
-                with contextlib.suppress(Exception), connect_mode_restored():
-                    session = self.session()
-                    try:
-                        session.range(1).collect()
-                        return
-                    finally:
-                        session.stop()
-            time.sleep(0.5)  # polling interval of a deadline-bounded wait
-        raise TimeoutError(f"the Spark Connect server at {self.url} was not ready within {timeout_s:.0f} s"
-                           + (f"; log: {self.log_path}" if self.log_path else ""))
+    def _ready(self) -> bool:
+        """A client session answers a query (the port alone opens before the session can)."""
+        if not self._port_open():
+            return False
+        with contextlib.suppress(Exception), connect_mode_restored():
+            session = self.session()
+            try:
+                session.range(1).collect()
+                return True
+            finally:
+                session.stop()
+        return False
 
     def _port_open(self) -> bool:
         with socket.socket() as sock:
@@ -113,23 +90,6 @@ class SparkConnectServer:
         from pyspark.sql import SparkSession
 
         return SparkSession.builder.remote(self.url).create()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
-
-    def __enter__(self) -> SparkConnectServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 # PySpark sets this process-wide when a Connect session is created, and while it is set a classic

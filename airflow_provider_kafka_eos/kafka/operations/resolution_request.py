@@ -177,12 +177,12 @@ class ResolutionRequest:
             return (f"gives up checkpoint {self.manifest_uri}: its transactions are aborted and it is marked "
                     "ABORTED; its batch is lost unless the input is written again")
         if self.action == "abort" and not self.protect:
-            return (f"is an unprotected abort of {what}: transactions listed in PREPARED manifests are aborted "
-                    "too, and their checkpoints' batches are lost")
+            return (f"is an unprotected abort of {what}: transactions listed in PREPARED manifests are "
+                    "aborted too, and their checkpoints' batches are lost")
         if self.action == "abort-partition" and self.force:
             where = f"{', '.join(self.topics)}-{self.partition}"
-            return (f"is a forced abort of the hanging transaction on {where}: its coordinator still owns it, "
-                    "so a live producer's batch may be lost")
+            return (f"is a forced abort of the hanging transaction on {where}: its coordinator still owns "
+                    "it, so a live producer's batch may be lost")
         return None
 
     def _check_partition_abort(self, n: Mapping[str, str]) -> None:
