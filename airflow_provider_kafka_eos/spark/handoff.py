@@ -224,29 +224,22 @@ def load_store_access(environ: Mapping[str, str] | None = None) -> StoreAccess:
     The job hands the result to every store call it makes (nothing is kept process-wide).
     """
     from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import STANDARD_CHAIN, StoreAccess
-    from airflow_provider_kafka_eos.kafka.errors import UsageError
 
-    env = os.environ if environ is None else environ
-    path = env.get(CONFIG_FILE_ENV)
-    if not path:
-        return STANDARD_CHAIN
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError:
-        return STANDARD_CHAIN  # load_client_config reports the unreadable file
-    if not text.lstrip().startswith("{"):
-        return STANDARD_CHAIN
-    options = json_object(text, CONFIG_FILE_ENV).get(PRIVATE_FILE_STORE_KEY)
-    if options is None:
-        return STANDARD_CHAIN
-    if not isinstance(options, dict):
-        raise UsageError(f"{CONFIG_FILE_ENV}: {PRIVATE_FILE_STORE_KEY!r} must be a JSON object")
+    options = _private_file_object(PRIVATE_FILE_STORE_KEY, environ)
     return StoreAccess(options, source="the operator's private file") if options else STANDARD_CHAIN
 
 
 def load_registry_settings(environ: Mapping[str, str] | None = None) -> dict | None:
     """The schema registry's settings from the operator's private file (or a mounted file of the same
     shape), or None: the record formats' registry then comes from ``--record-formats`` (no secrets)."""
+    return _private_file_object(PRIVATE_FILE_REGISTRY_KEY, environ)
+
+
+def _private_file_object(key: str, environ: Mapping[str, str] | None) -> dict | None:
+    """One JSON object of the operator's private file (``store_options``, ``schema_registry``), or
+    None: no file named, the file unreadable (``load_client_config`` reports that), a
+    ``client.properties`` file (no such objects), or no such key. A key that is not an object is
+    refused by name."""
     from airflow_provider_kafka_eos.kafka.errors import UsageError
 
     env = os.environ if environ is None else environ
@@ -256,13 +249,13 @@ def load_registry_settings(environ: Mapping[str, str] | None = None) -> dict | N
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError:
-        return None  # load_client_config reports the unreadable file
+        return None
     if not text.lstrip().startswith("{"):
         return None
-    settings = json_object(text, CONFIG_FILE_ENV).get(PRIVATE_FILE_REGISTRY_KEY)
-    if settings is not None and not isinstance(settings, dict):
-        raise UsageError(f"{CONFIG_FILE_ENV}: {PRIVATE_FILE_REGISTRY_KEY!r} must be a JSON object")
-    return settings
+    value = json_object(text, CONFIG_FILE_ENV).get(key)
+    if value is not None and not isinstance(value, dict):
+        raise UsageError(f"{CONFIG_FILE_ENV}: {key!r} must be a JSON object")
+    return value
 
 
 def json_object(text: str, where: str) -> dict:
