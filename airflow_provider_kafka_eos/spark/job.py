@@ -292,9 +292,9 @@ def plan_kafka_input(args: argparse.Namespace, config: Any, access: Any = None) 
         # rules first: committed, or marked ABORTED and its range read again. No person is needed.
         return plan_checkpoint_input(
             store, pipeline_id=args.pipeline_id, checkpoint_id=args.checkpoint_id,
-            settle=lambda: settle_before_planning(admin, store, pipeline_id=args.pipeline_id,
-                                                  transactional_id_prefix=args.transactional_id_prefix,
-                                                  checkpoint_id=args.checkpoint_id),
+            settle=lambda listing: settle_before_planning(
+                admin, store, listing, pipeline_id=args.pipeline_id,
+                transactional_id_prefix=args.transactional_id_prefix, checkpoint_id=args.checkpoint_id),
             facts_for=lambda start: read_input_offsets(admin, topics, start=start, group=args.input_group),
             topics=topics, group=args.input_group, start=args.input_start,
             offsets_transactional_id=offsets_transactional_id(args.transactional_id_prefix),

@@ -6,12 +6,9 @@ Every test ends with a read_committed consumer: each expected key exactly once, 
 from __future__ import annotations
 
 import time
-import uuid
-from collections import Counter
 
-import fsspec
 import pytest
-from fsspec.implementations.memory import MemoryFileSystem
+from counting_store import CountingStore
 
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
@@ -298,33 +295,18 @@ def commit_checkpoint_uri(broker, uri):
         return commit_checkpoint(admin, uri, committed_by="test")
 
 
-class _CountingStore(MemoryFileSystem):
-    """The manifest store's boundary, counted: fsspec's in-memory filesystem under its own protocol,
-    recording every listing (``ls``) by folder. Real fsspec code paths (the ones an object store
-    takes), no stand-in for the provider's own logic."""
-
-    protocol = "kafkaeoscounting"
-    listings: Counter = Counter()
-
-    def ls(self, path, detail=True, **kwargs):
-        type(self).listings[self._strip_protocol(path).rstrip("/")] += 1
-        return super().ls(path, detail=detail, **kwargs)
-
-
 def test_a_checkpoint_write_lists_its_pipeline_once(spark, kafka_broker, unique_name):
     """One listing per write, restore included: the second write settles the first checkpoint (left
     PREPARED) from the listing it already has, reading back only the manifest it committed."""
-    fsspec.register_implementation(_CountingStore.protocol, _CountingStore, clobber=True)
-    base = f"{_CountingStore.protocol}://store-{uuid.uuid4().hex}"
+    base = CountingStore.fresh_base()
     prefix, topic = unique_name("listed"), unique_name("out")
-    folder = _CountingStore._strip_protocol(f"{base}/{prefix}").rstrip("/")
     try:
         _write(keyed_frame(spark, "l1", 20, 2), kafka_broker, base, prefix, topic, 1)  # a folder to list
         for checkpoint in (2, 3):  # each settles the one before it, left PREPARED
-            _CountingStore.listings.clear()
+            CountingStore.listings.clear()
             manifest = _write(keyed_frame(spark, f"l{checkpoint}", 20, 2), kafka_broker, base, prefix, topic,
                               checkpoint)
-            assert _CountingStore.listings[folder] == 1, (checkpoint, dict(_CountingStore.listings))
+            assert CountingStore.listed(base, prefix) == 1, (checkpoint, dict(CountingStore.listings))
             before = read_manifest(manifest_uri(base, prefix, checkpoint - 1))
             assert before.status is ManifestStatus.COMMITTED
             assert before.commit_report["committed_by"] == "restore"
@@ -332,4 +314,4 @@ def test_a_checkpoint_write_lists_its_pipeline_once(spark, kafka_broker, unique_
         assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [k for t in ("l1", "l2", "l3")
                                                                          for k in _keys(t, 20)])
     finally:
-        _CountingStore().rm(base, recursive=True)
+        CountingStore().rm(base, recursive=True)

@@ -316,22 +316,28 @@ def plans_without_manifest(base_uri: str, pipeline_id: str, manifests: Sequence[
     return sorted(found)
 
 
+Listing = list[tuple[str, Manifest]]  # a pipeline's manifests as the store listed them: (uri, manifest)
+
+
 def plan_checkpoint_input(store: ManifestStore, *, pipeline_id: str, checkpoint_id: int, facts_for: Any,
-                          settle: Callable[[], object] | None = None, **kwargs: Any) -> KafkaInput:
+                          settle: Callable[[Listing], Listing] | None = None, **kwargs: Any) -> KafkaInput:
     """Plan and record checkpoint ``checkpoint_id``'s input (a retry gets the stored plan back).
 
     ``facts_for(start)`` returns the Kafka facts (asked only when no
-    plan is stored yet, so a retry does not even look at Kafka's offsets again). ``settle()``
-    settles the pipeline's older PREPARED checkpoints before the manifests are read (the job
+    plan is stored yet, so a retry does not even look at Kafka's offsets again). ``settle(listing)``
+    settles the pipeline's older PREPARED checkpoints and returns the settled listing (the job
     passes restore's ``settle_before_planning``); without it an older PREPARED checkpoint is
-    refused by name (``InputCheckpointPendingError``).
+    refused by name (``InputCheckpointPendingError``). The pipeline is listed once for the plan:
+    settle and plan read the same listing (the write that follows lists once more, after the
+    input's read, when the cleanup may have changed the store).
     """
     stored = read_plan(store.base_uri, pipeline_id, checkpoint_id, access=store.access)
     if stored is not None:
         return stored
+    listing = store.manifests(pipeline_id)
     if settle is not None:
-        settle()
-    manifests = [m for _, m in store.manifests(pipeline_id)]
+        listing = settle(listing)
+    manifests = [m for _, m in listing]
     pending = plans_without_manifest(store.base_uri, pipeline_id, manifests, access=store.access)
     start = StartChoice.parse(kwargs.pop("start"))
     plan = plan_input(pipeline_id=pipeline_id, checkpoint_id=checkpoint_id, manifests=manifests,

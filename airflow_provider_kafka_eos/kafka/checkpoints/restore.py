@@ -152,15 +152,17 @@ def restore_pipeline(
 def settle_before_planning(
     admin: RestoreAdmin,
     store: ManifestStore,
+    manifests: Sequence[tuple[str, Manifest]],
     *,
     pipeline_id: str,
     transactional_id_prefix: str,
     checkpoint_id: int,
     now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-) -> RestoreReport:
+) -> list[tuple[str, Manifest]]:
     """Restore's rules 1-3 before a checkpoint chooses what to read: the pipeline's earlier
     PREPARED checkpoints committed when their transactions can be committed, marked ABORTED when
-    the coordinator says they are gone (their input range is then read again).
+    the coordinator says they are gone (their input range is then read again). Returns the settled
+    listing: ``manifests`` (the planner's one listing) with what it changed read back by uri.
 
     Why: the Kafka-input pipeline plans its range from the last checkpoint that COMMITTED, so an
     older PREPARED one must be settled first; settling it with the writer's own restore (this
@@ -168,10 +170,11 @@ def settle_before_planning(
     fenced here (rules 4 and 5): the writer's restore does that after the plan, as for every
     checkpoint. What restore cannot decide raises, as it does for the writer.
     """
-    return restore_pipeline(admin, store=store, manifests=store.manifests(pipeline_id),
-                            pipeline_id=pipeline_id, transactional_id_prefix=transactional_id_prefix,
-                            checkpoint_id=checkpoint_id,
-                            abort_lingering=_fence_nothing, now_ms=now_ms)
+    report = restore_pipeline(admin, store=store, manifests=manifests,
+                              pipeline_id=pipeline_id, transactional_id_prefix=transactional_id_prefix,
+                              checkpoint_id=checkpoint_id,
+                              abort_lingering=_fence_nothing, now_ms=now_ms)
+    return _settled(manifests, report)
 
 
 def _settled(manifests: Sequence[tuple[str, Manifest]], report: RestoreReport) -> list[tuple[str, Manifest]]:

@@ -11,6 +11,7 @@ import pathlib
 from dataclasses import dataclass, field
 
 import pytest
+from counting_store import CountingStore
 
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord
 from airflow_provider_kafka_eos.kafka.checkpoints.input_ranges import (
@@ -239,3 +240,32 @@ def test_sparks_data_loss_error_becomes_input_range_lost_naming_the_planned_rang
     untouched = input_loss_translated(plan, pipeline_id="p", checkpoint_id=9, base_uri="/m")
     with pytest.raises(ValueError, match="unrelated"), untouched:  # any other failure is not touched
         raise ValueError("unrelated")
+
+
+def test_the_plan_lists_the_pipeline_once_and_plans_from_the_settled_listing():
+    """Issue 36: settling and planning read one listing; the plan starts after what settling
+    committed (here checkpoint 2, PREPARED in the listing, settled to COMMITTED)."""
+    import dataclasses
+
+    base = CountingStore.fresh_base()
+    store = ManifestStore(base)
+    write_manifest(f"{base}/p/checkpoint-000000000001.json",
+                   _manifest(1, ManifestStatus.COMMITTED, _kafka([(0, 0, 10)])))
+    write_manifest(f"{base}/p/checkpoint-000000000002.json",
+                   _manifest(2, ManifestStatus.PREPARED, _kafka([(0, 10, 20)], based_on=1)))
+    seen = []
+
+    def settle(listing):
+        seen.append(listing)
+        return [(uri, dataclasses.replace(m, status=ManifestStatus.COMMITTED)) for uri, m in listing]
+
+    try:
+        CountingStore.listings.clear()
+        plan = plan_checkpoint_input(store, pipeline_id="p", checkpoint_id=3, settle=settle,
+                                     facts_for=lambda start: Facts(stable={("in", 0): 40}),
+                                     topics=["in"], group="g", start="earliest")
+        assert CountingStore.listed(base, "p") == 1, dict(CountingStore.listings)
+        assert [m.checkpoint_id for _, m in seen[0]] == [1, 2]
+        assert plan.ranges == (PartitionRange("in", 0, 20, 40),) and plan.based_on == 2
+    finally:
+        CountingStore().rm(base, recursive=True)
