@@ -60,7 +60,8 @@ def count_keys(
     Records without a key count under ``b""``.
     """
     counts: Counter[bytes] = Counter()
-    for _partition, key in _records(bootstrap_or_config, topic, isolation, timeout_s):
+    for message in _records(bootstrap_or_config, topic, isolation, timeout_s):
+        key = message.key()
         counts[key if key is not None else b""] += 1
     return counts
 
@@ -76,14 +77,22 @@ def key_placement(
 
     For tests of record placement (which partition a key landed in); null keys stay ``None``.
     """
-    return Counter((key, partition) for partition, key in _records(bootstrap_or_config, topic, isolation,
-                                                                     timeout_s))
+    records = _records(bootstrap_or_config, topic, isolation, timeout_s)
+    return Counter((m.key(), m.partition()) for m in records)
+
+
+def committed_messages(bootstrap_or_config: str | Mapping[str, Any], topic: str, *,
+                       timeout_s: float = 30.0) -> list[Any]:
+    """Every record a ``read_committed`` consumer sees in ``topic`` (the confluent-kafka messages:
+    key, value, headers), read as :func:`count_keys` reads (same rules); for tests that decode
+    or compare values, not just count keys."""
+    return list(_records(bootstrap_or_config, topic, "read_committed", timeout_s))
 
 
 def _records(
     bootstrap_or_config: str | Mapping[str, Any], topic: str, isolation: str, timeout_s: float
-) -> Iterator[tuple[int, bytes | None]]:
-    """(partition, key) of every record up to the end offsets taken at the start."""
+) -> Iterator[Any]:
+    """Every record (a confluent-kafka message) up to the end offsets taken at the start."""
     if isolation not in ISOLATION_LEVELS:
         raise ValueError(f"isolation must be one of {ISOLATION_LEVELS}, not {isolation!r}")
     deadline = time.monotonic() + timeout_s
@@ -128,7 +137,7 @@ def _records(
                 if offset >= ends[partition]:  # written after the snapshot: not part of this count
                     pending.discard(partition)
                     continue
-                yield partition, message.key()
+                yield message
                 if offset + 1 >= ends[partition]:
                     pending.discard(partition)
     finally:

@@ -22,7 +22,7 @@ from airflow_provider_kafka_eos.kafka.registry.decoder import AvroDecoder
 from airflow_provider_kafka_eos.spark.kafka_source import decode_input, split_input
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
 from kafka_eos_testing.spark import commit_manifest
-from kafka_eos_testing.verify import count_keys
+from kafka_eos_testing.verify import committed_messages, count_keys
 
 pytest.importorskip("confluent_kafka.schema_registry.avro")
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.provider_logic]
@@ -120,22 +120,6 @@ def test_a_poison_record_goes_to_the_dead_letter_topic_in_the_same_checkpoint(
 
 
 def _committed_values(bootstrap: str, topic: str, *, with_headers: bool = False) -> list:
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check",
-                         "isolation.level": "read_committed", "enable.partition.eof": True})
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        values, ended = [], set()
-        while ended != set(partitions):
-            message = consumer.poll(30)
-            assert message is not None, "the committed records did not arrive within 30 s"
-            if message.error() is not None:
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                ended.add(message.partition())
-                continue
-            values.append((message.value(), message.headers()) if with_headers else message.value())
-        return values
-    finally:
-        consumer.close()
+    """The values (and headers) a read_committed consumer sees in ``topic``."""
+    return [(m.value(), m.headers()) if with_headers else m.value()
+            for m in committed_messages(bootstrap, topic)]

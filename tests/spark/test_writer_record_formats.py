@@ -20,7 +20,7 @@ from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats, Regi
 from airflow_provider_kafka_eos.kafka.registry.resolver import registry_client
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
 from kafka_eos_testing.spark import commit_manifest
-from kafka_eos_testing.verify import count_keys
+from kafka_eos_testing.verify import committed_messages, count_keys
 
 pytest.importorskip("confluent_kafka.schema_registry.avro")
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.provider_logic]
@@ -79,7 +79,6 @@ def _job_write(kafka_broker, schema_registry, tmp_path, prefix, topic, formats: 
 
 def test_avro_keys_and_values_are_written_exactly_once_and_read_back_by_kafkas_deserializer(
         spark, kafka_broker, schema_registry, tmp_path, unique_name):
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
     from confluent_kafka.schema_registry.avro import AvroDeserializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
@@ -101,24 +100,11 @@ def test_avro_keys_and_values_are_written_exactly_once_and_read_back_by_kafkas_d
     deserialize = AvroDeserializer(client)
     context = SerializationContext(topic, MessageField.VALUE)
     key_context = SerializationContext(topic, MessageField.KEY)
-    consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": unique_name("g"),
-                         "isolation.level": "read_committed", "enable.partition.eof": True})
-    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-    decoded, ended = {}, set()
-    try:
-        while ended != set(partitions):
-            message = consumer.poll(30)
-            assert message is not None, "the committed records did not arrive within 30 s"
-            if message.error() is not None:
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                ended.add(message.partition())
-                continue
-            assert message.value()[1:5] == schema_id.to_bytes(4, "big")
-            assert message.key()[1:5] == key_id.to_bytes(4, "big")
-            decoded[deserialize(message.key(), key_context)] = deserialize(message.value(), context)
-    finally:
-        consumer.close()
+    decoded = {}
+    for message in committed_messages(kafka_broker.bootstrap, topic):  # read_committed
+        assert message.value()[1:5] == schema_id.to_bytes(4, "big")
+        assert message.key()[1:5] == key_id.to_bytes(4, "big")
+        decoded[deserialize(message.key(), key_context)] = deserialize(message.value(), context)
     assert decoded == {f"o-{i}": {"id": i, "customer": f"c{i % 7}", "amount": i * 0.5,
                                   "note": None if i % 2 == 0 else "gift"} for i in range(120)}
 
