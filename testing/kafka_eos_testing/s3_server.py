@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
-import os
 import re
 import signal
-import socket
-import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from kafka_eos_testing.launched import LaunchedServer, free_port
 
 __all__ = ["S3Server", "seed_manifests"]
 
@@ -38,43 +36,28 @@ SECRET_KEY = "kafka-eos-test-secret"  # noqa: S105 (a local test server's dummy 
 REGION = "us-east-1"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class S3Server:
+class S3Server(LaunchedServer):
     """One moto S3 server process on 127.0.0.1; ``stop()`` (or the context manager) ends it."""
+
+    what = "the S3 server"
+    stop_timeout_s = 10.0
+    poll_interval_s = 0.1
 
     def __init__(self, port: int | None = None, *, log_path: Path | None = None,
                  start_timeout_s: float = 60.0) -> None:
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
-        log = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115 (closed below)
-        try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )
-        finally:
-            if log is not subprocess.DEVNULL:
-                log.close()
-        self._wait_until_up(start_timeout_s)
+        self.url = self.endpoint
+        self._launch([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                     start_timeout_s=start_timeout_s)
 
-    def _wait_until_up(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the S3 server exited with {self.process.returncode} before answering"
-                                   + (f"; log: {self.log_path}" if self.log_path else ""))
-            with contextlib.suppress(OSError):
-                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()  # noqa: S310 (loopback)
-                return
-            time.sleep(0.1)  # polling interval of a deadline-bounded wait
-        self.stop()
-        raise TimeoutError(f"the S3 server at {self.endpoint} did not answer within {timeout_s:.0f} s")
+    def _ready(self) -> bool:
+        try:
+            urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()  # noqa: S310 (loopback)
+        except OSError:
+            return False
+        return True
 
     def env(self) -> dict[str, str]:
         """The environment boto3, s3fs and the AWS CLI read to reach this server."""
@@ -111,23 +94,6 @@ class S3Server:
             else:
                 counts[method] += 1
         return counts
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
-
-    def __enter__(self) -> S3Server:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 _REQUEST_LINE = re.compile(r'"(GET|HEAD|PUT|POST|DELETE) (\S+) HTTP/[0-9.]+" \d{3}')
