@@ -43,15 +43,18 @@ class KafkaResolutionApprovalOperator(ApprovalOperator):
         from airflow.sdk.exceptions import AirflowSkipException
 
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+        from airflow_provider_kafka_eos.kafka.errors import UsageError
 
         form = dict(context["params"])
         names = form_field_names(getattr(getattr(self, "dag", None), "params", None))
         hook = KafkaEosHook(kafka_eos_conn_id=self.kafka_eos_conn_id)
         # An invalid form is the resolve task's to report (in the form's words); nothing to approve here.
+        # Any other failure (the connection, the store setting) fails this task, so resolve does not
+        # run: a request whose risk could not be judged is never carried out unasked.
         try:
             request = request_from_form(form, store_setting=hook.manifest_store_setting, field_names=names)
             risk = request.validate(names).data_loss_risk()
-        except Exception:  # the resolve task fails on it, naming the field (once, in its log)
+        except UsageError:  # the resolve task fails on it, naming the field (once, in its log)
             raise AirflowSkipException(
                 "no approval asked: the request is invalid; the resolve task says why") from None
         if risk is None:
@@ -60,5 +63,5 @@ class KafkaResolutionApprovalOperator(ApprovalOperator):
         self.log.warning("approval needed before %s: %s", request.action, risk)
         self.subject = f"Approve {request.action}? It {risk.split(':')[0]}"[:250]
         self.body = (f"**{request.action}** {risk}.\n\nApprove to carry it out, Reject to send nothing to "
-                     "Kafka. Runbook: `kafka-eos-txn --runbook resolve-manually` and `--runbook data-loss`.")
+                     "Kafka. Runbook: `kafka-eos-txn runbook resolve-manually` and `kafka-eos-txn runbook data-loss`.")
         return super().execute(context)

@@ -9,11 +9,9 @@ name                         since   used for (older Airflow: what happens inste
 ============================ ======= ==========================================================
 ``partitioned_asset_events`` 3.2     committed checkpoints' Asset events carry ``partition_key``
                                      = the input identity (older: the same event, no key)
-``deadline_alerts``          3.1     the pipeline DAG's prepared-checkpoint deadline
 ``human_in_the_loop``        3.1     the manual resolution DAG's approval step (needs the standard
                                      provider's ``hitl`` module too; without it: no approval task,
                                      the typed confirmation alone, as before)
-``task_state``               3.3     (reserved: the submit task re-attaching on retry; not built)
 ============================ ======= ==========================================================
 """
 
@@ -25,9 +23,7 @@ __all__ = ["FEATURES", "airflow_version", "has"]
 
 FEATURES: dict[str, tuple[int, int]] = {
     "partitioned_asset_events": (3, 2),
-    "deadline_alerts": (3, 1),
     "human_in_the_loop": (3, 1),
-    "task_state": (3, 3),
 }
 
 

@@ -52,6 +52,7 @@ def test_fixed_values_are_enums():
     assert cleanup["prefixes"]["schema"]["type"] == "array"
     resolution = _serialized_params("eos_manual_resolution")
     assert resolution["action"]["schema"]["enum"][0] == "list"
+    assert resolution["dry_run"]["value"] is True  # the form only reports until the person unticks it
 
 
 def _load(file: str, name: str):
