@@ -20,7 +20,8 @@ a forced partition abort; ``ResolutionRequest.data_loss_risk``): "Reject" or no 
 sends nothing to Kafka. Requests that cannot lose data skip it. Without human-in-the-loop the DAG is
 the resolve task alone, as before.
 
-``dry_run`` (on by default: untick it to act) checks and reports without changing anything. Validation is the CLI's
+``dry_run`` (on by default: untick it to act) checks and reports without changing
+anything. Validation is the CLI's
 (``kafka/operations/resolution_request.py``) in this form's words: e.g. ``commit`` without a
 "Producer epoch" fails
 before anything is sent, and the task log starts with the request as submitted. The rows are

@@ -63,5 +63,6 @@ class KafkaResolutionApprovalOperator(ApprovalOperator):
         self.log.warning("approval needed before %s: %s", request.action, risk)
         self.subject = f"Approve {request.action}? It {risk.split(':')[0]}"[:250]
         self.body = (f"**{request.action}** {risk}.\n\nApprove to carry it out, Reject to send nothing to "
-                     "Kafka. Runbook: `kafka-eos-txn runbook resolve-manually` and `kafka-eos-txn runbook data-loss`.")
+                     "Kafka. Runbook: `kafka-eos-txn runbook resolve-manually` and "
+                     "`kafka-eos-txn runbook data-loss`.")
         return super().execute(context)
