@@ -35,6 +35,14 @@ from airflow_provider_kafka_eos.tasks.fail_now import fail_now_exception
 __all__ = ["SparkEosConnectOperator"]
 
 DEFAULT_CONNECT_CONN_ID = "spark_connect_default"
+# spark-submit's launch settings: a Connect server has its own. Given to this operator they could only
+# be dropped, so they are refused by name (set them on the server, or use SparkEosSubmitOperator).
+SUBMIT_ONLY_ARGUMENTS = (
+    "conf", "files", "py_files", "archives", "driver_class_path", "jars", "java_class", "packages",
+    "exclude_packages", "repositories", "total_executor_cores", "executor_cores", "executor_memory",
+    "driver_memory", "keytab", "principal", "proxy_user", "num_executors", "env_vars", "spark_binary",
+    "properties_file", "yarn_queue", "deploy_mode", "use_krb5ccache", "python_executable", "executor_python",
+)
 
 
 class _ConnectLaunch(submit.SparkSubmitOperator):  # type: ignore[name-defined,misc]
@@ -102,7 +110,8 @@ class SparkEosConnectOperator(SparkEosSubmitOperator, _ConnectLaunch):
     The application's callable is imported in the task's process and builds the DataFrame there;
     functions it runs on the executors (UDFs) must be importable on the server or shipped with the
     DataFrame's session (docs/user-guide/spark-connect.md). spark-submit's own arguments (``conf``,
-    ``py_files``, ``executor_python``, ``driver_memory``...) do not apply: the server has its own.
+    ``py_files``, ``executor_python``, ``driver_memory``...: :data:`SUBMIT_ONLY_ARGUMENTS`) are
+    refused by name: the server has its own.
 
     ``reuse_session`` (default True): every run of this connection joins one server session (its
     Python workers and the provider's runtime stay warm: ``_ConnectLaunch._open_session``); False:
@@ -113,6 +122,13 @@ class SparkEosConnectOperator(SparkEosSubmitOperator, _ConnectLaunch):
 
     def __init__(self, *, conn_id: str = DEFAULT_CONNECT_CONN_ID, reuse_session: bool = True,
                  **kwargs: Any) -> None:
+        given = sorted(name for name in SUBMIT_ONLY_ARGUMENTS
+                       if kwargs.get(name) not in (None, "", {}, [], ()))
+        if given:
+            raise UsageError(
+                f"SparkEosConnectOperator {kwargs.get('task_id', '')!r}: {', '.join(given)} are spark-submit "
+                "settings; a Spark Connect server has its own and would ignore them. Set them on the server "
+                "(its spark-submit or spark-defaults), or use SparkEosSubmitOperator")
         super().__init__(conn_id=conn_id, **kwargs)
         self.reuse_session = reuse_session
 

@@ -98,3 +98,16 @@ def test_runs_join_one_server_session_and_a_closed_one_is_replaced(connections, 
         for session in (first, second):
             session.release_session_on_close = False
             session.stop()
+
+
+@pytest.mark.parametrize("setting", [{"conf": {"spark.executor.memory": "2g"}}, {"packages": "a:b:1"},
+                                     {"executor_python": "/usr/bin/python3"}])
+def test_spark_submit_settings_are_refused_by_name_not_dropped(setting):
+    """A Connect server has its own launch settings: given here they could only be ignored."""
+    from airflow_provider_kafka_eos.kafka.errors import UsageError
+
+    [name] = setting
+    with pytest.raises(UsageError, match=rf"'submit': {name} are spark-submit settings.*SparkEosSubmit"):
+        SparkEosConnectOperator(task_id="submit", pipeline_id="p", topic="t",
+                                application_callable="m:f", **setting)
+    SparkEosConnectOperator(task_id="submit", pipeline_id="p", topic="t", application_callable="m:f")
