@@ -83,17 +83,19 @@ def _store(conn_id: str) -> Any:
 
 
 def pipeline_page(store: Any, pipeline_id: str, limit: int, before: int | None) -> dict[str, Any]:
-    """A page of the pipeline's checkpoints, newest first, and its topics' lag history."""
+    """A page of the pipeline's checkpoints, newest first (``newer`` / ``older``: how many lie on
+    either side of it, for the console's pager), and its topics' lag history."""
     from airflow_provider_kafka_eos.kafka.operations.lso_history import read_history
 
-    total, page = store.newest(pipeline_id, limit, before)
-    points = [checkpoint_point(uri, m) for uri, m in page]
+    page = store.newest(pipeline_id, limit, before)
+    points = [checkpoint_point(uri, m) for uri, m in page.manifests]
     topics = sorted({p["topic"] for p in points})
     history = {t: read_history(store.base_uri, t, access=store.access)[-HISTORY_POINTS:] for t in topics}
     prefixes = sorted({p["transactional_id_prefix"] for p in points})
-    return {"store": store.base_uri, "pipeline_id": pipeline_id, "total": total, "limit": limit,
-            "checkpoints": points, "topics": topics, "transactional_id_prefixes": prefixes,
-            "lso_history": history, "now_ms": int(time.time() * 1000)}
+    return {"store": store.base_uri, "pipeline_id": pipeline_id, "total": page.total, "limit": limit,
+            "before": before, "newer": page.newer, "older": page.older, "checkpoints": points,
+            "topics": topics, "transactional_id_prefixes": prefixes, "lso_history": history,
+            "now_ms": int(time.time() * 1000)}
 
 
 def _error(conn_id: str, err: Exception) -> JSONResponse:

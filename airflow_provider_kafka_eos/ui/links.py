@@ -1,4 +1,8 @@
-"""Extra links from the submit and commit tasks to their checkpoint in the operators' view.
+"""Extra links from the submit and commit tasks to their checkpoint in the operators' console.
+
+The console (``ui/console.py``, Airflow's ``/plugin/kafka-eos-console``) opens the page of the
+pipeline's checkpoints that holds the task's one (``checkpoint_id=``: the page starting at it)
+and highlights it in the timeline and its table.
 
 Airflow 3 computes an operator's extra links on the worker when the task finishes (the task
 runner calls ``get_link`` and stores the URL in XCom under the link's key; the API server only
@@ -15,18 +19,19 @@ from urllib.parse import urlencode, urlparse
 from airflow.sdk import BaseOperatorLink
 
 __all__ = [
-    "VIEW_PREFIX", "CheckpointViewLink", "airflow_base_path", "checkpoint_anchor", "checkpoint_view_url",
-    "remember_checkpoint",
+    "CONSOLE_ROUTE", "VIEW_PREFIX", "CheckpointViewLink", "airflow_base_path", "checkpoint_anchor",
+    "checkpoint_console_url", "remember_checkpoint",
 ]
 
 VIEW_PREFIX = "/kafka-eos"
+CONSOLE_ROUTE = "kafka-eos-console"  # the React app's url_route: Airflow shows it at /plugin/<route>
 _ATTRIBUTE = "_kafka_eos_view_checkpoint"
 
 
-def checkpoint_view_url(conn_id: str, pipeline_id: str, checkpoint_id: int, base_path: str = "") -> str:
-    """The view filtered to the pipeline, scrolled to (and highlighting) the checkpoint's row."""
-    query = urlencode({"conn_id": conn_id, "pipeline_id": pipeline_id})
-    return f"{base_path}{VIEW_PREFIX}/?{query}#{checkpoint_anchor(pipeline_id, checkpoint_id)}"
+def checkpoint_console_url(conn_id: str, pipeline_id: str, checkpoint_id: int, base_path: str = "") -> str:
+    """The console on the pipeline, at the page that starts with the checkpoint (highlighted)."""
+    query = urlencode({"conn_id": conn_id, "pipeline_id": pipeline_id, "checkpoint_id": checkpoint_id})
+    return f"{base_path}/plugin/{CONSOLE_ROUTE}?{query}"
 
 
 def checkpoint_anchor(pipeline_id: str, checkpoint_id: int) -> str:
@@ -41,7 +46,7 @@ def remember_checkpoint(operator: Any, conn_id: str, pipeline_id: Any, checkpoin
 
 
 class CheckpointViewLink(BaseOperatorLink):
-    """"Kafka EOS checkpoint": the task's checkpoint in the operators' view."""
+    """"Kafka EOS checkpoint": the task's checkpoint in the operators' console."""
 
     name = "Kafka EOS checkpoint"
 
@@ -49,7 +54,7 @@ class CheckpointViewLink(BaseOperatorLink):
         target = getattr(operator, _ATTRIBUTE, None)
         if not target:
             return ""
-        return checkpoint_view_url(*target, base_path=airflow_base_path())
+        return checkpoint_console_url(*target, base_path=airflow_base_path())
 
 
 def airflow_base_path() -> str:

@@ -22,7 +22,7 @@ from airflow.plugins_manager import AirflowPlugin
 
 from airflow_provider_kafka_eos.ui.console import BUNDLE, CONSOLE_PREFIX
 from airflow_provider_kafka_eos.ui.console import app as console_app
-from airflow_provider_kafka_eos.ui.links import VIEW_PREFIX
+from airflow_provider_kafka_eos.ui.links import CONSOLE_ROUTE, VIEW_PREFIX
 from airflow_provider_kafka_eos.ui.test_button import HostlessConnectionTestMiddleware
 from airflow_provider_kafka_eos.ui.view import app as view_app
 
@@ -49,6 +49,6 @@ class KafkaEosPlugin(AirflowPlugin):
             "bundle_url": f"{CONSOLE_PREFIX.lstrip('/')}/static/{BUNDLE}",
             "destination": "nav",
             "category": "browse",
-            "url_route": "kafka-eos-console",
+            "url_route": CONSOLE_ROUTE,
         }
     ]

@@ -26,10 +26,15 @@ def test_a_page_reads_only_its_manifests(tmp_path):
     store = _store(tmp_path)
     # A manifest outside the page that cannot be parsed: a full read would raise on it.
     (tmp_path / "orders" / "checkpoint-000000000003.json").write_text("not json")
-    total, page = store.newest("orders", 10)
-    assert total == 30 and [m.checkpoint_id for _, m in page] == list(range(30, 20, -1))
-    total, older = store.newest("orders", 10, before=21)
-    assert [m.checkpoint_id for _, m in older] == list(range(20, 10, -1))
+    first = store.newest("orders", 10)
+    assert first.total == 30 and [m.checkpoint_id for _, m in first.manifests] == list(range(30, 20, -1))
+    assert (first.newer, first.older) == (0, 20)
+    second = store.newest("orders", 10, before=21)
+    assert [m.checkpoint_id for _, m in second.manifests] == list(range(20, 10, -1))
+    assert (second.newer, second.older) == (10, 10)
+    # A page cut short by the store's oldest checkpoint: nothing older.
+    last = store.newest("orders", 10, before=3)
+    assert [m.checkpoint_id for _, m in last.manifests] == [2, 1] and (last.newer, last.older) == (28, 0)
 
 
 def test_pipelines_leave_out_the_providers_own_folders(tmp_path):

@@ -58,8 +58,8 @@ def test_the_extra_link_opens_the_tasks_checkpoint_and_is_empty_before_it_is_kno
     assert link.get_link(operator, ti_key=None) == ""
     remember_checkpoint(operator, "kafka_eos_default", "user_activity", 1764000000000000)
     assert link.get_link(operator, ti_key=None) == (
-        "/kafka-eos/?conn_id=kafka_eos_default&pipeline_id=user_activity"
-        "#checkpoint-user_activity-1764000000000000"
+        "/plugin/kafka-eos-console?conn_id=kafka_eos_default&pipeline_id=user_activity"
+        "&checkpoint_id=1764000000000000"
     )
 
 

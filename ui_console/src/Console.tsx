@@ -43,10 +43,39 @@ function useLoad<T>(load: (() => Promise<T>) | null, tick: number): Loaded<T> {
 
 const initial = (name: string, fallback: string) => new URLSearchParams(window.location.search).get(name) ?? fallback;
 
+/** ``checkpoint_id=`` in the URL (a task's extra link): the checkpoint to open and highlight. */
+function linkedCheckpoint(): number | null {
+  const raw = initial("checkpoint_id", "");
+  return /^\d+$/.test(raw) ? Number(raw) : null;
+}
+
+/** Where the page sits and the way to the newer and older ones (the store's ids, newest first). */
+function Pager(props: { page: PipelinePage; onNewest: () => void; onNewer: () => void; onOlder: () => void }) {
+  const { page } = props;
+  const first = page.newer + 1;
+  const last = page.newer + page.checkpoints.length;
+  return (
+    <HStack gap={2} data-pager wrap="wrap">
+      <Text fontSize="sm" data-summary>
+        {page.before === null
+          ? `Pipeline ${page.pipeline_id}: ${page.total} checkpoint(s); the newest ${Math.min(page.total, page.limit)} shown.`
+          : `Pipeline ${page.pipeline_id}: ${page.total} checkpoint(s); checkpoints ${first}-${last} from the newest shown.`}
+      </Text>
+      <Button size="xs" variant="outline" disabled={page.newer === 0} onClick={props.onNewest}>Newest</Button>
+      <Button size="xs" variant="outline" disabled={page.newer === 0} onClick={props.onNewer}>Newer</Button>
+      <Button size="xs" variant="outline" disabled={page.older === 0} onClick={props.onOlder}>Older</Button>
+    </HStack>
+  );
+}
+
 export function Console() {
   const [connId, setConnId] = useState(() => initial("conn_id", "kafka_eos_default"));
   const [draft, setDraft] = useState(connId);
   const [pipeline, setPipeline] = useState(() => initial("pipeline_id", ""));
+  const [focus] = useState(linkedCheckpoint);
+  // The page: null is the newest; else the ids below ``before``. ``newerPages`` is the way back.
+  const [before, setBefore] = useState<number | null>(() => (focus === null ? null : focus + 1));
+  const [newerPages, setNewerPages] = useState<(number | null)[]>([]);
   const [auto, setAuto] = useState(true);
   const [tick, setTick] = useState(0);
   const [updated, setUpdated] = useState<Date | null>(null);
@@ -61,9 +90,17 @@ export function Console() {
   const names = pipelines.data?.pipelines ?? [];
   const chosen = pipeline || names[0] || "";
   const page = useLoad<PipelinePage>(
-    useMemo(() => (chosen ? () => fetchPipeline(connId, chosen, PAGE) : null), [connId, chosen]),
+    useMemo(() => (chosen ? () => fetchPipeline(connId, chosen, PAGE, before) : null), [connId, chosen, before]),
     tick,
   );
+  const newest = () => {
+    setBefore(null);
+    setNewerPages([]);
+  };
+  const choosePipeline = (name: string) => {
+    setPipeline(name);
+    newest();
+  };
   const prefixes = page.data?.transactional_id_prefixes.join(",") ?? "";
   const txns = useLoad<{ transactions: Transaction[] }>(
     useCallback(() => (prefixes ? fetchTransactions(connId, prefixes.split(",")) : Promise.resolve({ transactions: [] })), [connId, prefixes]),
@@ -87,14 +124,14 @@ export function Console() {
             </Text>
           </Box>
           <HStack gap={2}>
-            <form onSubmit={(e) => { e.preventDefault(); setConnId(draft.trim() || "kafka_eos_default"); setPipeline(""); }}>
+            <form onSubmit={(e) => { e.preventDefault(); setConnId(draft.trim() || "kafka_eos_default"); choosePipeline(""); }}>
               <HStack gap={1}>
                 <Input size="sm" width="14rem" aria-label="Connection id" value={draft} onChange={(e) => setDraft(e.target.value)} />
                 <Button size="sm" type="submit" variant="outline">Use</Button>
               </HStack>
             </form>
             <NativeSelect.Root size="sm" width="16rem" disabled={names.length === 0}>
-              <NativeSelect.Field aria-label="Pipeline" value={chosen} onChange={(e) => setPipeline(e.target.value)}>
+              <NativeSelect.Field aria-label="Pipeline" value={chosen} onChange={(e) => choosePipeline(e.target.value)}>
                 {names.map((n) => <option key={n} value={n}>{n}</option>)}
               </NativeSelect.Field>
               <NativeSelect.Indicator />
@@ -118,11 +155,31 @@ export function Console() {
         {chosen && page.error !== undefined && <ErrorState what={`pipeline ${chosen}`} error={page.error} connId={connId} />}
         {cp && (
           <>
-            <Text fontSize="sm" data-summary>
-              Pipeline {cp.pipeline_id}: {cp.total} checkpoint(s); the newest {Math.min(cp.total, cp.limit)} shown.
-            </Text>
+            <Pager
+              page={cp}
+              onNewest={newest}
+              onNewer={() => {
+                setBefore(newerPages.at(-1) ?? null);
+                setNewerPages(newerPages.slice(0, -1));
+              }}
+              onOlder={() => {
+                const oldest = cp.checkpoints.at(-1);
+                if (oldest === undefined) return;
+                setNewerPages([...newerPages, before]);
+                setBefore(oldest.checkpoint_id);
+              }}
+            />
+            {focus !== null && before === focus + 1 && !cp.checkpoints.some((c) => c.checkpoint_id === focus) && (
+              <Alert.Root status="warning" data-missing-checkpoint>
+                <Alert.Indicator />
+                <Alert.Description>
+                  Checkpoint {focus} is not in pipeline {cp.pipeline_id}'s store {cp.store}: the link names another
+                  store or pipeline, or its manifest was removed. Showing the older checkpoints; press Newest for the newest.
+                </Alert.Description>
+              </Alert.Root>
+            )}
             <Panel id="timeline" title="Checkpoint timeline" help="Each checkpoint from prepared to committed, at its record count.">
-              <Timeline checkpoints={cp.checkpoints} nowMs={cp.now_ms} />
+              <Timeline checkpoints={cp.checkpoints} nowMs={cp.now_ms} focus={focus} />
             </Panel>
             <SimpleGrid columns={{ base: 1, xl: 2 }} gap={4}>
               <Panel id="latency" title="Commit latency" help="How long each checkpoint waited from prepared to its commit.">

@@ -25,6 +25,10 @@ export type PipelinePage = {
   pipeline_id: string;
   total: number;
   limit: number;
+  before: number | null;
+  /** How many checkpoints are newer / older than this page (the pager's two directions). */
+  newer: number;
+  older: number;
   checkpoints: Checkpoint[];
   topics: string[];
   transactional_id_prefixes: string[];
@@ -71,11 +75,13 @@ async function getJson<T>(path: string, params: Record<string, string | number>)
 export const fetchPipelines = (connId: string) =>
   getJson<{ store: string; pipelines: string[] }>("kafka-eos-console/api/pipelines", { conn_id: connId });
 
-export const fetchPipeline = (connId: string, pipelineId: string, limit: number) =>
+/** One page, newest first: the newest checkpoints, or those with an id below ``before``. */
+export const fetchPipeline = (connId: string, pipelineId: string, limit: number, before: number | null) =>
   getJson<PipelinePage>("kafka-eos-console/api/pipeline", {
     conn_id: connId,
     pipeline_id: pipelineId,
     limit,
+    ...(before === null ? {} : { before }),
   });
 
 export const fetchTransactions = (connId: string, prefixes: string[]) =>

@@ -30,8 +30,9 @@ export const Empty = (props: { children: ReactNode }) => (
   </Text>
 );
 
-export function Timeline(props: { checkpoints: Checkpoint[]; nowMs: number }) {
+export function Timeline(props: { checkpoints: Checkpoint[]; nowMs: number; focus?: number | null }) {
   const cps = props.checkpoints;
+  const focused = cps.some((c) => c.checkpoint_id === props.focus) ? props.focus : null;
   if (cps.length === 0)
     return <Empty>No checkpoints in this pipeline yet: its first run writes one when it prepares its output.</Empty>;
   const end = (c: Checkpoint) => c.committed_at_ms ?? (c.status === "PREPARED" && !c.given_up ? props.nowMs : c.prepared_at_ms);
@@ -47,7 +48,11 @@ export function Timeline(props: { checkpoints: Checkpoint[]; nowMs: number }) {
           cps.map((c) => {
             const y = s.y(c.records ?? 0);
             return (
-              <g key={c.checkpoint_id} data-point={`checkpoint-${c.checkpoint_id}`} data-status={c.status} data-given-up={c.given_up}>
+              <g key={c.checkpoint_id} data-point={`checkpoint-${c.checkpoint_id}`} data-status={c.status} data-given-up={c.given_up}
+                data-focused={c.checkpoint_id === focused || undefined}>
+                {c.checkpoint_id === focused && (
+                  <circle cx={s.x(c.prepared_at_ms)} cy={y} r={9} fill="none" stroke={COLORS.line} strokeWidth={2} />
+                )}
                 <title>{`checkpoint ${c.checkpoint_id}: ${statusText(c)}, ${c.records ?? "?"} records, run ${c.run ?? "?"}, batch ${c.batch ?? "?"}`}</title>
                 <line x1={s.x(c.prepared_at_ms)} x2={s.x(end(c))} y1={y} y2={y} stroke={statusColor(c)} strokeWidth={3}
                   strokeDasharray={c.committed_at_ms === null ? "4 3" : undefined} />
@@ -69,6 +74,8 @@ export function Timeline(props: { checkpoints: Checkpoint[]; nowMs: number }) {
         label="Checkpoints"
         rows={cps}
         rowKey={(c) => `checkpoint-${c.checkpoint_id}`}
+        open={focused !== null}
+        focus={focused === null ? undefined : `checkpoint-${focused}`}
         columns={[
           { key: "checkpoint_id", title: "Checkpoint", cell: (c) => c.checkpoint_id },
           { key: "status", title: "Status", cell: (c) => <Badge colorPalette={c.given_up ? "red" : c.status === "COMMITTED" ? "green" : "orange"}>{statusText(c)}</Badge> },

@@ -42,6 +42,7 @@ from airflow_provider_kafka_eos.kafka.errors import (
 __all__ = [
     "ENV_MANIFEST_BASE_URI",
     "STORE_MARKER",
+    "CheckpointPage",
     "ManifestStore",
     "PreparedRef",
     "load_prepared",
@@ -52,6 +53,20 @@ log = logging.getLogger(__name__)
 
 ENV_MANIFEST_BASE_URI = "KAFKA_EOS_MANIFEST_BASE_URI"
 STORE_MARKER = ".kafka-eos-store"
+
+
+@dataclass(frozen=True)
+class CheckpointPage:
+    """A page of one pipeline's manifests, newest first, and where it sits: ``newer`` checkpoints
+    come before it, ``older`` after it (a pager needs both to know which way it can go)."""
+
+    total: int
+    newer: int
+    manifests: list[tuple[str, Manifest]]
+
+    @property
+    def older(self) -> int:
+        return self.total - self.newer - len(self.manifests)
 
 
 @dataclass(frozen=True)
@@ -129,19 +144,21 @@ class ManifestStore:
         return [p for p in self._guarded(list_pipelines, self.base_uri, access=self.access)
                 if not p.startswith(("_", "."))]
 
-    def newest(self, pipeline_id: str, limit: int, before: int | None = None
-               ) -> tuple[int, list[tuple[str, Manifest]]]:
+    def newest(self, pipeline_id: str, limit: int, before: int | None = None) -> CheckpointPage:
         """One page of a pipeline's manifests, newest first: at most ``limit`` with an id below
-        ``before`` (all, when None), and how many the pipeline has in all.
+        ``before`` (from the newest, when None), and where the page sits among all of them.
 
         Only the page's manifests are read (the ids come from the listing), so a pipeline of
         10,000 checkpoints costs one listing and ``limit`` reads, not 10,000.
         """
         self.check()
         listing = self._guarded(checkpoint_listing, self.base_uri, pipeline_id, access=self.access)
-        page = [uri for cid, uri in reversed(listing) if before is None or cid < before][:limit]
+        newest_first = [(cid, uri) for cid, uri in reversed(listing)]
+        newer = sum(1 for cid, _ in newest_first if before is not None and cid >= before)
+        page = [uri for _, uri in newest_first[newer:newer + limit]]
         manifests = self._guarded(read_manifests, page, access=self.access)
-        return len(listing), list(zip(page, manifests, strict=True))
+        return CheckpointPage(total=len(listing), newer=newer,
+                              manifests=list(zip(page, manifests, strict=True)))
 
     def _guarded(self, read: Any, *args: Any, **kwargs: Any) -> Any:
         try:

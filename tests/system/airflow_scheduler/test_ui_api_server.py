@@ -251,7 +251,9 @@ from ui_browser_cases import (  # noqa: E402  (collected here: one Airflow start
     view_connection,  # noqa: F401  (fixture)
 )
 from ui_console_cases import (  # noqa: E402  (the console, on the same server and browser)
+    big_store,  # noqa: F401  (fixture)
     console_store,  # noqa: F401  (fixture)
+    test_a_tasks_link_opens_its_checkpoint_and_the_pager_reaches_the_rest,  # noqa: F401
     test_each_plot_has_the_stores_points,  # noqa: F401
     test_the_console_is_reached_from_airflows_menu,  # noqa: F401
     test_the_console_loads_10000_checkpoints_in_under_2_s,  # noqa: F401

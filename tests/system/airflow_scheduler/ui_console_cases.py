@@ -136,13 +136,19 @@ def test_each_plot_has_the_stores_points(page, api_server, console_store):
     page.set_viewport_size({"width": 1100, "height": 860})
 
 
-def test_the_console_loads_10000_checkpoints_in_under_2_s(page, api_server, kafka_broker, tmp_path_factory):
+@pytest.fixture(scope="module")
+def big_store(api_server, kafka_broker, tmp_path_factory) -> dict[str, Any]:
+    """A pipeline of 10,000 checkpoints (ids 1-10000; every 97th given up, the newest 3 PREPARED)."""
     _require_bundle()
     base = tmp_path_factory.mktemp("console-10k").as_uri()
     pipeline = unique_name("bigpipe").replace("-", "_")
     write_console_store(base, pipeline, unique_name("big-topic"), 10_000, start_ms=1_700_000_000_000,
                         given_up_every=97, open_count=3)
-    conn_id = _connection(api_server, kafka_broker.bootstrap, base)
+    return {"conn_id": _connection(api_server, kafka_broker.bootstrap, base), "pipeline": pipeline}
+
+
+def test_the_console_loads_10000_checkpoints_in_under_2_s(page, api_server, big_store):
+    conn_id, pipeline = big_store["conn_id"], big_store["pipeline"]
     warm = _open_console(page, api_server, conn_id, pipeline)  # Airflow's own bundle into the cache
     expect(warm.locator("[data-summary]")).to_contain_text("10000 checkpoint(s)")
     # ... and its scan of the open transactions finished (it would compete with the measured load)
@@ -162,3 +168,41 @@ def test_the_console_loads_10000_checkpoints_in_under_2_s(page, api_server, kafk
     # busy 2-core CI machine up to 4 s), so the whole navigation is reported, not asserted.
     share = drawn - plugins
     assert share < LOAD_BUDGET_S * 1000, f"the console took {share:.0f} ms after Airflow's start"
+
+
+def _first_point(console: Any) -> str:
+    return console.locator("[data-panel=timeline] [data-point^=checkpoint-]").first.get_attribute("data-point")
+
+
+def test_a_tasks_link_opens_its_checkpoint_and_the_pager_reaches_the_rest(page, api_server, big_store):
+    """The submit/commit task's extra link (the URL ``CheckpointViewLink`` builds) opens the page
+    that starts with its checkpoint, highlighted; Older / Newer / Newest move by 200."""
+    from airflow_provider_kafka_eos.ui.links import checkpoint_console_url
+
+    link = checkpoint_console_url(big_store["conn_id"], big_store["pipeline"], 5000)
+    page.goto(f"{api_server.base}{link}")
+    console = page.locator("[data-console=kafka-eos]")
+    summary = console.locator("[data-summary]")
+    expect(summary).to_contain_text("10000 checkpoint(s); checkpoints 5001-5200 from the newest shown")
+    assert _first_point(console) == "checkpoint-5000"
+    expect(console.locator("[data-panel=timeline] [data-point=checkpoint-5000][data-focused]")).to_have_count(1)
+    row = console.locator("[data-panel=timeline] [data-row=checkpoint-5000]")
+    expect(row).to_have_attribute("data-focused", "true")  # its table opened on it
+    expect(row).to_be_in_viewport()
+    pager = console.locator("[data-pager]")
+    pager.get_by_role("button", name="Older").click()
+    expect(summary).to_contain_text("checkpoints 5201-5400 from the newest shown")
+    assert _first_point(console) == "checkpoint-4800"
+    pager.get_by_role("button", name="Newer").click()
+    expect(summary).to_contain_text("checkpoints 5001-5200 from the newest shown")
+    pager.get_by_role("button", name="Newest").click()
+    expect(summary).to_contain_text("10000 checkpoint(s); the newest 200 shown")
+    assert _first_point(console) == "checkpoint-10000"
+    expect(pager.get_by_role("button", name="Newer")).to_be_disabled()
+    # The oldest page: Older stops there.
+    page.goto(f"{api_server.base}{checkpoint_console_url(big_store['conn_id'], big_store['pipeline'], 150)}")
+    expect(summary).to_contain_text("checkpoints 9851-10000 from the newest shown")
+    expect(console.locator("[data-pager]").get_by_role("button", name="Older")).to_be_disabled()
+    # A link to a checkpoint the store does not have says so instead of showing another as it.
+    page.goto(f"{api_server.base}{checkpoint_console_url(big_store['conn_id'], big_store['pipeline'], 20000)}")
+    expect(console.locator("[data-missing-checkpoint]")).to_contain_text("Checkpoint 20000 is not in pipeline")
