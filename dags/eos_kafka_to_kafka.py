@@ -130,5 +130,8 @@ with DAG(
         retries=3,
         retry_delay=timedelta(seconds=15),
         execution_timeout=timedelta(minutes=1),
+        # The output topic's Asset, declared: its event (one per committed checkpoint, from the try
+        # that committed it) carries the checkpoint's input ranges as partition_key.
+        outlets=[Asset(kafka_asset_uri(BOOTSTRAP_SERVERS, OUTPUT_TOPIC))],
     )
     submit >> commit

@@ -39,6 +39,7 @@ import pytest
 from airflow_stack import SERVICES, AirflowStack, free_port, stack_environment, wait_for
 from cluster_helpers import create_topic, healthy
 from eos_sample_events import write_batch
+from soak_asset_events import checkpoints_from_manifests, events_from_rest, judge_events
 from soak_checker import S3Manifests, count_output, judge, read_manifests, read_output, reading, stuck
 from soak_history import History, read_history
 from soak_kafka_input import PIPELINE_ID as K2K_PIPELINE_ID
@@ -279,6 +280,9 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         env.update({
             "KAFKA_EOS_PIPELINE_ID": PIPELINE_ID,
             "KAFKA_EOS_PIPELINE_TOPIC": topic,
+            # The topic's Asset the DAGs declare names the connection's first server: so the
+            # commit task's event is the declared Asset's, with its partition key (issue 39).
+            "KAFKA_EOS_PIPELINE_BOOTSTRAP_SERVERS": cluster.client_config()["bootstrap.servers"],
             "KAFKA_EOS_PIPELINE_SCHEDULE": "none",
             "KAFKA_EOS_PIPELINE_INPUT_DIR": str(home / "input"),
             "KAFKA_EOS_PIPELINE_MAX_ACTIVE_RUNS": _option("--active-runs"),
@@ -380,6 +384,17 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
                 checker_config, kafka_input.input_topic, kafka_input.feeder.transactional_id, []))
             extra["kafka_input"] = {**k2k.summary(), "runs": kafka_input.runs,
                                     "input_transactions": kafka_input.feeder.written}
+        # One Asset event per committed checkpoint, with its batch as partition key (issue 39).
+        asset_events = {"files": judge_events(
+            _retrying("the pipeline's Asset events", lambda: events_from_rest(stack, "eos_pipeline")),
+            checkpoints_from_manifests(manifests), PIPELINE_ID, keyed=True)}
+        if kafka_input is not None:
+            asset_events["kafka"] = judge_events(
+                _retrying("the Kafka-input pipeline's Asset events",
+                          lambda: events_from_rest(stack, "eos_kafka_to_kafka")),
+                checkpoints_from_manifests(read_manifests(store, K2K_PIPELINE_ID)), K2K_PIPELINE_ID,
+                keyed=True)
+        extra["asset_events"] = asset_events
         checks = [e for e in read_history(out / "history.jsonl") if e["kind"] == "check"]
         summary = {
             "seed": seed, "minutes": minutes, "options": replay_options(os.environ),
@@ -397,7 +412,7 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         # Each workload that ran committed something, and a fault happened: else it proved nothing.
         progressed = nemesis.faults > 0 and all(
             part["committed_checkpoints"] > 0 for part in _workloads(summary).values())
-        all_ok = all(part["ok"] for part in _workloads(summary).values())
+        all_ok = all(part["ok"] for part in [*_workloads(summary).values(), *asset_events.values()])
         print(result_line(summary, ok=all_ok and summary["failed_checks_during_run"] == 0 and progressed))
         assert all_ok and summary["failed_checks_during_run"] == 0, summary
         assert progressed, summary
@@ -437,6 +452,11 @@ def result_line(summary: dict[str, Any], *, ok: bool) -> str:
         checkpoints += (f"; Kafka input: {kafka['committed_checkpoints']} COMMITTED of "
                         f"{sum(kafka['runs'].values())} runs, {kafka['keys_checked']} input records "
                         f"(transactions: {written}), {_anomalies(kafka)}")
+    events = summary.get("asset_events", {})
+    checkpoints += "".join(
+        f"; Asset events ({name}): {v['events']} for {v['owed']} owed, {v['with_partition_key']} keyed, "
+        f"duplicated {len(v['duplicated'])}, missing {len(v['missing'])}, unexpected {len(v['unexpected'])}"
+        for name, v in events.items())
     return (f"soak result: {'OK' if ok else 'FAILED'}, seed {summary['seed']}, {summary['minutes']:g} min; "
             f"checkpoints: {checkpoints}; {summary['faults']} faults of {len(summary['faults_by_kind'])} "
             f"kinds ({faults}); {_anomalies(summary)}; checks during the run {summary['checks_during_run']} "
