@@ -122,7 +122,8 @@ def decode_input(df: Any, decoders: dict[str, Any], *, mark: bool = False) -> An
 
     from airflow_provider_kafka_eos.spark.record_formats import check_importable
 
-    check_importable(["avro"], where="the driver's Python")
+    formats = [decoder.format.value for decoder in decoders.values()]
+    check_importable(formats, where="the driver's Python")
     from pyspark.sql.types import StructField, StructType
 
     schema = StructType([StructField(f.name, from_arrow_type(decoders[f.name].arrow_type), True)
@@ -139,8 +140,9 @@ def decode_input(df: Any, decoders: dict[str, Any], *, mark: bool = False) -> An
 
         from airflow_provider_kafka_eos.spark.record_formats import check_importable, requirements_where
 
-        # fastavro missing on an executor: one line naming the fix, found by the driver in Spark's text
-        check_importable(["avro"], where=requirements_where(), marked=True)
+        # fastavro (protobuf, jsonschema) missing on an executor: one line naming the fix, found by the
+        # driver in Spark's text
+        check_importable(formats, where=requirements_where(), marked=True)
         for batch in batches:
             columns = _decoded_columns(batch, decoders, mark=mark)
             yield pa.RecordBatch.from_arrays(list(columns.values()), names=list(columns))

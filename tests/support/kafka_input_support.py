@@ -61,11 +61,12 @@ def produce_round(bootstrap: str, topic: str, tag: str, partitions: int = PARTIT
 
 
 def kafka_input_job_arguments(*, prefix: str, topic_in: str, topic_out: str, group: str,
-                              manifest_base: str | Path, checkpoint: int) -> list[str]:
+                              manifest_base: str | Path, checkpoint: int,
+                              application: str = APPLICATION) -> list[str]:
     """The job's command line for one checkpoint of a Kafka-input pipeline (pipeline id = prefix),
     its first checkpoint starting at the earliest offsets."""
     args = job_arguments(prefix=prefix, topic=topic_out, checkpoint=checkpoint, manifest_base=manifest_base,
-                         application=APPLICATION, params={})
+                         application=application, params={})
     return [*args, "--input-topics", topic_in, "--input-group", group, "--input-start", "earliest"]
 
 

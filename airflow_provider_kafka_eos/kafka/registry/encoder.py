@@ -1,11 +1,4 @@
-"""Arrow columns to records in the Confluent wire format, on the executors.
-
-The wire format (what Kafka's serializers write and confluent-kafka's deserializers read)::
-
-    byte 0      magic byte 0
-    bytes 1-4   the schema id, big-endian
-    (Protobuf)  the message indexes: a zig-zag varint count and indexes; [0] is the single byte 0
-    the rest    the encoded record (Avro binary, Protobuf, or JSON text)
+"""Arrow columns to records in the Confluent wire format (``wire.py``), on the executors.
 
 The schema id comes from :func:`~.resolver.resolve_schema` on the driver; the encoder never
 calls the registry. Encoding works a whole Arrow column at a time: one Python list of the rows
@@ -21,36 +14,18 @@ from __future__ import annotations
 
 import io
 import json
-import struct
 from typing import Any
 
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, SchemaMismatchError
 from airflow_provider_kafka_eos.kafka.registry.resolver import ResolvedSchema
+from airflow_provider_kafka_eos.kafka.registry.schemas import (
+    avro_schema,
+    json_schema_validator,
+    protobuf_message_class,
+)
+from airflow_provider_kafka_eos.kafka.registry.wire import wire_header
 
-__all__ = ["MAGIC_BYTE", "RecordEncoder", "encoder_for", "wire_header"]
-
-MAGIC_BYTE = 0
-
-
-def wire_header(schema_id: int, *, protobuf_indexes: tuple[int, ...] | None = None) -> bytes:
-    """The bytes before each record's payload."""
-    header = struct.pack(">bI", MAGIC_BYTE, schema_id)
-    if protobuf_indexes is not None:
-        # Confluent's shortcut: the first message ([0]) is a single 0 byte
-        header += b"\x00" if list(protobuf_indexes) == [0] else _zigzag_varints(
-            [len(protobuf_indexes), *protobuf_indexes])
-    return header
-
-
-def _zigzag_varints(values: list[int]) -> bytes:
-    out = bytearray()
-    for value in values:
-        value = (value << 1) ^ (value >> 63)
-        while value & ~0x7F:
-            out.append((value & 0x7F) | 0x80)
-            value >>= 7
-        out.append(value)
-    return bytes(out)
+__all__ = ["RecordEncoder", "encoder_for"]
 
 
 class RecordEncoder:
@@ -158,11 +133,7 @@ class AvroEncoder(RecordEncoder):
         super().__init__(resolved)
         import fastavro
 
-        try:
-            self.parsed = fastavro.parse_schema(json.loads(resolved.schema))
-        except (ValueError, TypeError, KeyError) as exc:
-            raise ConfigError(
-                f"subject {resolved.subject!r}: the Avro schema does not parse ({_short(exc)})") from None
+        self.parsed = avro_schema(resolved.schema, where=f"subject {resolved.subject!r}")
         self._writer = fastavro.schemaless_writer
         is_record = isinstance(self.parsed, dict) and self.parsed.get("type") == "record"
         record = self.parsed if is_record else None
@@ -204,16 +175,8 @@ class JsonSchemaEncoder(RecordEncoder):
 
     def __init__(self, resolved: ResolvedSchema) -> None:
         super().__init__(resolved)
-        import jsonschema
-
-        schema = json.loads(resolved.schema)
-        validator_class = jsonschema.validators.validator_for(schema)
-        try:
-            validator_class.check_schema(schema)
-        except jsonschema.SchemaError as exc:
-            raise ConfigError(
-                f"subject {resolved.subject!r}: the JSON Schema is invalid ({_short(exc)})") from None
-        self._validator = validator_class(schema)
+        where = f"subject {resolved.subject!r}"
+        schema, self._validator = json_schema_validator(resolved.schema, where=where)
         properties = schema.get("properties") if isinstance(schema, dict) else None
         closed = isinstance(schema, dict) and schema.get("additionalProperties") is False
         self._fields = list(properties) if properties and closed else None
@@ -264,16 +227,7 @@ class ProtobufEncoder(RecordEncoder):
 
     def __init__(self, resolved: ResolvedSchema) -> None:
         super().__init__(resolved)
-        from google.protobuf import descriptor_pool, message_factory
-
-        from airflow_provider_kafka_eos.kafka.registry.config import protobuf_file_descriptor
-
-        file_proto = protobuf_file_descriptor(resolved.schema, where=f"subject {resolved.subject!r}")
-        pool = descriptor_pool.DescriptorPool()
-        pool.Add(file_proto)
-        first = file_proto.message_type[0].name
-        full_name = f"{file_proto.package}.{first}" if file_proto.package else first
-        self._message = message_factory.GetMessageClass(pool.FindMessageTypeByName(full_name))
+        self._message = protobuf_message_class(resolved.schema, where=f"subject {resolved.subject!r}")
         self._fields = [f.name for f in self._message.DESCRIPTOR.fields]
         if resolved.schema_id is not None:
             self.header = wire_header(resolved.schema_id, protobuf_indexes=(0,))

@@ -22,7 +22,8 @@ from typing import Any
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, SchemaRegistryError
 from airflow_provider_kafka_eos.kafka.registry.config import RegistryConfig, SerdeSetting, subject_name
 
-__all__ = ["ResolvedSchema", "probe_registry", "registry_client", "resolve_schema"]
+__all__ = ["ResolvedSchema", "probe_registry", "registry_client", "registry_errors_translated",
+           "resolve_schema"]
 
 # The Confluent API's error codes (Apicurio's ccompat API answers the same).
 _SUBJECT_NOT_FOUND = 40401
@@ -80,7 +81,7 @@ def resolve_schema(config: RegistryConfig, setting: SerdeSetting, topic: str, *,
     schema = Schema(setting.schema, setting.format.registry_type)
     where = f"subject {subject!r} on schema registry {config.display_url}"
 
-    with _translated(config, subject):
+    with registry_errors_translated(config, subject):
         exists = _subject_exists(client, subject)
         if not exists and not setting.auto_register:
             raise SchemaRegistryError(
@@ -113,7 +114,7 @@ def probe_registry(config: RegistryConfig, *, client: Any = None) -> int:
     """One authenticated call (the subject list): the registry answers with these settings. Returns
     how many subjects it holds; a refusal is a :class:`SchemaRegistryError` naming URL and cause."""
     client = client or registry_client(config)
-    with _translated(config, None):
+    with registry_errors_translated(config, None):
         return len(client.get_subjects())
 
 
@@ -152,11 +153,14 @@ def _compatibility_rule(client: Any, subject: str) -> str:
     return "unknown"
 
 
-class _translated:
-    """Turns the client's errors into the provider's, naming subject, URL, cause and next step."""
+class registry_errors_translated:
+    """Turns the client's errors into the provider's, naming subject (or the schema id a Kafka-input
+    record names), URL, cause and next step."""
 
-    def __init__(self, config: RegistryConfig, subject: str | None) -> None:
-        self.where = (f"subject {subject!r} on " if subject else "") + f"schema registry {config.display_url}"
+    def __init__(self, config: RegistryConfig, subject: str | None, *, schema_id: int | None = None) -> None:
+        about = (f"subject {subject!r} on " if subject
+                 else f"schema id {schema_id} on " if schema_id is not None else "")
+        self.where = about + f"schema registry {config.display_url}"
 
     def __enter__(self) -> None:
         return None

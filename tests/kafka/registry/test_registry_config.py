@@ -17,7 +17,7 @@ from airflow_provider_kafka_eos.kafka.registry.config import (
     protobuf_schema,
     subject_name,
 )
-from airflow_provider_kafka_eos.kafka.registry.encoder import wire_header
+from airflow_provider_kafka_eos.kafka.registry.wire import wire_header
 
 AVRO = json.dumps({"type": "record", "name": "Order", "namespace": "shop",
                    "fields": [{"name": "id", "type": "long"}]})
