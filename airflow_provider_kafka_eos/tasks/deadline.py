@@ -99,12 +99,21 @@ def _run_overrides(context: Any, pipeline_id: str, manifest_base_uri: str | None
 
 
 def _read_manifests(conn_id: str, pipeline_id: str, manifest_base_uri: str | None) -> list[Manifest]:
-    """The pipeline's manifests, through the connection's store and credentials (blocking, read only)."""
+    """The pipeline's manifests, through the connection's store and credentials (blocking, read only).
+
+    A store that does not exist fails by name: listing it finds nothing, which must not read as
+    "nothing PREPARED" (a wrong store setting would hide every checkpoint at risk).
+    """
     from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import find_manifests
+    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import find_manifests, store_exists
+    from airflow_provider_kafka_eos.kafka.errors import ManifestStoreError
 
     hook = KafkaEosHook(kafka_eos_conn_id=conn_id)
     store = hook.manifest_store(manifest_base_uri)
+    if not store_exists(store.base_uri, access=store.access):
+        raise ManifestStoreError(f"manifest store {store.base_uri} (from {store.source}) does not exist: "
+                                 f"cannot tell whether a checkpoint of pipeline {pipeline_id!r} is at risk; "
+                                 "fix the setting or the store")
     return [m for _, m in find_manifests(store.base_uri, pipeline_id, access=store.access)]
 
 

@@ -130,3 +130,16 @@ def test_the_alert_names_a_prepared_checkpoint_with_a_short_timeout_and_is_quiet
     assert state == "success", body
     assert "no checkpoint of the pipeline is PREPARED: nothing is at risk yet" in body
     assert _alert_levels(caplog) == ["WARNING"]
+
+
+def test_a_store_that_does_not_exist_fails_the_callback_by_name_instead_of_reporting_nothing_prepared(
+    monkeypatch, tmp_path
+):
+    conn_id = set_kafka_eos_connection(monkeypatch, "127.0.0.1:9", conn_id="eos_deadline_nostore")
+    missing = (tmp_path / "no-such-store").as_uri()
+    alert = transaction_deadline(kafka_eos_conn_id=conn_id, pipeline_id="p", transaction_timeout_ms=60_000,
+                                 manifest_base_uri=missing)
+    state, body = _fire(alert, "manual__r", {})
+    assert state == "failed"
+    assert f"manifest store {missing} (from manifest_base_uri) does not exist" in body
+    assert "kafka-eos-txn runbook manifest-store" in body
