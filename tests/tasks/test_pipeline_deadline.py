@@ -37,6 +37,7 @@ SHORT_TIMEOUT_MS = 15_000
 
 
 def _example_dag(monkeypatch, name: str, **env: str):
+    monkeypatch.delenv("KAFKA_EOS_PIPELINE_DEADLINE_FRACTION", raising=False)  # off in tests/conftest.py
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     spec = importlib.util.spec_from_file_location(f"deadline_test_{name}", DAGS / f"{name}.py")
