@@ -27,6 +27,8 @@ committed input records (default 1000) wait past the last COMMITTED checkpoint, 
 ``KAFKA_EOS_K2K_MAX_WAIT_S`` seconds (default 300); aborted input and open transactions start nothing
 (docs/user-guide/airflow-3.md, "Runs started by committed input").
 
+The same transaction deadline as ``eos_pipeline`` (``KAFKA_EOS_PIPELINE_DEADLINE_FRACTION``).
+
 Connections as in ``eos_pipeline``: ``kafka_eos_default`` (librdkafka config + ``manifest_base_uri``)
 and ``spark_local``. ``max_active_runs=1``: a newer checkpoint refuses to plan while an older one is
 still PREPARED (docs/user-guide/kafka-to-kafka.md).
@@ -44,6 +46,7 @@ from airflow.sdk import DAG, Asset, AssetWatcher, Param
 from airflow_provider_kafka_eos.assets.lineage import kafka_asset_uri
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
 from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
+from airflow_provider_kafka_eos.tasks.deadline import deadline_fraction, transaction_deadline
 from airflow_provider_kafka_eos.triggers.committed_input import CommittedInputTrigger
 
 PIPELINE_ID = os.environ.get("KAFKA_EOS_K2K_PIPELINE_ID", "events_upper")
@@ -61,6 +64,8 @@ SPARK_KAFKA_PACKAGE = os.environ.get("KAFKA_EOS_K2K_SPARK_KAFKA_PACKAGE",
 SPARK_KAFKA_JARS = os.environ.get("KAFKA_EOS_K2K_SPARK_JARS", "").strip()  # local jars instead of packages
 SCHEDULE = os.environ.get("KAFKA_EOS_K2K_SCHEDULE", "*/10 * * * *")
 TRANSACTION_TIMEOUT_MS = int(os.environ.get("KAFKA_EOS_PIPELINE_TXN_TIMEOUT_MS", "900000"))
+DEADLINE_FRACTION = deadline_fraction(os.environ.get("KAFKA_EOS_PIPELINE_DEADLINE_FRACTION"),
+                                      setting="KAFKA_EOS_PIPELINE_DEADLINE_FRACTION")  # as eos_pipeline
 APPLICATION = f"{Path(__file__).resolve().with_name('eos_kafka_to_kafka_job.py')}:build_dataframe"
 BOOTSTRAP_SERVERS = os.environ.get("KAFKA_EOS_PIPELINE_BOOTSTRAP_SERVERS", "broker:9092")  # names the Asset
 COMMITTED_INPUT = "committed-input"
@@ -91,6 +96,9 @@ with DAG(
     max_active_runs=1,
     tags=["kafka-eos", "example"],
     doc_md=__doc__,
+    deadline=transaction_deadline(kafka_eos_conn_id=KAFKA_EOS_CONN_ID, pipeline_id=PIPELINE_ID,
+                                  transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+                                  manifest_base_uri=MANIFEST_BASE_URI, fraction=DEADLINE_FRACTION),
     params={
         "input_topic": Param(INPUT_TOPIC, type="string", minLength=1, title="Input topic"),
         "output_topic": Param(OUTPUT_TOPIC, type="string", minLength=1, title="Output topic"),

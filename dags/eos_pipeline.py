@@ -19,6 +19,10 @@ transaction manager):
    emits one Asset event for ``kafka://host:port/<topic>`` (``dags/eos_downstream.py`` is
    scheduled on it; a rerun that commits nothing new emits none).
 
+A run not done ``KAFKA_EOS_PIPELINE_DEADLINE_FRACTION`` (default 0.5, ``off``: none) of the
+transaction timeout after it was queued misses its deadline: an alert (in the triggerer's log, at
+ERROR) names every PREPARED checkpoint of the pipeline, its time left and the runbook page.
+
 Connections: ``kafka_eos_default`` (type ``kafka_eos``; extra = librdkafka config plus the
 manifest store, e.g. ``{"bootstrap.servers": "broker:9092", "manifest_base_uri":
 "s3://bucket/kafka-eos/manifests"}``; ``eos_cleanup`` reads the same store) and
@@ -57,6 +61,7 @@ from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsO
 from airflow_provider_kafka_eos.operators.connect_submit import SparkEosConnectOperator
 from airflow_provider_kafka_eos.operators.preflight import KafkaEosPreflightOperator
 from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
+from airflow_provider_kafka_eos.tasks.deadline import deadline_fraction, transaction_deadline
 
 _STATE = Path(os.environ.get("AIRFLOW_HOME") or tempfile.gettempdir()) / "eos-pipeline"
 PIPELINE_ID = os.environ.get("KAFKA_EOS_PIPELINE_ID", "user_activity")
@@ -86,6 +91,10 @@ def _spark_conf(text: str) -> dict[str, str]:
 
 SPARK_CONF = _spark_conf(os.environ.get("KAFKA_EOS_PIPELINE_SPARK_CONF") or "{}")
 TRANSACTION_TIMEOUT_MS = int(os.environ.get("KAFKA_EOS_PIPELINE_TXN_TIMEOUT_MS", "900000"))
+# The run's deadline: this fraction of the transaction timeout after it was queued, an alert naming
+# every PREPARED checkpoint (docs/user-guide/airflow-3.md, "A deadline before the transaction timeout").
+DEADLINE_FRACTION = deadline_fraction(os.environ.get("KAFKA_EOS_PIPELINE_DEADLINE_FRACTION"),
+                                      setting="KAFKA_EOS_PIPELINE_DEADLINE_FRACTION")
 # A cron expression or preset; "none" for manual and API triggers only.
 SCHEDULE = os.environ.get("KAFKA_EOS_PIPELINE_SCHEDULE", "@hourly")
 # 1 keeps checkpoints in order; runs of the same batch never both write, whatever this is.
@@ -160,6 +169,10 @@ with DAG(
     tags=["kafka-eos", "example"],
     doc_md=__doc__,
     user_defined_macros={"run_batch": run_batch},
+    # A run's conf may name another pipeline_id / manifest_base_uri: the alert reads those.
+    deadline=transaction_deadline(kafka_eos_conn_id=KAFKA_EOS_CONN_ID, pipeline_id=PIPELINE_ID,
+                                  transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+                                  manifest_base_uri=MANIFEST_BASE_URI, fraction=DEADLINE_FRACTION),
     params={
         "pipeline_id": Param(
             PIPELINE_ID,

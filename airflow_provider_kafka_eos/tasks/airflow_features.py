@@ -12,6 +12,8 @@ name                         since   used for (older Airflow: what happens inste
 ``human_in_the_loop``        3.1     the manual resolution DAG's approval step (needs the standard
                                      provider's ``hitl`` module too; without it: no approval task,
                                      the typed confirmation alone, as before)
+``deadline_alerts``          3.1     a pipeline DAG's deadline before its transaction timeout
+                                     (``tasks/deadline.py``; older: no deadline, logged)
 ============================ ======= ==========================================================
 """
 
@@ -24,6 +26,7 @@ __all__ = ["FEATURES", "airflow_version", "has"]
 FEATURES: dict[str, tuple[int, int]] = {
     "partitioned_asset_events": (3, 2),
     "human_in_the_loop": (3, 1),
+    "deadline_alerts": (3, 1),
 }
 
 
@@ -45,6 +48,11 @@ def has(feature: str) -> bool:
     if feature == "human_in_the_loop":
         try:
             import airflow.providers.standard.operators.hitl  # noqa: F401
+        except ImportError:
+            return False
+    if feature == "deadline_alerts":
+        try:
+            from airflow.sdk.definitions.deadline import AsyncCallback, DeadlineAlert  # noqa: F401
         except ImportError:
             return False
     return True

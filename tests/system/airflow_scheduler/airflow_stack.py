@@ -9,6 +9,7 @@ Every wait polls with a deadline.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -140,6 +141,10 @@ def stack_environment(home: pathlib.Path, port: int, kafka_extra: dict[str, Any]
             "AIRFLOW__API__PORT": str(port),
             "AIRFLOW__API__WORKERS": "1",
             "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+            # One Fernet key for every service. Without it each takes the key of the airflow.cfg the
+            # first of them writes, or none when it read the file before: the triggerer then cannot
+            # decrypt the kwargs of a trigger the scheduler wrote (a deadline's callback) and exits.
+            "AIRFLOW__CORE__FERNET_KEY": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
             "AIRFLOW_CONN_KAFKA_EOS_DEFAULT": json.dumps(
@@ -180,6 +185,7 @@ def airflow_stack(kafka_broker, airflow_db_template, tmp_path_factory) -> Iterat
 # Settings the example DAGs read from the environment when the dag-processor parses them.
 SCHEDULED_PREFIX = unique_name("sched-quiet") + "-"  # nothing lingers under it: the scheduled run waits
 PIPELINE_TOPIC = unique_name("scheduler-per-user")
+DEADLINE_FRACTION = 0.02
 
 
 def example_dag_settings(home: pathlib.Path, bootstrap: str) -> dict[str, str]:
@@ -193,4 +199,7 @@ def example_dag_settings(home: pathlib.Path, bootstrap: str) -> dict[str, str]:
         "KAFKA_EOS_PIPELINE_INPUT_DIR": str(home / "input"),
         # Two runs of one batch at once must still write it once (the input claim decides).
         "KAFKA_EOS_PIPELINE_MAX_ACTIVE_RUNS": "2",
+        # The transaction deadline 18 s (0.02 x 900 s) after a run was queued, so a test sees it fire;
+        # a longer run's alert only reads its store and logs (test_real_scheduler.py).
+        "KAFKA_EOS_PIPELINE_DEADLINE_FRACTION": str(DEADLINE_FRACTION),
     }

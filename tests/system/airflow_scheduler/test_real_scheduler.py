@@ -6,12 +6,15 @@ exactly once and the downstream DAG run once for it. Before this issue: the manu
 failed rendering ``ts_nodash``; the manual cleanup run queued behind the scheduled one for up to
 10 minutes; nothing told downstream DAGs about a new batch.
 
-About three to five minutes on two cores (one spark-submit).
+About three to five minutes on two cores (one spark-submit); the deadline case adds under a minute
+(no Spark: its run fails at once and leaves a PREPARED checkpoint behind).
 """
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
+import sqlite3
 import sys
 from datetime import datetime, timezone
 
@@ -19,16 +22,17 @@ import pytest
 
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity
 from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import InputClaim, claim_uri, read_claim
-from airflow_provider_kafka_eos.kafka.checkpoints.manifest import create_object
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import create_object, read_manifest, write_manifest
 from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
 from kafka_eos_testing.embedded import unique_name
-from kafka_eos_testing.transactions import produce_transaction
+from kafka_eos_testing.transactions import produce_transaction, write_prepared_manifest
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "dags"))
-from airflow_stack import PIPELINE_TOPIC, wait_for
+from airflow_stack import DEADLINE_FRACTION, PIPELINE_TOPIC, wait_for
 from eos_sample_events import write_batch
+from txn_helpers import connect_admin
 
 # Airflow's scheduling, deferral and Asset events: one broker proves them (the writer, commit and
 # cleanup they drive run on real Kafka in tests/spark, tests/system/faults, tests/sensors, tests/operators
@@ -221,3 +225,55 @@ def test_a_batch_triggered_again_by_hand_is_skipped_however_it_is_triggered_and_
                                                                                       "submit")
     assert read_claim(store, base["pipeline_id"], "batch-d").claimed_by.run_id == taker
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected_b + expected_c + expected_d)
+
+
+def test_a_failed_run_that_left_its_checkpoint_prepared_gets_the_deadline_alert_from_the_triggerer(
+    airflow_stack, kafka_broker, tmp_path
+):
+    """The pipeline's transaction deadline (docs/user-guide/airflow-3.md): the scheduler creates it when
+    the run is queued (the stack sets 0.02 x the 900 s timeout = 18 s), marks it missed, the triggerer
+    runs the provider's callback, which names the run's PREPARED checkpoint and the runbook page.
+
+    The run fails at once (a hand-typed batch with no folder: no Spark); its checkpoint is one the
+    test prepares as the job would (a real transaction left open, 120 s transaction timeout, and its
+    PREPARED manifest naming the run) and nobody commits. Only a run that *succeeds* before its
+    deadline loses it (Airflow prunes it): a failed commit is the case the alert is for.
+    """
+    stack = airflow_stack
+    pipeline, topic = unique_name("deadline").replace("-", "_"), unique_name("deadline-out")
+    store = tmp_path.as_uri()
+    stack.unpause("eos_pipeline")
+    conf = {"pipeline_id": pipeline, "topic": topic, "manifest_base_uri": store,
+            "input_dir": str(stack.home / "input"), "batch": "no-such-batch"}
+    run_id = stack.trigger("eos_pipeline", conf)
+    tid = f"{pipeline}-0-1"
+    produce_transaction(kafka_broker.bootstrap, tid, topic, [b"k1"], commit=False,
+                        transaction_timeout_ms=120_000)
+    with connect_admin(kafka_broker.bootstrap) as admin:
+        uri = write_prepared_manifest(admin, store, pipeline, topic, [tid], checkpoint_id=1)
+    manifest = read_manifest(uri)
+    manifest.prepared_by = RunIdentity("eos_pipeline", run_id, 1)
+    write_manifest(uri, manifest)
+
+    run = stack.wait_for_run("eos_pipeline", run_id, 240)
+    assert run["state"] == "failed", stack.task_states("eos_pipeline", run_id)
+    assert DEADLINE_FRACTION * 900 == 18
+    head = f"pipeline {pipeline!r}: run {run_id!r} passed its deadline (0.02 of the 900 s transaction timeout"
+
+    def callback_done() -> tuple[str, str] | None:
+        """Airflow's record of this run's deadline callback once it ran: its state and what it returned."""
+        with contextlib.closing(sqlite3.connect(f"file:{stack.home / 'airflow.db'}?mode=ro", uri=True)) as db:
+            rows = db.execute("SELECT state, output FROM callback WHERE data LIKE ? AND state IN "
+                              "('success', 'failed')", (f"%{run_id}%",)).fetchall()
+        return rows[0] if rows else None
+
+    state, alert = wait_for("the deadline's callback to run in the triggerer", callback_done, 180, stack)
+    assert state == "success" and head in alert, alert
+    assert "checkpoint 1 (this run, 1 transaction(s)) is PREPARED and not committed" in alert, alert
+    assert "of its 120 s transaction timeout" in alert and f"kafka-eos-txn commit --manifest {uri}" in alert
+    assert "kafka-eos-txn runbook commit-pending-transaction" in alert
+    # and an operator reads it in the triggerer's log, at ERROR
+    log = (stack.home / "triggerer.log").read_text(errors="replace")
+    lines = [ln for ln in log.splitlines() if head in ln]
+    assert any("error" in ln.split(head)[0].lower() for ln in lines), lines
+    assert read_manifest(uri).status.value == "PREPARED"  # the alert changed nothing

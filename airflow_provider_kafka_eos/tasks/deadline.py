@@ -1,0 +1,155 @@
+"""A deadline on a pipeline DAG: alert while a PREPARED checkpoint can still be committed.
+
+The broker aborts a prepared transaction ``transaction.timeout.ms`` after it started; a batch
+whose commit did not happen by then is lost. :func:`transaction_deadline` gives the pipeline DAG
+an Airflow ``DeadlineAlert``: reference ``DAGRUN_QUEUED_AT``, interval ``fraction`` x the
+transaction timeout (default :data:`DEFAULT_FRACTION`). A checkpoint is prepared after its run was
+queued, so the alert fires no later than the moment a checkpoint of the run has been PREPARED for
+that fraction of its timeout (earlier when the run spent time before preparing). A run that
+succeeds before the deadline removes it (Airflow prunes it); a run that failed with its checkpoint
+still PREPARED (the commit task failed) keeps it, and that is the case the alert exists for.
+
+Why not a deadline measured from the prepare itself: Airflow's deadline references are evaluated
+when the run is created or queued, and nothing in Airflow knows when the job prepared. The queued
+time is the earliest bound that is always known; the callback then reads the real ages from the
+manifests and says them.
+
+The callback (:func:`prepared_checkpoint_alert`, an ``AsyncCallback``: it runs in the triggerer)
+reads the pipeline's manifest store the way the operators do (the connection's store and
+credentials, ``KafkaEosHook``), changes nothing, is bounded by ``read_timeout_s``, and logs at
+ERROR every PREPARED checkpoint with its age, its time left and the runbook page, or at WARNING
+that nothing is PREPARED (the run is slow). Its text is also its result (Airflow keeps it as the
+callback's output). Airflow without deadline alerts (``airflow_features``): no deadline, logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import timedelta
+from typing import Any
+
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest
+from airflow_provider_kafka_eos.kafka.operations.prepared_deadline import DeadlineVerdict, judge_prepared
+from airflow_provider_kafka_eos.tasks.airflow_features import has
+
+__all__ = ["DEFAULT_FRACTION", "deadline_fraction", "prepared_checkpoint_alert", "transaction_deadline"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_FRACTION = 0.5  # half the timeout left to act: a commit needs seconds, a person minutes
+DEFAULT_READ_TIMEOUT_S = 60.0
+_OFF = ("", "off", "none", "0")
+
+
+def deadline_fraction(text: str | None, *, setting: str = "the deadline fraction") -> float | None:
+    """A fraction setting as text: None (no deadline) for off/none/0, else a number in (0, 1)."""
+    value = (text if text is not None else str(DEFAULT_FRACTION)).strip().lower()
+    if value in _OFF:
+        return None
+    try:
+        fraction = float(value)
+    except ValueError:
+        raise ValueError(f"{setting} is {text!r}: give a number between 0 and 1 (e.g. {DEFAULT_FRACTION}), "
+                         "or off for no deadline") from None
+    if not 0 < fraction < 1:
+        raise ValueError(f"{setting} is {text!r}: it must lie between 0 and 1 (a deadline at or past the "
+                         "transaction timeout fires when the batch is already lost); off for no deadline")
+    return fraction
+
+
+def transaction_deadline(*, kafka_eos_conn_id: str, pipeline_id: str, transaction_timeout_ms: int,
+                         manifest_base_uri: str | None = None, fraction: float | None = DEFAULT_FRACTION,
+                         read_timeout_s: float = DEFAULT_READ_TIMEOUT_S) -> Any | None:
+    """The ``DeadlineAlert`` for a pipeline DAG (``DAG(deadline=...)``), or None.
+
+    None when ``fraction`` is None (switched off) or the running Airflow has no deadline alerts
+    (logged by name). ``transaction_timeout_ms`` is the one the DAG's submit task passes.
+    """
+    if fraction is None:
+        return None
+    if not 0 < fraction < 1 or transaction_timeout_ms <= 0:
+        raise ValueError(f"pipeline {pipeline_id!r}: the deadline needs 0 < fraction < 1 and a positive "
+                         f"transaction timeout (got {fraction}, {transaction_timeout_ms} ms)")
+    if not has("deadline_alerts"):
+        log.info("pipeline %r: no transaction deadline (this Airflow has no deadline alerts, added in 3.1)",
+                 pipeline_id)
+        return None
+    from airflow.sdk.definitions.deadline import AsyncCallback, DeadlineAlert, DeadlineReference
+
+    kwargs = {"kafka_eos_conn_id": kafka_eos_conn_id, "pipeline_id": pipeline_id,
+              "manifest_base_uri": manifest_base_uri, "fraction": fraction,
+              "transaction_timeout_ms": int(transaction_timeout_ms), "read_timeout_s": float(read_timeout_s)}
+    return DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_QUEUED_AT,
+        interval=timedelta(milliseconds=round(fraction * transaction_timeout_ms)),
+        callback=AsyncCallback(prepared_checkpoint_alert, kwargs=kwargs),
+    )
+
+
+def _run_overrides(context: Any, pipeline_id: str, manifest_base_uri: str | None) -> tuple[str, str | None,
+                                                                                          str | None]:
+    """(pipeline id, store, run id) of the run: its conf's ``pipeline_id``/``manifest_base_uri`` (the
+    example DAGs' params) override the DAG's, as they did for the run's tasks."""
+    dag_run = (context or {}).get("dag_run") or {}
+    conf = dag_run.get("conf") or {}
+    return (str(conf.get("pipeline_id") or pipeline_id), conf.get("manifest_base_uri") or manifest_base_uri,
+            dag_run.get("dag_run_id") or dag_run.get("run_id"))
+
+
+def _read_manifests(conn_id: str, pipeline_id: str, manifest_base_uri: str | None) -> list[Manifest]:
+    """The pipeline's manifests, through the connection's store and credentials (blocking, read only).
+
+    A store that does not exist fails by name: listing it finds nothing, which must not read as
+    "nothing PREPARED" (a wrong store setting would hide every checkpoint at risk).
+    """
+    from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import find_manifests, store_exists
+    from airflow_provider_kafka_eos.kafka.errors import ManifestStoreError
+
+    hook = KafkaEosHook(kafka_eos_conn_id=conn_id)
+    store = hook.manifest_store(manifest_base_uri)
+    if not store_exists(store.base_uri, access=store.access):
+        raise ManifestStoreError(f"manifest store {store.base_uri} (from {store.source}) does not exist: "
+                                 f"cannot tell whether a checkpoint of pipeline {pipeline_id!r} is at risk; "
+                                 "fix the setting or the store")
+    return [m for _, m in find_manifests(store.base_uri, pipeline_id, access=store.access)]
+
+
+async def prepared_checkpoint_alert(*, kafka_eos_conn_id: str, pipeline_id: str, fraction: float,
+                                    transaction_timeout_ms: int, manifest_base_uri: str | None = None,
+                                    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+                                    context: dict[str, Any] | None = None) -> str:
+    """The deadline's callback (triggerer): name the pipeline's PREPARED checkpoints, or say there are none.
+
+    Read only. A store that cannot be read within ``read_timeout_s`` (or at all) raises, so Airflow
+    records the callback as failed with the reason; the thread reading it is left to its own timeouts.
+    """
+    from airflow_provider_kafka_eos.kafka.errors import ManifestStoreError
+
+    pipeline, store, run_id = _run_overrides(context, pipeline_id, manifest_base_uri)
+    deadline_text = (f"{fraction:g} of the {transaction_timeout_ms / 1000:g} s transaction timeout after it "
+                     "was queued")
+    try:
+        manifests = await asyncio.wait_for(
+            asyncio.to_thread(_read_manifests, kafka_eos_conn_id, pipeline, store), timeout=read_timeout_s)
+    except TimeoutError:
+        text = (f"pipeline {pipeline!r}: run {run_id!r} passed its deadline ({deadline_text}) and its "
+                f"manifest store did not answer within {read_timeout_s:g} s: cannot tell whether a "
+                "checkpoint is at risk. Look with kafka-eos-txn checkpoints --manifest-base <store> "
+                f"--pipeline-id {pipeline}")
+        log.error(text)
+        raise ManifestStoreError(text, runbook="manifest-store") from None
+    except Exception as err:  # unreachable store, a malformed manifest: said here, then Airflow records it
+        log.error("pipeline %r: run %r passed its deadline (%s) and its manifests could not be read, so "
+                  "nothing can be said about its checkpoints: %s", pipeline, run_id, deadline_text, err)
+        raise
+    verdict = judge_prepared(manifests, pipeline_id=pipeline, run_id=run_id, now_ms=int(time.time() * 1000))
+    return _report(verdict, deadline_text)
+
+
+def _report(verdict: DeadlineVerdict, deadline_text: str) -> str:
+    text = verdict.message(deadline_text)
+    (log.error if verdict.at_risk else log.warning)("%s", text)
+    return text
