@@ -171,7 +171,8 @@ def test_the_console_loads_10000_checkpoints_in_under_2_s(page, api_server, big_
 
 
 def _first_point(console: Any) -> str:
-    return console.locator("[data-panel=timeline] [data-point^=checkpoint-]").first.get_attribute("data-point")
+    points = console.locator("[data-panel=timeline] [data-point^=checkpoint-]")
+    return points.first.get_attribute("data-point")
 
 
 def test_a_tasks_link_opens_its_checkpoint_and_the_pager_reaches_the_rest(page, api_server, big_store):
@@ -185,7 +186,8 @@ def test_a_tasks_link_opens_its_checkpoint_and_the_pager_reaches_the_rest(page, 
     summary = console.locator("[data-summary]")
     expect(summary).to_contain_text("10000 checkpoint(s); checkpoints 5001-5200 from the newest shown")
     assert _first_point(console) == "checkpoint-5000"
-    expect(console.locator("[data-panel=timeline] [data-point=checkpoint-5000][data-focused]")).to_have_count(1)
+    ringed = console.locator("[data-panel=timeline] [data-point=checkpoint-5000][data-focused]")
+    expect(ringed).to_have_count(1)
     row = console.locator("[data-panel=timeline] [data-row=checkpoint-5000]")
     expect(row).to_have_attribute("data-focused", "true")  # its table opened on it
     expect(row).to_be_in_viewport()
@@ -200,9 +202,11 @@ def test_a_tasks_link_opens_its_checkpoint_and_the_pager_reaches_the_rest(page, 
     assert _first_point(console) == "checkpoint-10000"
     expect(pager.get_by_role("button", name="Newer")).to_be_disabled()
     # The oldest page: Older stops there.
-    page.goto(f"{api_server.base}{checkpoint_console_url(big_store['conn_id'], big_store['pipeline'], 150)}")
+    conn_id, pipeline = big_store["conn_id"], big_store["pipeline"]
+    page.goto(f"{api_server.base}{checkpoint_console_url(conn_id, pipeline, 150)}")
     expect(summary).to_contain_text("checkpoints 9851-10000 from the newest shown")
     expect(console.locator("[data-pager]").get_by_role("button", name="Older")).to_be_disabled()
     # A link to a checkpoint the store does not have says so instead of showing another as it.
-    page.goto(f"{api_server.base}{checkpoint_console_url(big_store['conn_id'], big_store['pipeline'], 20000)}")
-    expect(console.locator("[data-missing-checkpoint]")).to_contain_text("Checkpoint 20000 is not in pipeline")
+    page.goto(f"{api_server.base}{checkpoint_console_url(conn_id, pipeline, 20000)}")
+    missing = console.locator("[data-missing-checkpoint]")
+    expect(missing).to_contain_text("Checkpoint 20000 is not in pipeline")
