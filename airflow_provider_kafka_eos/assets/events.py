@@ -22,7 +22,10 @@ declare the topic's Asset on the commit task to get them. Older Airflow: the sam
 Exactly one event per committed checkpoint also when the try that committed died before it
 succeeded (a killed worker, a lost heartbeat): a later try, or a re-trigger, finds the manifest
 already COMMITTED and asks Airflow for the topic's events since the commit; when none names this
-checkpoint it emits the missing one (:func:`event_already_recorded`), otherwise nothing.
+checkpoint it emits the missing one (:func:`event_already_recorded`), otherwise nothing. A
+checkpoint committed outside its pipeline's commit task (the cleanup DAG after the run failed, the
+next run's restore), or still PREPARED after its run failed, is committed and announced by the next
+run of its input (:func:`owed_by_an_ended_run`: its commit task runs instead of being skipped).
 
 The Asset page's "Producing Tasks" lists only tasks that *declare* the Asset as an outlet
 (Airflow 3.3 writes ``task_outlet_asset_reference`` rows from the parsed DAG's outlets; an alias
@@ -50,6 +53,7 @@ __all__ = [
     "committed_alias",
     "emit_committed_checkpoint",
     "event_already_recorded",
+    "owed_by_an_ended_run",
     "settle_declared_topic_assets",
     "with_committed_alias",
 ]
@@ -140,6 +144,39 @@ def event_already_recorded(uri: str, report: Mapping[str, Any]) -> bool:
         return True
     return any((dict(e.extra or {}).get("pipeline_id"), dict(e.extra or {}).get("checkpoint_id")) == wanted
                for e in found)
+
+
+def owed_by_an_ended_run(conn_id: str, manifest_uri: str, access: Any) -> str | None:
+    """What a re-trigger of an input already written owes it, once the run that wrote it has ended:
+
+    - ``"commit"``: its checkpoint is still PREPARED (that run failed before its commit task did
+      it): the re-trigger's commit task commits it, as the cleanup DAG would, and announces it;
+    - ``"announce"``: it is COMMITTED with records and Airflow holds no Asset event for it (it was
+      committed outside its run's commit task: the cleanup DAG's ``commit_pending``, the next
+      run's restore, the CLI): the re-trigger's commit task emits the missing event;
+    - ``None``: nothing (skip, as for any duplicate).
+
+    The submit task writes nothing either way. Asked from inside a task run only; any doubt is
+    ``None``. Two re-triggers of one such input at the very same moment could both announce it.
+    """
+    from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
+    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint
+    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, read_manifest
+
+    try:
+        status = read_manifest(manifest_uri, access=access).status
+        if status is ManifestStatus.PREPARED:
+            return "commit"
+        if status is not ManifestStatus.COMMITTED:
+            return None
+        report = commit_checkpoint(None, manifest_uri, committed_by="a re-trigger's check", access=access)
+        if report.status != "already_committed" or not int(report.records or 0):
+            return None
+        bootstrap = KafkaEosHook(kafka_eos_conn_id=conn_id).client_config().bootstrap_servers
+    except Exception:  # a store or connection that cannot answer: skip as before, announce nothing
+        return None
+    return None if event_already_recorded(kafka_asset_uri(bootstrap, report.topic), report.to_dict()) \
+        else "announce"
 
 
 def declared_asset_uris(context: Mapping[str, Any]) -> set[str]:

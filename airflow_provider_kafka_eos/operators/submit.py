@@ -11,8 +11,9 @@ must get right done for you:
   digest, a date partition), the input's claim is taken before anything is written
   (``kafka/checkpoints/input_claims.py``): a run whose input another run already prepared or committed
   writes nothing and is skipped with "input X was already written by run Y (checkpoint N,
-  committed at T)"; so is its commit task, and no Asset event fires. ``reprocess=True`` writes
-  it again on purpose, recorded in the manifest and the log;
+  committed at T)"; so is its commit task, and no Asset event fires (unless the run that wrote it
+  ended owing it a commit or an event: then the commit task does that,
+  ``assets/events.owed_by_an_ended_run``). ``reprocess=True`` writes it again on purpose;
 * the manifest records the run that prepared it, and a run that finds *another* run's
   manifest for its checkpoint never succeeds silently: a duplicate of the same input (an
   explicit ``checkpoint_id``, or the same logical date) is skipped with "duplicate of run X,
@@ -37,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_kafka_eos.assets.events import owed_by_an_ended_run
 from airflow_provider_kafka_eos.assets.lineage import KafkaLineageMixin, kafka_namespace
 from airflow_provider_kafka_eos.hooks.spark_submit import (
     SPARK_PROVIDER_INSTALLED,
@@ -54,8 +56,9 @@ from airflow_provider_kafka_eos.hooks.spark_submit import (
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import Reuse, RunIdentity, reuse_verdict
 from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import ClaimOutcome, InputVerdict, claim_input
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, manifest_uri, read_manifest
-from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, ManifestError, UsageError
+from airflow_provider_kafka_eos.kafka.errors import ManifestError, UsageError
 from airflow_provider_kafka_eos.kafka.validation import (
+    parse_writer_choices,
     validate_flag,
     validate_input_id,
     validate_pipeline_id,
@@ -231,7 +234,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
     ) -> None:
         from airflow_provider_kafka_eos.kafka.checkpoints.naming import pipeline_identity
 
-        naming_strategy, abort_strategy = _parse_choices(naming_strategy, abort_strategy, producer,
+        naming_strategy, abort_strategy = parse_writer_choices(naming_strategy, abort_strategy, producer,
                                                          two_phase_commit)
         kwargs.setdefault("name", f"kafka-eos-{pipeline_id}")
         super().__init__(application=JOB_FILE, conn_id=conn_id, **kwargs)
@@ -266,6 +269,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         self.record_formats = record_formats
         self.spark_conn_id = conn_id
         self._input: ClaimOutcome | None = None
+        self._announce_uri: str | None = None
         self._config_file: str | None = None
         self._eos_hook: EosSparkSubmitHook | None = None
         self._validate_identity(skip_templates=True)  # the first door: a DAG with a bad id does not load
@@ -288,6 +292,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         run = run_identity(context)
         checkpoint = self._claim_input(context, store, checkpoint, run)
         remember_checkpoint(self, self.kafka_eos_conn_id, self.pipeline_id, checkpoint)
+        if self._announce_uri is not None:  # written and committed before: only the commit task runs
+            return self._announce_uri
         expected_uri = manifest_uri(self.manifest_base_uri, self.pipeline_id, checkpoint)
         self._prepare_launch(checkpoint, run)
         self.log.info("pipeline %s: preparing checkpoint %d -> %s",
@@ -416,9 +422,10 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         """Take the input's claim before anything is written; returns the checkpoint to prepare.
 
         A duplicate input pushes the result to XCom and skips this task (and so the commit task and
-        its Asset event): nothing was written, and the log says which run wrote it.
+        its Asset event): nothing was written, and the log says which run wrote it. Unless that run
+        ended owing its checkpoint a commit or an Asset event: then the commit task runs to do it.
         """
-        self._input = None
+        self._input, self._announce_uri = None, None
         if self.input_id is None:
             if self._kafka_input_topics():
                 self.log.info("Kafka input: the checkpoint's offset ranges are planned from the last "
@@ -438,7 +445,11 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         if outcome.verdict is InputVerdict.WRITE:
             self.log.info("%s", outcome.message)
             return outcome.checkpoint_id
-        self.log.warning("%s", outcome.message)
+        # Not while the writing run still runs: its own commit task may be about to commit and announce.
+        ended = outcome.written_by is not None and run_state_probe(context)(outcome.written_by) is False
+        owed = ended and owed_by_an_ended_run(self.kafka_eos_conn_id, outcome.manifest_uri, store.access)
+        self._announce_uri = outcome.manifest_uri if owed else None
+        self.log.warning("%s%s", outcome.message, _OWED.get(owed or "", ""))
         _push_checkpoint_result(context, {
             "checkpoint_id": outcome.checkpoint_id,
             "manifest_uri": outcome.manifest_uri,
@@ -449,6 +460,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             "prepared_by": outcome.written_by.to_dict() if outcome.written_by is not None else None,
             "input": {"id": outcome.input_id, "reprocess_of": None},
         })
+        if owed:
+            return outcome.checkpoint_id
         from airflow.sdk.exceptions import AirflowSkipException
 
         raise AirflowSkipException(outcome.message)
@@ -568,22 +581,10 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
                 os.unlink(path)
 
 
-def _parse_choices(naming_strategy: str, abort_strategy: str | None, producer: str | None,
-                   two_phase_commit: bool) -> tuple[str, str | None]:
-    """The strategy names parsed once, here at the edge; the producer and 2PC checked together."""
-    from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import AbortStrategy
-    from airflow_provider_kafka_eos.kafka.checkpoints.naming import NamingStrategy
-
-    try:
-        naming = NamingStrategy.parse(naming_strategy).value
-    except KafkaEosError as err:
-        raise UsageError(err.cause) from None
-    if producer not in (None, "arrow", "librdkafka"):
-        raise UsageError(f"producer must be arrow or librdkafka, got {producer!r}")
-    if two_phase_commit and producer == "librdkafka":
-        raise UsageError("two_phase_commit=True needs producer='arrow' (librdkafka cannot set Enable2Pc)",
-                         runbook="two-phase-commit")
-    return naming, AbortStrategy.parse(abort_strategy).value if abort_strategy else None
+_OWED = {  # what a duplicate's commit task does instead of being skipped (assets/events.py)
+    "commit": "; that run ended with it still PREPARED: the commit task commits it, as eos_cleanup would",
+    "announce": "; Airflow holds no Asset event for that checkpoint: the commit task announces it",
+}
 
 
 def _push_checkpoint_result(context: Any, result: Mapping[str, Any]) -> None:

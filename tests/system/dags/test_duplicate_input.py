@@ -150,6 +150,22 @@ def test_a_batch_triggered_twice_is_written_once_and_a_reprocess_writes_it_again
     assert downstream_partitions() == [conf["batch"]]
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
 
+    # Committed outside its commit task (the cleanup DAG after the run failed: the soak of 2026-11-28
+    # found it), so no event: the batch triggered again writes nothing, and its commit task runs to
+    # announce the checkpoint, once; a further trigger is skipped as before.
+    forget_events(uri)
+    announcing = dag.test(logical_date=first_at + timedelta(seconds=90), run_conf=conf)
+    assert _states(announcing) == {"preflight": "success", "submit": "success", "commit": "success"}
+    assert _xcom(announcing)["outcome"] == "duplicate_input"  # nothing written by this run
+    logged = capfd.readouterr().out
+    assert "Airflow holds no Asset event for that checkpoint: the commit task announces it" in logged
+    assert partition_events(uri) == [(conf["batch"], manifest.checkpoint_id)]
+    assert downstream_partitions() == [conf["batch"]]
+    again = dag.test(logical_date=first_at + timedelta(seconds=100), run_conf=conf)
+    assert _states(again) == {"preflight": "success", "submit": "skipped", "commit": "skipped"}
+    assert partition_events(uri) == [(conf["batch"], manifest.checkpoint_id)]
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
+
     # A deliberate reprocess (the corrected batch): written again, and the manifest says so.
     third = dag.test(logical_date=first_at + timedelta(minutes=2), run_conf={**conf, "reprocess": True})
     assert _states(third) == {"preflight": "success", "submit": "success", "commit": "success"}
@@ -162,3 +178,26 @@ def test_a_batch_triggered_twice_is_written_once_and_a_reprocess_writes_it_again
     assert counts == {key.encode(): 2 for key in expected}  # each key once per write, asked for twice
     # Its own event, under the same key: the batch became visible again (eos_downstream runs again).
     assert partition_events(uri) == [(conf["batch"], m.checkpoint_id) for m in manifests]
+
+    # A run that ended with its checkpoint still PREPARED (its commit task never ran: marked success
+    # here, a run failed under faults in life): the batch triggered again commits it, as eos_cleanup
+    # would, and announces it, once.
+    before = partition_events(uri)
+    # (reprocess named: dag.test() keeps the last run's param values for a conf that leaves one out)
+    owed_conf = {**conf, "batch": "20260301T110000", "reprocess": False}
+    owed_keys = write_batch(owed_conf["input_dir"], owed_conf["batch"], users=20)
+    unfinished = dag.test(logical_date=first_at + timedelta(minutes=3), run_conf=owed_conf,
+                          mark_success_pattern="^commit$")
+    assert _states(unfinished) == {"preflight": "success", "submit": "success", "commit": "success"}
+    [owed] = [m for _, m in find_manifests(conf["manifest_base_uri"], conf["pipeline_id"])
+              if m.input.id == owed_conf["batch"]]
+    assert owed.status is ManifestStatus.PREPARED
+    finishing = dag.test(logical_date=first_at + timedelta(minutes=4), run_conf=owed_conf)
+    assert _states(finishing) == {"preflight": "success", "submit": "success", "commit": "success"}
+    assert "that run ended with it still PREPARED: the commit task commits it" in capfd.readouterr().out
+    assert partition_events(uri) == [*before, (owed_conf["batch"], owed.checkpoint_id)]
+    counts = count_keys(kafka_broker.bootstrap, topic)
+    assert counts == {**{key.encode(): 2 for key in expected}, **{key.encode(): 1 for key in owed_keys}}
+    again = dag.test(logical_date=first_at + timedelta(minutes=5), run_conf=owed_conf)
+    assert _states(again) == {"preflight": "success", "submit": "skipped", "commit": "skipped"}
+    assert len(partition_events(uri)) == len(before) + 1
