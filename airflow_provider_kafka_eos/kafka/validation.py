@@ -36,7 +36,7 @@ import math
 import re
 from typing import Any
 
-from airflow_provider_kafka_eos.kafka.errors import KafkaEosError, UsageError
+from airflow_provider_kafka_eos.kafka.errors import UsageError
 
 __all__ = [
     "MAX_INPUT_ID_CHARS",
@@ -45,7 +45,6 @@ __all__ = [
     "MAX_PREFIX_BYTES",
     "MAX_TOPIC_CHARS",
     "parse_duration_ms",
-    "parse_writer_choices",
     "validate_flag",
     "validate_input_id",
     "validate_pipeline_id",
@@ -235,22 +234,3 @@ def validate_positive_ms(value: Any, *, field: str) -> int:
     if value > MAX_DURATION_MS:
         raise UsageError(f"{field} must be at most {MAX_DURATION_MS} ms, got {value}")
     return value
-
-
-def parse_writer_choices(naming_strategy: str, abort_strategy: str | None, producer: str | None,
-                   two_phase_commit: bool) -> tuple[str, str | None]:
-    """A writer's strategy names parsed once, at the operator's edge; the producer and 2PC checked
-    together (their pairing is the writer's rule, refused before anything runs)."""
-    from airflow_provider_kafka_eos.kafka.checkpoints.abort_strategies import AbortStrategy
-    from airflow_provider_kafka_eos.kafka.checkpoints.naming import NamingStrategy
-
-    try:
-        naming = NamingStrategy.parse(naming_strategy).value
-    except KafkaEosError as err:
-        raise UsageError(err.cause) from None
-    if producer not in (None, "arrow", "librdkafka"):
-        raise UsageError(f"producer must be arrow or librdkafka, got {producer!r}")
-    if two_phase_commit and producer == "librdkafka":
-        raise UsageError("two_phase_commit=True needs producer='arrow' (librdkafka cannot set Enable2Pc)",
-                         runbook="two-phase-commit")
-    return naming, AbortStrategy.parse(abort_strategy).value if abort_strategy else None

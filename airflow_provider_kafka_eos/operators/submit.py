@@ -58,7 +58,6 @@ from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import ClaimOutco
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, manifest_uri, read_manifest
 from airflow_provider_kafka_eos.kafka.errors import ManifestError, UsageError
 from airflow_provider_kafka_eos.kafka.validation import (
-    parse_writer_choices,
     validate_flag,
     validate_input_id,
     validate_pipeline_id,
@@ -71,6 +70,7 @@ from airflow_provider_kafka_eos.spark import job as eos_job
 from airflow_provider_kafka_eos.tasks.dag_run import checkpoint_id_for_run, run_identity, run_state_probe
 from airflow_provider_kafka_eos.tasks.fail_now import fail_now_exception, raises_fail_now
 from airflow_provider_kafka_eos.tasks.job_summary import job_summary
+from airflow_provider_kafka_eos.tasks.writer_choices import parse_writer_choices
 from airflow_provider_kafka_eos.ui.links import CheckpointViewLink, remember_checkpoint
 
 # The Spark provider is in the [spark] extra, not the base install (docs/install.md). Without it
