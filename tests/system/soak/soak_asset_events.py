@@ -40,7 +40,7 @@ class Checkpoint:
 def checkpoints_from_manifests(manifests: Iterable[Mapping[str, Any]]) -> dict[int, Checkpoint]:
     """From the manifests as the checker reads them (their documented JSON)."""
     return {int(m["checkpoint_id"]): Checkpoint(
-        m["status"], sum(int(c.get("record_count") or 0) for c in m.get("output_committables") or []) > 0,
+        m["status"], sum(int(c.get("record_count") or 0) for c in m.get("committables") or []) > 0,
         (m.get("input") or {}).get("id")) for m in manifests}
 
 

@@ -7,6 +7,7 @@ import sqlite3
 from soak_asset_events import (
     Checkpoint,
     checkpoints_from_history,
+    checkpoints_from_manifests,
     events_from_database,
     judge_events,
     partition_key,
@@ -63,3 +64,14 @@ def test_checkpoints_and_events_are_read_back_from_a_finished_run(tmp_path):
         conn.execute("INSERT INTO asset_event VALUES (1, ?, 'b1', 'eos_pipeline')", (extra,))
         conn.execute("INSERT INTO asset_event VALUES (2, '{}', NULL, 'other_dag')")
     assert events_from_database(str(db), "eos_pipeline") == [_event(1, "b1")]
+
+
+def test_checkpoints_are_read_from_manifests_in_their_documented_json():
+    """The manifest's own field names (docs/manifest-format.md), as the checker reads them."""
+    manifests = [
+        {"checkpoint_id": 1, "status": "COMMITTED", "input": {"id": "b1"},
+         "committables": [{"record_count": 0}, {"record_count": 3}]},
+        {"checkpoint_id": 2, "status": "COMMITTED", "input": None, "committables": [{"record_count": 0}]},
+    ]
+    assert checkpoints_from_manifests(manifests) == {
+        1: Checkpoint("COMMITTED", True, "b1"), 2: Checkpoint("COMMITTED", False, None)}
