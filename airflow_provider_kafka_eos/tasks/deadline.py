@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_FRACTION = 0.5  # half the timeout left to act: a commit needs seconds, a person minutes
 DEFAULT_READ_TIMEOUT_S = 60.0
+RECENT_CHECKPOINTS = 500  # how far back the alert looks (the store's newest, by id)
 _OFF = ("", "off", "none", "0")
 
 
@@ -99,13 +100,16 @@ def _run_overrides(context: Any, pipeline_id: str, manifest_base_uri: str | None
 
 
 def _read_manifests(conn_id: str, pipeline_id: str, manifest_base_uri: str | None) -> list[Manifest]:
-    """The pipeline's manifests, through the connection's store and credentials (blocking, read only).
+    """The pipeline's newest :data:`RECENT_CHECKPOINTS` manifests, through the connection's store and
+    credentials (blocking, read only): one listing and that many reads, not one read per checkpoint
+    the pipeline ever wrote (a checkpoint further back than that, at one a minute, is hours past any
+    transaction timeout a broker allows: its fate is the cleanup's and the runbook's, not this alert's).
 
     A store that does not exist fails by name: listing it finds nothing, which must not read as
     "nothing PREPARED" (a wrong store setting would hide every checkpoint at risk).
     """
     from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import find_manifests, store_exists
+    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import store_exists
     from airflow_provider_kafka_eos.kafka.errors import ManifestStoreError
 
     hook = KafkaEosHook(kafka_eos_conn_id=conn_id)
@@ -114,7 +118,7 @@ def _read_manifests(conn_id: str, pipeline_id: str, manifest_base_uri: str | Non
         raise ManifestStoreError(f"manifest store {store.base_uri} (from {store.source}) does not exist: "
                                  f"cannot tell whether a checkpoint of pipeline {pipeline_id!r} is at risk; "
                                  "fix the setting or the store")
-    return [m for _, m in find_manifests(store.base_uri, pipeline_id, access=store.access)]
+    return [m for _, m in store.newest(pipeline_id, RECENT_CHECKPOINTS).manifests]
 
 
 async def prepared_checkpoint_alert(*, kafka_eos_conn_id: str, pipeline_id: str, fraction: float,
