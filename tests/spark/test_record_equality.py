@@ -38,9 +38,13 @@ def _rows() -> list[tuple]:
 
 
 def _create(bootstrap: str, topic: str, **config: str) -> None:
+    """A topic that keeps its records: ``BASE`` lies further back than the broker's default
+    retention (7 days), and real Kafka deletes a rolled segment whose newest CreateTime is older
+    than that, whenever its retention check runs (the landing CI of 2026-11-28 read 0 records)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
+    config = {"retention.ms": "-1", **config}
     admin.create_topics([NewTopic(topic, PARTITIONS, 1, config=config)])[topic].result(30)
 
 
