@@ -8,7 +8,6 @@ because confluent-kafka 2.16's ``close()`` aborts an open transaction (prior-art
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -78,8 +77,10 @@ def produce_transaction(
     assert remaining == 0, f"{remaining} record(s) of {transactional_id} were not delivered"
     if commit:
         producer.commit_transaction(30)
-    del producer  # released without close(): an open transaction stays open
-    gc.collect()
+    # Released without close(): an open transaction stays open. The last reference goes here, so
+    # the client is destroyed now (nothing else refers to it); a gc.collect() here cost 0.3-0.6 s a
+    # call in a test process with Airflow loaded, some 85 call sites over the suite.
+    del producer
     return first
 
 

@@ -87,17 +87,17 @@ def test_a_pass_environment_is_made_before_the_pass_and_used_by_it(passes, tmp_p
     assert made == ["made"], "the pass used the environment made in advance, not a second one"
 
 
-def test_the_soak_is_a_blocking_bounded_five_minute_pass_with_a_printed_replayable_seed(passes, monkeypatch):
+def test_the_soak_is_a_blocking_bounded_three_minute_pass_with_a_printed_replayable_seed(passes, monkeypatch):
     monkeypatch.delenv("KAFKA_EOS_SOAK_SEED", raising=False)
     [soak] = [p for p in passes.PASSES if p.name == "soak"]
     assert soak.blocking and soak.time_limit_s is not None
-    assert soak.env["KAFKA_EOS_TEST_KAFKA"] == "apache3" and soak.env["KAFKA_EOS_SOAK_MINUTES"] == "5"
+    assert soak.env["KAFKA_EOS_TEST_KAFKA"] == "apache3" and soak.env["KAFKA_EOS_SOAK_MINUTES"] == "3"
     assert soak.env["KAFKA_EOS_SOAK_SPARK"] == "local"
     # -s: the seed, the output folder and the checker's result reach CI's log as they are printed
     assert {"-s", "tests/system/soak/test_soak.py"} <= set(soak.args) and soak.args[1:3] == ("-m", "soak")
     # the test's own timeout (its finally stops every server) comes before the pass's limit
     [timeout] = [a for a in soak.args if a.startswith("timeout=")]
-    assert 5 * 60 < int(timeout.removeprefix("timeout=")) < soak.time_limit_s
+    assert 3 * 60 < int(timeout.removeprefix("timeout=")) < soak.time_limit_s
 
     today = passes._script("soak").daily_seed()
     assert 20000101 <= today <= 99991231

@@ -6,7 +6,7 @@ exactly once and the downstream DAG run once for it. Before this issue: the manu
 failed rendering ``ts_nodash``; the manual cleanup run queued behind the scheduled one for up to
 10 minutes; nothing told downstream DAGs about a new batch.
 
-About three to five minutes on two cores (one spark-submit); the deadline case adds under a minute
+About three minutes on two cores (two spark-submits); the deadline case adds under a minute
 (no Spark: its run fails at once and leaves a PREPARED checkpoint behind).
 """
 
@@ -104,6 +104,15 @@ def test_a_manual_cleanup_run_starts_beside_a_waiting_scheduled_one_and_its_sens
 def test_the_pipeline_triggered_without_a_logical_date_commits_once_and_the_downstream_dag_runs_once(
     airflow_stack, kafka_broker
 ):
+    """Then the same batch, triggered again by hand, is skipped however it is triggered.
+
+    Issue: the same batch triggered twice by hand was written twice (the form fills the logical
+    date with "now", the CLI and the API give a new run_after: a new checkpoint each time). After the
+    first run wrote it (REST, no logical date) and a clear changed nothing, the same batch again
+    through the call the UI's trigger form makes (REST, logical date "now"), through the REST API
+    without a logical date and through ``airflow dags trigger`` is skipped each time, its log naming
+    the run that wrote it, and announced to nobody: still one Asset event, one downstream run.
+    """
     stack = airflow_stack
     input_dir = stack.home / "input"
     expected = write_batch(input_dir, "rest-batch", users=50)
@@ -149,24 +158,39 @@ def test_the_pipeline_triggered_without_a_logical_date_commits_once_and_the_down
     )
     rerun = stack.wait_for_run("eos_pipeline", run_id, 600)
     assert rerun["state"] == "success", stack.log_tails()
-    events = stack.request("GET", "/assets/events", params={"source_dag_id": "eos_pipeline"})
-    assert events["total_entries"] == 1
+    assert _pipeline_events(stack) == 1
     assert_exactly_once(count_keys(kafka_broker.bootstrap, PIPELINE_TOPIC), expected)
     assert len(stack.runs("eos_downstream")) == 1
 
+    # The same batch triggered again, three ways: skipped, naming the run that wrote it.
+    now = datetime.now(timezone.utc).isoformat()  # what the form pre-fills
+    form = stack.request("POST", "/dags/eos_pipeline/dagRuns", json={"logical_date": now, "conf": conf})
+    rest = stack.trigger("eos_pipeline", conf)
+    cli = stack.trigger_with_cli("eos_pipeline", conf)
+    for again in (form["dag_run_id"], rest, cli):
+        run = stack.wait_for_run("eos_pipeline", again, 300)
+        states = stack.task_states("eos_pipeline", again)
+        assert (run["state"], states["submit"], states["commit"]) == ("success", "skipped", "skipped"), states
+        log = stack.task_log("eos_pipeline", again, "submit")
+        assert f"input 'rest-batch' was already written by run '{run_id}'" in log, log[-3000:]
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, PIPELINE_TOPIC), expected)
+    assert _pipeline_events(stack) == 1
+    assert len(stack.runs("eos_downstream")) == 1
 
-def test_a_batch_triggered_again_by_hand_is_skipped_however_it_is_triggered_and_two_at_once_write_once(
+
+def _pipeline_events(stack) -> int:
+    """How many Asset events the pipeline DAG has emitted (what downstream DAGs are scheduled on)."""
+    return stack.request("GET", "/assets/events", params={"source_dag_id": "eos_pipeline"})["total_entries"]
+
+
+def test_two_runs_of_one_batch_at_once_write_it_once_taking_over_a_claim_its_dead_run_left(
     airflow_stack, kafka_broker
 ):
-    """Issue: the same batch triggered twice by hand was written twice (the form fills the logical
-    date with "now", the CLI and the API give a new run_after: a new checkpoint each time).
-
-    Batch B by REST without a logical date writes it; the same batch again through the call the
-    UI's trigger form makes (REST, logical date "now"), through the REST API without a logical
-    date and through ``airflow dags trigger`` is skipped each time, its log naming the run that
-    wrote it. Then batch C triggered twice at the same moment (the stack runs the example DAG with
-    max_active_runs=2): exactly one run writes it. Then a claim left by a run that no longer exists
-    is taken over. A read_committed consumer counts every key.
+    """Batch C triggered twice at the same moment (the stack runs the example DAG with
+    max_active_runs=2), its input claimed by a run that died before preparing anything (here: one
+    Airflow no longer knows, as after a deleted run): each run asks Airflow about that run, exactly
+    one takes the claim over with its checkpoint id and writes the batch, the other waits for it to
+    prepare and is skipped. A read_committed consumer counts every key.
     """
     stack = airflow_stack
     input_dir = stack.home / "input"
@@ -177,54 +201,27 @@ def test_a_batch_triggered_again_by_hand_is_skipped_however_it_is_triggered_and_
         "input_dir": str(input_dir),
         "manifest_base_uri": (stack.home / "manifests").as_uri(),
         "spark_partitions": 2,
+        "batch": "batch-c",
     }
-    expected_b = write_batch(input_dir, "batch-b", users=40)
+    expected = write_batch(input_dir, "batch-c", users=30)
+    store = ManifestStore.configured(base["manifest_base_uri"])
+    gone = RunIdentity("eos_pipeline", "manual__deleted-run", 1, None)
+    assert create_object(claim_uri(store, base["pipeline_id"], "batch-c"),
+                         InputClaim("batch-c", base["pipeline_id"], 42, gone, 1).to_json())
     stack.unpause("eos_pipeline")
 
-    first = stack.trigger("eos_pipeline", {**base, "batch": "batch-b"})
-    run = stack.wait_for_run("eos_pipeline", first, 600)
-    assert run["state"] == "success", (stack.task_states("eos_pipeline", first), stack.log_tails())
-    assert stack.task_states("eos_pipeline", first)["submit"] == "success"
-    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected_b)
-
-    now = datetime.now(timezone.utc).isoformat()  # what the form pre-fills
-    form = stack.request("POST", "/dags/eos_pipeline/dagRuns",
-                         json={"logical_date": now, "conf": {**base, "batch": "batch-b"}})["dag_run_id"]
-    rest = stack.trigger("eos_pipeline", {**base, "batch": "batch-b"})
-    cli = stack.trigger_with_cli("eos_pipeline", {**base, "batch": "batch-b"})
-    for again in (form, rest, cli):
-        run = stack.wait_for_run("eos_pipeline", again, 300)
-        states = stack.task_states("eos_pipeline", again)
-        assert (run["state"], states["submit"], states["commit"]) == ("success", "skipped", "skipped"), states
-        log = stack.task_log("eos_pipeline", again, "submit")
-        assert f"input 'batch-b' was already written by run '{first}'" in log, log[-3000:]
-    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected_b)
-
-    expected_c = write_batch(input_dir, "batch-c", users=30)
-    together = [stack.trigger("eos_pipeline", {**base, "batch": "batch-c"}) for _ in range(2)]
+    together = [stack.trigger("eos_pipeline", base) for _ in range(2)]
     outcomes = {}
     for run_id in together:
         run = stack.wait_for_run("eos_pipeline", run_id, 600)
         assert run["state"] == "success", (stack.task_states("eos_pipeline", run_id), stack.log_tails())
         outcomes[run_id] = stack.task_states("eos_pipeline", run_id)["submit"]
     assert sorted(outcomes.values()) == ["skipped", "success"], outcomes
-    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected_b + expected_c)
-
-    # A claim left by a run that died before preparing anything (here: one Airflow no longer knows,
-    # as after a deleted run): the next run of that input asks Airflow, takes the claim over with
-    # its checkpoint id and writes the batch.
-    expected_d = write_batch(input_dir, "batch-d", users=20)
-    store = ManifestStore.configured(base["manifest_base_uri"])
-    gone = RunIdentity("eos_pipeline", "manual__deleted-run", 1, None)
-    assert create_object(claim_uri(store, base["pipeline_id"], "batch-d"),
-                         InputClaim("batch-d", base["pipeline_id"], 42, gone, 1).to_json())
-    taker = stack.trigger("eos_pipeline", {**base, "batch": "batch-d"})
-    run = stack.wait_for_run("eos_pipeline", taker, 600)
-    assert run["state"] == "success", (stack.task_states("eos_pipeline", taker), stack.log_tails())
+    [taker] = [run_id for run_id, state in outcomes.items() if state == "success"]
     assert "took checkpoint 42 over from run 'manual__deleted-run'" in stack.task_log("eos_pipeline", taker,
                                                                                       "submit")
-    assert read_claim(store, base["pipeline_id"], "batch-d").claimed_by.run_id == taker
-    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected_b + expected_c + expected_d)
+    assert read_claim(store, base["pipeline_id"], "batch-c").claimed_by.run_id == taker
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
 
 
 def test_a_failed_run_that_left_its_checkpoint_prepared_gets_the_deadline_alert_from_the_triggerer(

@@ -4,8 +4,8 @@ The example pipeline DAG as shipped (dag.test() on SQLite, spark-submit in local
 embedded broker). Two manual runs of batch B1, as the UI's trigger form makes them: each gets a
 new logical date ("now"), so each gets its own checkpoint id; only the input identity (the batch)
 says they read the same data. Before input identities, both runs were green and a
-read_committed consumer counted every key twice. The real-scheduler version (CLI, REST API with
-and without a logical date, two runs at once) is the third test of
+read_committed consumer counted every key twice. The real-scheduler version (the trigger form's
+call, the REST API without a logical date and the CLI; two runs at once) is in
 tests/system/airflow_scheduler/test_real_scheduler.py.
 """
 
