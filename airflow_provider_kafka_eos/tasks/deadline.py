@@ -99,11 +99,14 @@ def _run_overrides(context: Any, pipeline_id: str, manifest_base_uri: str | None
             dag_run.get("dag_run_id") or dag_run.get("run_id"))
 
 
-def _read_manifests(conn_id: str, pipeline_id: str, manifest_base_uri: str | None) -> list[Manifest]:
+def _read_manifests(conn_id: str, pipeline_id: str, manifest_base_uri: str | None
+                    ) -> tuple[list[Manifest], int]:
     """The pipeline's newest :data:`RECENT_CHECKPOINTS` manifests, through the connection's store and
     credentials (blocking, read only): one listing and that many reads, not one read per checkpoint
     the pipeline ever wrote (a checkpoint further back than that, at one a minute, is hours past any
-    transaction timeout a broker allows: its fate is the cleanup's and the runbook's, not this alert's).
+    transaction timeout a broker allows, unless a backfill wrote it late: its fate is the cleanup's and
+    the runbook's, not this alert's). Returns them and how many older checkpoints were not read, so
+    the alert says what it did not look at instead of "nothing PREPARED" for the whole pipeline.
 
     A store that does not exist fails by name: listing it finds nothing, which must not read as
     "nothing PREPARED" (a wrong store setting would hide every checkpoint at risk).
@@ -118,7 +121,8 @@ def _read_manifests(conn_id: str, pipeline_id: str, manifest_base_uri: str | Non
         raise ManifestStoreError(f"manifest store {store.base_uri} (from {store.source}) does not exist: "
                                  f"cannot tell whether a checkpoint of pipeline {pipeline_id!r} is at risk; "
                                  "fix the setting or the store")
-    return [m for _, m in store.newest(pipeline_id, RECENT_CHECKPOINTS).manifests]
+    page = store.newest(pipeline_id, RECENT_CHECKPOINTS)
+    return [m for _, m in page.manifests], page.older
 
 
 async def prepared_checkpoint_alert(*, kafka_eos_conn_id: str, pipeline_id: str, fraction: float,
@@ -136,7 +140,7 @@ async def prepared_checkpoint_alert(*, kafka_eos_conn_id: str, pipeline_id: str,
     deadline_text = (f"{fraction:g} of the {transaction_timeout_ms / 1000:g} s transaction timeout after it "
                      "was queued")
     try:
-        manifests = await asyncio.wait_for(
+        manifests, unread = await asyncio.wait_for(
             asyncio.to_thread(_read_manifests, kafka_eos_conn_id, pipeline, store), timeout=read_timeout_s)
     except TimeoutError:
         text = (f"pipeline {pipeline!r}: run {run_id!r} passed its deadline ({deadline_text}) and its "
@@ -150,10 +154,15 @@ async def prepared_checkpoint_alert(*, kafka_eos_conn_id: str, pipeline_id: str,
                   "nothing can be said about its checkpoints: %s", pipeline, run_id, deadline_text, err)
         raise
     verdict = judge_prepared(manifests, pipeline_id=pipeline, run_id=run_id, now_ms=int(time.time() * 1000))
-    return _report(verdict, deadline_text)
+    return _report(verdict, deadline_text, unread)
 
 
-def _report(verdict: DeadlineVerdict, deadline_text: str) -> str:
+def _report(verdict: DeadlineVerdict, deadline_text: str, unread: int = 0) -> str:
     text = verdict.message(deadline_text)
+    if unread:
+        text += (f"\n(read: the pipeline's newest {RECENT_CHECKPOINTS} checkpoints; {unread} older one(s) "
+                 "were not read, and a PREPARED one among them (a backfill's) is not named here: "
+                 f"kafka-eos-txn checkpoints --manifest-base <store> --pipeline-id {verdict.pipeline_id} "
+                 "lists them all)")
     (log.error if verdict.at_risk else log.warning)("%s", text)
     return text

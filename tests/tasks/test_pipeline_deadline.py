@@ -130,7 +130,23 @@ def test_the_alert_names_a_prepared_checkpoint_with_a_short_timeout_and_is_quiet
         state, body = _fire(alert, run_id, {"pipeline_id": pipeline, "manifest_base_uri": store})
     assert state == "success", body
     assert "no checkpoint of the pipeline is PREPARED: nothing is at risk yet" in body
+    assert "older one(s) were not read" not in body  # every checkpoint was read
     assert _alert_levels(caplog) == ["WARNING"]
+
+    # A backfill's checkpoint lies below the newest the alert reads (1 here, 500 shipped): the alert
+    # says what it did not read instead of speaking for the whole pipeline.
+    manifest.status = ManifestStatus.PREPARED
+    write_manifest(uri, manifest)
+    newer = read_manifest(uri)
+    newer.checkpoint_id, newer.status = 2, ManifestStatus.COMMITTED
+    write_manifest(uri.replace("000000000001", "000000000002"), newer)
+    monkeypatch.setattr(deadline, "RECENT_CHECKPOINTS", 1)
+    state, body = _fire(alert, run_id, {"pipeline_id": pipeline, "manifest_base_uri": store})
+    assert state == "success", body
+    assert "checkpoint 1 " not in body  # not read
+    assert ("read: the pipeline's newest 1 checkpoints; 1 older one(s) were not read, and a PREPARED one "
+            f"among them (a backfill's) is not named here: kafka-eos-txn checkpoints --manifest-base <store> "
+            f"--pipeline-id {pipeline} lists them all") in body
 
 
 def test_a_store_that_does_not_exist_fails_the_callback_by_name_instead_of_reporting_nothing_prepared(

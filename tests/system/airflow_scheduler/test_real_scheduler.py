@@ -188,9 +188,11 @@ def test_two_runs_of_one_batch_at_once_write_it_once_taking_over_a_claim_its_dea
 ):
     """Batch C triggered twice at the same moment (the stack runs the example DAG with
     max_active_runs=2), its input claimed by a run that died before preparing anything (here: one
-    Airflow no longer knows, as after a deleted run): each run asks Airflow about that run, exactly
-    one takes the claim over with its checkpoint id and writes the batch, the other waits for it to
-    prepare and is skipped. A read_committed consumer counts every key.
+    Airflow no longer knows, as after a deleted run): exactly one run takes the claim over with its
+    checkpoint id (after asking Airflow about the dead run) and writes the batch; the other finds the
+    claim taken, or loses the compare-and-set when both read the dead run's claim, and is skipped
+    (which of the two happened depends on timing; both end the same). A read_committed consumer
+    counts every key.
     """
     stack = airflow_stack
     input_dir = stack.home / "input"
