@@ -61,7 +61,9 @@ class KafkaResolutionApprovalOperator(ApprovalOperator):
             raise AirflowSkipException(f"no approval needed: {request.action} cannot lose data as asked"
                                        f"{' (dry run)' if request.dry_run else ''}")
         self.log.warning("approval needed before %s: %s", request.action, risk)
-        self.subject = f"Approve {request.action}? It {risk.split(':')[0]}"[:250]
+        # The risk's first clause ("gives up checkpoint s3://b/p/checkpoint-2.json"): cut at ": ",
+        # never at a bare colon, which every store URI has.
+        self.subject = f"Approve {request.action}? It {risk.split(': ')[0]}"[:250]
         self.body = (f"**{request.action}** {risk}.\n\nApprove to carry it out, Reject to send nothing to "
                      "Kafka. Runbook: `kafka-eos-txn runbook resolve-manually` and "
                      "`kafka-eos-txn runbook data-loss`.")

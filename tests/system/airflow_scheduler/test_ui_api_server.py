@@ -244,6 +244,7 @@ from ui_browser_cases import (  # noqa: E402  (collected here: one Airflow start
     test_a_link_cannot_offer_what_the_classification_forbids,  # noqa: F401
     test_an_open_transaction_opens_a_prefilled_resolution_and_triggers_it,  # noqa: F401
     test_eos_pipeline_is_triggered_from_its_form,  # noqa: F401
+    test_giving_up_a_checkpoint_waits_for_approve_on_the_required_actions_page,  # noqa: F401
     test_the_connection_form_shows_the_providers_fields_and_saves_them,  # noqa: F401
     test_the_operators_view_lists_checkpoints_and_open_transactions,  # noqa: F401
     test_the_test_button_is_green_with_the_capability_summary,  # noqa: F401

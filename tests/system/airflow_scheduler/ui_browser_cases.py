@@ -22,6 +22,9 @@ import json
 import os
 import pathlib
 import re
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -269,3 +272,82 @@ def test_a_link_cannot_offer_what_the_classification_forbids(page, api_server, v
     assert "action 'abort' is not offered for a commit-pending transaction" in error.inner_text()
     assert page.locator("form#resolve").count() == 0
 
+
+
+def _start_dags_test(stack: AirflowStack, dag_id: str, conf: dict[str, Any], conn_id: str,
+                     log: pathlib.Path) -> subprocess.Popen:
+    """``airflow dags test`` on the server's metadata database: it runs the DAG itself and parks a
+    human-in-the-loop task in ``awaiting_input`` until the Required Actions page answers it (no
+    scheduler here: the UI's Airflow has none)."""
+    env = {**stack.env, "KAFKA_EOS_RESOLUTION_CONN_ID": conn_id}
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "airflow", "dags", "test", dag_id, "--conf", json.dumps(conf)],
+            env=env, cwd=stack.home, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+
+def _parked_run(stack: AirflowStack, manifest_uri: str) -> dict[str, Any] | None:
+    """The resolution run for this manifest once its ``approve`` task awaits an answer."""
+    for run in stack.runs("eos_manual_resolution"):
+        if run["conf"].get("manifest_uri") == manifest_uri:
+            states = stack.task_states("eos_manual_resolution", run["dag_run_id"])
+            return run if states.get("approve") == "awaiting_input" else None
+    return None
+
+
+def test_giving_up_a_checkpoint_waits_for_approve_on_the_required_actions_page(
+        page, api_server, kafka_broker, tmp_path):
+    """The manual resolution DAG's approval step, answered where a person answers it.
+
+    Giving up a PREPARED checkpoint loses its batch: the run parks its ``approve`` task, the
+    question (subject and the risk) is on the task's Required Actions page, nothing has reached
+    Kafka while it waits, and Approve lets ``resolve`` abort the checkpoint's transaction and mark
+    it ABORTED. The committed checkpoint beside it stays, each of its keys once."""
+    from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
+    from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint
+    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, read_manifest
+    from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
+    from kafka_eos_testing.transactions import produce_transaction, write_prepared_manifest
+    from kafka_eos_testing.verify import assert_exactly_once, count_keys
+
+    base = tmp_path.as_uri()
+    pipeline, topic = unique_name("uiapprove").replace("-", "_"), unique_name("ui-approve-topic")
+    kept, given_up = f"{pipeline}-0-1", f"{pipeline}-0-2"
+    produce_transaction(kafka_broker.bootstrap, kept, topic, [b"kept"])
+    produce_transaction(kafka_broker.bootstrap, given_up, topic, [b"given-up"])
+    config = KafkaClientConfig.from_mapping({"bootstrap.servers": kafka_broker.bootstrap})
+    with TransactionAdmin(config) as admin:
+        committed = write_prepared_manifest(admin, base, pipeline, topic, [kept], checkpoint_id=1)
+        prepared = write_prepared_manifest(admin, base, pipeline, topic, [given_up], checkpoint_id=2)
+        commit_checkpoint(admin, committed, committed_by="test")
+        conn_id = _stored_connection(
+            api_server, {"bootstrap.servers": kafka_broker.bootstrap, "manifest_base_uri": base})
+        conf = {"action": "abort", "manifest_uri": prepared, "dry_run": False}
+        log = tmp_path / "dags-test.log"
+        process = _start_dags_test(api_server, "eos_manual_resolution", conf, conn_id, log)
+        try:
+            run = wait_for("the run parked on its approval", lambda: _parked_run(api_server, prepared),
+                           180, api_server)
+            page.goto(f"{api_server.base}/dags/eos_manual_resolution/runs/{run['dag_run_id']}"
+                      "/tasks/approve/required_actions")
+            # The subject names the whole checkpoint (its URI's colon once cut it short), the body the risk.
+            expect(page.get_by_text(f"Approve abort? It gives up checkpoint {prepared}", exact=True)
+                   ).to_be_visible()
+            risk = "its batch is lost unless the input is written again"
+            expect(page.get_by_text(risk).first).to_be_visible()
+            _shot(page, "approval")
+            # Asked before anything was sent: the checkpoint's transaction is still open.
+            assert admin.describe([given_up])[given_up].state == "Ongoing"
+            assert read_manifest(prepared).status == ManifestStatus.PREPARED
+            page.get_by_test_id("hitl-option-Approve").click()
+            assert process.wait(timeout=180) == 0, log.read_text(errors="replace")
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=30)
+        assert api_server.task_states("eos_manual_resolution", run["dag_run_id"]) == {
+            "approve": "success", "resolve": "success"}
+        assert read_manifest(prepared).status == ManifestStatus.ABORTED
+        assert admin.describe([given_up])[given_up].state != "Ongoing"
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [b"kept"])
