@@ -15,7 +15,7 @@ from typing import Any
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity, checkpoint_id_from_datetime
 from airflow_provider_kafka_eos.kafka.errors import UsageError
 
-__all__ = ["checkpoint_id_for_run", "run_identity", "run_state_probe"]
+__all__ = ["checkpoint_id_for_run", "checkpoint_id_of_run_record", "run_identity", "run_state_probe"]
 
 
 def _logical_date(context: Mapping[str, Any]) -> datetime | None:
@@ -37,12 +37,36 @@ def checkpoint_id_for_run(context: Mapping[str, Any]) -> int:
       A backfill of an older interval gets a *smaller* id than checkpoints already committed;
       restore and both abort strategies handle that (tests/kafka/checkpoints/test_identity.py).
     """
-    dag_run = context.get("dag_run")
-    for value in (_logical_date(context), getattr(dag_run, "run_after", None)):
-        if isinstance(value, datetime):
-            return checkpoint_id_from_datetime(value)
+    run_after = getattr(context.get("dag_run"), "run_after", None)
+    derived = _derived_checkpoint_id(_logical_date(context), run_after)
+    if derived is not None:
+        return derived
     raise UsageError("cannot derive a checkpoint id: the run has neither a logical date nor run_after; "
                      "pass checkpoint_id explicitly", runbook="rerun-a-checkpoint")
+
+
+def checkpoint_id_of_run_record(dag_run: Mapping[str, Any]) -> int | None:
+    """:func:`checkpoint_id_for_run` of a DAG run as Airflow hands it outside a task (a deadline
+    callback's context, the REST API: ISO-8601 text), so a reader finds the run's checkpoint by name
+    however old it is. None when the record has neither date (or they do not parse); a submit task
+    given an explicit ``checkpoint_id`` wrote under that one instead."""
+    def parsed(value: Any) -> datetime | None:
+        if isinstance(value, datetime) or not value:
+            return value or None
+        try:
+            return datetime.fromisoformat(str(value))
+        except ValueError:
+            return None
+
+    return _derived_checkpoint_id(parsed(dag_run.get("logical_date")), parsed(dag_run.get("run_after")))
+
+
+def _derived_checkpoint_id(logical_date: datetime | None, run_after: datetime | None) -> int | None:
+    """The rule of both: the logical date, else ``run_after``."""
+    for value in (logical_date, run_after):
+        if isinstance(value, datetime):
+            return checkpoint_id_from_datetime(value)
+    return None
 
 
 def run_identity(context: Mapping[str, Any]) -> RunIdentity | None:

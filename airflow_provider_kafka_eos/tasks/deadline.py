@@ -33,6 +33,7 @@ from typing import Any
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest
 from airflow_provider_kafka_eos.kafka.operations.prepared_deadline import DeadlineVerdict, judge_prepared
 from airflow_provider_kafka_eos.tasks.airflow_features import has
+from airflow_provider_kafka_eos.tasks.dag_run import checkpoint_id_of_run_record
 
 __all__ = ["DEFAULT_FRACTION", "deadline_fraction", "prepared_checkpoint_alert", "transaction_deadline"]
 
@@ -99,20 +100,23 @@ def _run_overrides(context: Any, pipeline_id: str, manifest_base_uri: str | None
             dag_run.get("dag_run_id") or dag_run.get("run_id"))
 
 
-def _read_manifests(conn_id: str, pipeline_id: str, manifest_base_uri: str | None
+def _read_manifests(conn_id: str, pipeline_id: str, manifest_base_uri: str | None, own_checkpoint: int | None
                     ) -> tuple[list[Manifest], int]:
-    """The pipeline's newest :data:`RECENT_CHECKPOINTS` manifests, through the connection's store and
-    credentials (blocking, read only): one listing and that many reads, not one read per checkpoint
-    the pipeline ever wrote (a checkpoint further back than that, at one a minute, is hours past any
-    transaction timeout a broker allows, unless a backfill wrote it late: its fate is the cleanup's and
-    the runbook's, not this alert's). Returns them and how many older checkpoints were not read, so
-    the alert says what it did not look at instead of "nothing PREPARED" for the whole pipeline.
+    """The pipeline's newest :data:`RECENT_CHECKPOINTS` manifests and the run's own checkpoint,
+    through the connection's store and credentials (blocking, read only): one listing and that many
+    reads, not one read per checkpoint the pipeline ever wrote (a checkpoint further back than that,
+    at one a minute, is hours past any transaction timeout a broker allows, unless a backfill wrote it
+    late). The run's own checkpoint (``own_checkpoint``: the id its submit task derives from the
+    run, a backfill's among the oldest) is read by name wherever it lies. Returns them and how many
+    other older checkpoints were not read, so the alert says what it did not look at instead of
+    "nothing PREPARED" for the whole pipeline.
 
     A store that does not exist fails by name: listing it finds nothing, which must not read as
     "nothing PREPARED" (a wrong store setting would hide every checkpoint at risk).
     """
     from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
-    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import store_exists
+    from airflow_provider_kafka_eos.kafka.checkpoints.manifest import read_manifest, store_exists
+    from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import read_object
     from airflow_provider_kafka_eos.kafka.errors import ManifestStoreError
 
     hook = KafkaEosHook(kafka_eos_conn_id=conn_id)
@@ -122,7 +126,14 @@ def _read_manifests(conn_id: str, pipeline_id: str, manifest_base_uri: str | Non
                                  f"cannot tell whether a checkpoint of pipeline {pipeline_id!r} is at risk; "
                                  "fix the setting or the store")
     page = store.newest(pipeline_id, RECENT_CHECKPOINTS)
-    return [m for _, m in page.manifests], page.older
+    manifests = [m for _, m in page.manifests]
+    oldest_read = min((m.checkpoint_id for m in manifests), default=None)
+    if own_checkpoint is None or oldest_read is None or own_checkpoint >= oldest_read:
+        return manifests, page.older  # on the page, or not written (a listing that found nothing)
+    uri = store.uri(pipeline_id, own_checkpoint)
+    if read_object(uri, access=store.access) is None:  # not written (yet), or under an explicit id
+        return manifests, page.older
+    return [*manifests, read_manifest(uri, access=store.access)], page.older - 1
 
 
 async def prepared_checkpoint_alert(*, kafka_eos_conn_id: str, pipeline_id: str, fraction: float,
@@ -137,11 +148,13 @@ async def prepared_checkpoint_alert(*, kafka_eos_conn_id: str, pipeline_id: str,
     from airflow_provider_kafka_eos.kafka.errors import ManifestStoreError
 
     pipeline, store, run_id = _run_overrides(context, pipeline_id, manifest_base_uri)
+    own_checkpoint = checkpoint_id_of_run_record((context or {}).get("dag_run") or {})
     deadline_text = (f"{fraction:g} of the {transaction_timeout_ms / 1000:g} s transaction timeout after it "
                      "was queued")
     try:
         manifests, unread = await asyncio.wait_for(
-            asyncio.to_thread(_read_manifests, kafka_eos_conn_id, pipeline, store), timeout=read_timeout_s)
+            asyncio.to_thread(_read_manifests, kafka_eos_conn_id, pipeline, store, own_checkpoint),
+            timeout=read_timeout_s)
     except TimeoutError:
         text = (f"pipeline {pipeline!r}: run {run_id!r} passed its deadline ({deadline_text}) and its "
                 f"manifest store did not answer within {read_timeout_s:g} s: cannot tell whether a "
@@ -154,15 +167,17 @@ async def prepared_checkpoint_alert(*, kafka_eos_conn_id: str, pipeline_id: str,
                   "nothing can be said about its checkpoints: %s", pipeline, run_id, deadline_text, err)
         raise
     verdict = judge_prepared(manifests, pipeline_id=pipeline, run_id=run_id, now_ms=int(time.time() * 1000))
-    return _report(verdict, deadline_text, unread)
+    return _report(verdict, deadline_text, unread, own_checkpoint)
 
 
-def _report(verdict: DeadlineVerdict, deadline_text: str, unread: int = 0) -> str:
+def _report(verdict: DeadlineVerdict, deadline_text: str, unread: int = 0, own_checkpoint: int | None = None
+            ) -> str:
     text = verdict.message(deadline_text)
     if unread:
-        text += (f"\n(read: the pipeline's newest {RECENT_CHECKPOINTS} checkpoints; {unread} older one(s) "
-                 "were not read, and a PREPARED one among them (a backfill's) is not named here: "
-                 f"kafka-eos-txn checkpoints --manifest-base <store> --pipeline-id {verdict.pipeline_id} "
-                 "lists them all)")
+        own = "" if own_checkpoint is None else f" and this run's own (checkpoint {own_checkpoint})"
+        text += (f"\n(read: the pipeline's newest {RECENT_CHECKPOINTS} checkpoints{own}; {unread} older "
+                 "one(s) were not read, and a PREPARED one among them (another run's, a backfill's) is not "
+                 f"named here: kafka-eos-txn checkpoints --manifest-base <store> --pipeline-id "
+                 f"{verdict.pipeline_id} lists them all)")
     (log.error if verdict.at_risk else log.warning)("%s", text)
     return text

@@ -75,9 +75,11 @@ def test_an_airflow_without_deadline_alerts_gets_no_deadline_and_says_so(monkeyp
         in caplog.text
 
 
-def _fire(alert, run_id: str, conf: dict) -> tuple[str, str]:
-    """Run the alert's callback as the triggerer does, with the context ``Deadline.handle_miss`` builds."""
-    context = {"dag_run": {"dag_id": "eos_pipeline", "dag_run_id": run_id, "conf": conf, "state": "failed"},
+def _fire(alert, run_id: str, conf: dict, **dag_run: str) -> tuple[str, str]:
+    """Run the alert's callback as the triggerer does, with the context ``Deadline.handle_miss`` builds
+    (``dag_run``: more of the run's JSON fields, e.g. its ``logical_date``)."""
+    context = {"dag_run": {"dag_id": "eos_pipeline", "dag_run_id": run_id, "conf": conf, "state": "failed",
+                           **dag_run},
                "deadline": {"id": "d-1", "deadline_time": "2026-01-01T00:00:00+00:00"}}
     trigger = CallbackTrigger(alert.callback.path, {**alert.callback.kwargs, "context": context})
 
@@ -145,8 +147,24 @@ def test_the_alert_names_a_prepared_checkpoint_with_a_short_timeout_and_is_quiet
     assert state == "success", body
     assert "checkpoint 1 " not in body  # not read
     assert ("read: the pipeline's newest 1 checkpoints; 1 older one(s) were not read, and a PREPARED one "
-            f"among them (a backfill's) is not named here: kafka-eos-txn checkpoints --manifest-base <store> "
-            f"--pipeline-id {pipeline} lists them all") in body
+            "among them (another run's, a backfill's) is not named here: kafka-eos-txn checkpoints "
+            f"--manifest-base <store> --pipeline-id {pipeline} lists them all") in body
+
+    # The run's own checkpoint is read by name however old: the id its submit task derives from the
+    # run's logical date (1 microsecond past the epoch here: checkpoint 1, a backfill's).
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="airflow_provider_kafka_eos.tasks.deadline"):
+        state, body = _fire(alert, run_id, {"pipeline_id": pipeline, "manifest_base_uri": store},
+                            logical_date="1970-01-01T00:00:00.000001Z", run_after="2026-11-28T12:00:00Z")
+    assert state == "success", body
+    assert "checkpoint 1 (this run, 1 transaction(s)) is PREPARED and not committed" in body
+    assert "not read" not in body  # the page and the run's own: nothing else older
+    assert _alert_levels(caplog) == ["ERROR"]
+    # Without a logical date the run's run_after decides (a manual run): checkpoint 1 is not that one.
+    state, body = _fire(alert, run_id, {"pipeline_id": pipeline, "manifest_base_uri": store},
+                        run_after="2026-11-28T12:00:00Z")
+    assert "checkpoint 1 " not in body
+    assert f"newest 1 checkpoints and this run's own (checkpoint {1795867200000000}); 1 older one(s)" in body
 
 
 def test_a_store_that_does_not_exist_fails_the_callback_by_name_instead_of_reporting_nothing_prepared(

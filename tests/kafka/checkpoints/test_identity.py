@@ -94,6 +94,22 @@ def test_a_run_without_dates_is_a_usage_error():
         checkpoint_id_for_run({"dag_run": SimpleNamespace(logical_date=None, run_after=None)})
 
 
+def test_a_run_record_as_airflow_sends_it_outside_a_task_names_the_same_checkpoint():
+    """The deadline callback gets the run as JSON (``DAGRunResponse``): the same rule, the same id."""
+    from airflow_provider_kafka_eos.tasks.dag_run import checkpoint_id_for_run, checkpoint_id_of_run_record
+
+    hour = timedelta(hours=1)
+    backfill = _context(logical_date=T0 - 5 * hour, run_after=T0 + 2 * hour)
+    manual = _context(run_after=T0 + timedelta(microseconds=7))
+    record = {"logical_date": (T0 - 5 * hour).isoformat(), "run_after": (T0 + 2 * hour).isoformat()}
+    assert checkpoint_id_of_run_record(record) == checkpoint_id_for_run(backfill)
+    run_after = (T0 + timedelta(microseconds=7)).isoformat().replace("+00:00", "Z")
+    manual_record = {"logical_date": None, "run_after": run_after}
+    assert checkpoint_id_of_run_record(manual_record) == checkpoint_id_for_run(manual)
+    assert checkpoint_id_of_run_record({}) is None
+    assert checkpoint_id_of_run_record({"logical_date": "not a date"}) is None
+
+
 def test_run_identity_from_the_task_context():
     from airflow_provider_kafka_eos.tasks.dag_run import run_identity
 
