@@ -8,6 +8,9 @@ the pipeline (checkpoint ids, the input's claim, whose manifest the job found). 
   or its one-line error) read from spark-submit's output, the job in a process group of its own
   and killed as a group, its exit code;
 * :func:`job_arguments`: the job's command line (ids and names only, never a secret);
+  :func:`check_kafka_input` / :func:`kafka_input_flags`: the Kafka-input arguments (``input_topics``,
+  a list or comma-separated, ``input_group``, ``input_start``, ``skip_lost_input_ranges``) refused
+  by name as rendered, then the job's flags for them;
 * :func:`launch_settings`: the environment variables, Spark conf and ``--py-files`` the job
   needs (interpreters, the private file's path, the runtime zip, the quiet driver log);
 * :func:`write_private_config`: the Kafka client config, the store's credentials, the application
@@ -39,7 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_kafka_eos.kafka.checkpoints.kafka_input import StartChoice
 from airflow_provider_kafka_eos.kafka.errors import ConfigError, MissingExtraError, UsageError
+from airflow_provider_kafka_eos.kafka.validation import validate_flag, validate_topic
 from airflow_provider_kafka_eos.spark import handoff, shipping
 from airflow_provider_kafka_eos.spark.log_config import quiet_driver_conf
 
@@ -66,7 +71,10 @@ __all__ = [
     "EosSparkSubmitHook",
     "LaunchSettings",
     "check_deploy_target",
+    "check_kafka_input",
+    "input_topic_list",
     "job_arguments",
+    "kafka_input_flags",
     "launch_settings",
     "missing_spark_provider_error",
     "record_format_argument",
@@ -107,6 +115,8 @@ class EosSparkSubmitHook(SparkSubmitHook):
 
     reported_manifest_uri: str | None = None
     reported_error: str | None = None
+    # Called with spark-submit's pid once it runs, before its output is read (``tasks/reattach.py``).
+    on_started: Callable[[int], None] | None = None
 
     @classmethod
     def adopt(cls, hook: SparkSubmitHook) -> EosSparkSubmitHook:
@@ -141,6 +151,10 @@ class EosSparkSubmitHook(SparkSubmitHook):
         super().on_kill()
 
     def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
+        process = getattr(self, "_submit_sp", None)
+        if self.on_started is not None and process is not None:
+            self.on_started(process.pid)
+
         def tee() -> Iterator[Any]:
             for raw in itr:
                 line = str(raw).strip()
@@ -256,6 +270,47 @@ def check_deploy_target(
             "(docs/user-guide/spark-cluster.md)",
             runbook="configuration",
         )
+
+
+def input_topic_list(value: Any) -> list[str]:
+    """The topics named (a list, or one comma-separated string); [] for no Kafka input."""
+    if value is None:
+        return []
+    topics = value.split(",") if isinstance(value, str) else value
+    return [str(t).strip() for t in topics if str(t).strip()]
+
+
+def check_kafka_input(value: Any, *, output_topic: Any, group: Any, start: Any, skip: Any) -> None:
+    """Refuse, by name, a Kafka input the pipeline could not read exactly once."""
+    topics = input_topic_list(value)
+    if not topics:
+        if value not in (None, "", []) or group or start:
+            raise UsageError("input_group / input_start were given without input_topics (or input_topics "
+                             "rendered empty): name the Kafka topic(s) the pipeline reads")
+        return
+    for topic in topics:
+        validate_topic(topic, field="input_topics")
+    if output_topic in topics:
+        raise UsageError(f"input_topics includes the output topic {output_topic!r}: a pipeline reading "
+                         "its own output would read each checkpoint's records again")
+    if not group or not str(group).strip():
+        raise UsageError("input_topics needs input_group: the consumer group whose committed offsets "
+                         "mirror the pipeline's progress (lag tools read it)")
+    if start is None:
+        raise UsageError("input_topics needs input_start: where the pipeline's first checkpoint starts "
+                         "(group, earliest, latest or timestamp:<epoch ms>); it is never guessed")
+    StartChoice.parse(start, field="input_start")
+    validate_flag(skip, field="skip_lost_input_ranges")
+
+
+def kafka_input_flags(value: Any, *, group: Any, start: Any, skip: Any) -> list[str]:
+    """The job's command-line flags for the Kafka input (checked first by :func:`check_kafka_input`)."""
+    topics = input_topic_list(value)
+    if not topics:
+        return []
+    flags = ["--input-topics", ",".join(topics), "--input-group", str(group), "--input-start", str(start)]
+    skipping = validate_flag(skip, field="skip_lost_input_ranges")
+    return [*flags, "--skip-lost-input-ranges"] if skipping else flags
 
 
 def record_format_argument(record_formats: Mapping[str, Any] | None) -> str | None:

@@ -29,6 +29,7 @@ is the hook layer's: ``hooks/spark_submit.py``, as the Spark provider keeps its 
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import json
 import logging
@@ -44,7 +45,10 @@ from airflow_provider_kafka_eos.hooks.spark_submit import (
     SPARK_PROVIDER_INSTALLED,
     EosSparkSubmitHook,
     check_deploy_target,
+    check_kafka_input,
+    input_topic_list,
     job_arguments,
+    kafka_input_flags,
     launch_settings,
     missing_spark_provider_error,
     record_format_argument,
@@ -55,6 +59,7 @@ from airflow_provider_kafka_eos.hooks.spark_submit import (
 )
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import Reuse, RunIdentity, reuse_verdict
 from airflow_provider_kafka_eos.kafka.checkpoints.input_claims import ClaimOutcome, InputVerdict, claim_input
+from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import DEFAULT_TRANSACTION_TIMEOUT_MS
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, manifest_uri, read_manifest
 from airflow_provider_kafka_eos.kafka.errors import ManifestError, UsageError
 from airflow_provider_kafka_eos.kafka.validation import (
@@ -67,6 +72,7 @@ from airflow_provider_kafka_eos.kafka.validation import (
 )
 from airflow_provider_kafka_eos.spark import handoff
 from airflow_provider_kafka_eos.spark import job as eos_job
+from airflow_provider_kafka_eos.tasks import reattach
 from airflow_provider_kafka_eos.tasks.dag_run import checkpoint_id_for_run, run_identity, run_state_probe
 from airflow_provider_kafka_eos.tasks.fail_now import fail_now_exception, raises_fail_now
 from airflow_provider_kafka_eos.tasks.job_summary import job_summary
@@ -272,6 +278,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         self._announce_uri: str | None = None
         self._config_file: str | None = None
         self._eos_hook: EosSparkSubmitHook | None = None
+        self._job_started: Any = None  # records a local job's pid in the task's state (tasks/reattach.py)
         self._validate_identity(skip_templates=True)  # the first door: a DAG with a bad id does not load
 
     # -- Airflow entry points ----------------------------------------------------------------
@@ -300,7 +307,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
                       self.pipeline_id, checkpoint, expected_uri)
         started = time.monotonic()
         try:
-            super().execute(context)
+            if not self._earlier_try_prepared(context, checkpoint, expected_uri):
+                super().execute(context)
         except Exception as err:
             self._fail_now_on_job_usage_error(err)
             raise
@@ -328,6 +336,25 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             executor_python=self.executor_python, master=master, cluster_mode=cluster_mode,
         )
         self.env_vars, self.conf, self.py_files = settings.env_vars, settings.conf, settings.py_files
+
+    def _earlier_try_prepared(self, context: Any, checkpoint: int, expected_uri: str) -> bool:
+        """Local mode: wait for the job an earlier try left running and take its manifest
+        (``tasks/reattach.py``); else record the job this try starts. A cluster driver is the Spark
+        provider's to re-attach to (``durable``, inside ``super().execute``)."""
+        if self._deploy_target()[1]:
+            return False
+        try_number = getattr(context.get("ti"), "try_number", None)
+        self._job_started = functools.partial(reattach.remember, context, checkpoint_id=checkpoint,
+                                              try_number=try_number)
+        bound = self.execution_timeout.total_seconds() if self.execution_timeout else \
+            (int(self.transaction_timeout_ms or 0) or DEFAULT_TRANSACTION_TIMEOUT_MS) / 1000
+        if not reattach.wait_for_earlier_try(context, checkpoint, timeout_s=bound):
+            return False
+        with contextlib.suppress(ManifestError):  # it ended before preparing: run the job now
+            return bool(self._read_result(expected_uri))
+        self.log.warning("the job left running ended without a usable manifest at %s: starting it again",
+                         expected_uri)
+        return False
 
     def _deploy_target(self) -> tuple[str, bool]:
         """(master, cluster deploy mode), resolved the provider's way from this operator's arguments
@@ -414,6 +441,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
     def _get_hook(self) -> EosSparkSubmitHook:
         """The provider's hook, built the provider's way, as ours (it captures the job's result line)."""
         self._eos_hook = EosSparkSubmitHook.adopt(super()._get_hook())
+        self._eos_hook.on_started = self._job_started
         return self._eos_hook
 
     # -- helpers -----------------------------------------------------------------------------
@@ -427,7 +455,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         """
         self._input, self._announce_uri = None, None
         if self.input_id is None:
-            if self._kafka_input_topics():
+            if input_topic_list(self.input_topics):
                 self.log.info("Kafka input: the checkpoint's offset ranges are planned from the last "
                               "COMMITTED checkpoint, so no input_id is needed "
                               "(docs/user-guide/kafka-to-kafka.md)")
@@ -494,25 +522,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             **({"dag-id": run.dag_id, "run-id": run.run_id, "try-number": run.try_number,
                 "logical-date": run.logical_date} if run is not None else {}),
             **({"input-id": claimed.input_id, "reprocess-of": claimed.reprocess_of} if claimed else {}),
-        }) + self._kafka_input_args()
-
-    def _kafka_input_topics(self) -> list[str]:
-        topics = self.input_topics
-        if topics is None:
-            return []
-        if isinstance(topics, str):
-            topics = topics.split(",")
-        return [str(t).strip() for t in topics if str(t).strip()]
-
-    def _kafka_input_args(self) -> list[str]:
-        """The job's Kafka-input arguments (validated in ``_validate_arguments``)."""
-        topics = self._kafka_input_topics()
-        if not topics:
-            return []
-        args = ["--input-topics", ",".join(topics), "--input-group", str(self.input_group),
-                "--input-start", str(self.input_start)]
-        skip = validate_flag(self.skip_lost_input_ranges, field="skip_lost_input_ranges")
-        return [*args, "--skip-lost-input-ranges"] if skip else args
+        }) + kafka_input_flags(self.input_topics, group=self.input_group, start=self.input_start,
+                               skip=self.skip_lost_input_ranges)
 
     def _validate_identity(self, *, skip_templates: bool) -> None:
         """Pipeline id, prefix, topic and input id by ``kafka/validation.py``'s rules, the very
@@ -533,31 +544,9 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         self._validate_identity(skip_templates=False)
         if self.transaction_timeout_ms is not None:
             validate_positive_ms(self.transaction_timeout_ms, field="transaction_timeout_ms")
-        self._validate_kafka_input()
+        check_kafka_input(self.input_topics, output_topic=self.topic, group=self.input_group,
+                          start=self.input_start, skip=self.skip_lost_input_ranges)
         record_format_argument(self.record_formats)  # formats and schemas, before anything starts
-
-    def _validate_kafka_input(self) -> None:
-        from airflow_provider_kafka_eos.kafka.checkpoints.kafka_input import StartChoice
-
-        topics = self._kafka_input_topics()
-        if not topics:
-            if self.input_topics not in (None, "", []) or self.input_group or self.input_start:
-                raise UsageError("input_group / input_start were given without input_topics (or input_topics "
-                                 "rendered empty): name the Kafka topic(s) the pipeline reads")
-            return
-        for topic in topics:
-            validate_topic(topic, field="input_topics")
-        if self.topic in topics:
-            raise UsageError(f"input_topics includes the output topic {self.topic!r}: a pipeline reading "
-                             "its own output would read each checkpoint's records again")
-        if not self.input_group or not str(self.input_group).strip():
-            raise UsageError("input_topics needs input_group: the consumer group whose committed offsets "
-                             "mirror the pipeline's progress (lag tools read it)")
-        if self.input_start is None:
-            raise UsageError("input_topics needs input_start: where the pipeline's first checkpoint starts "
-                             "(group, earliest, latest or timestamp:<epoch ms>); it is never guessed")
-        StartChoice.parse(self.input_start, field="input_start")
-        validate_flag(self.skip_lost_input_ranges, field="skip_lost_input_ranges")
 
     def _write_client_config(self) -> str:
         """The private file for the job (``hooks/spark_submit.write_private_config``): the Kafka config

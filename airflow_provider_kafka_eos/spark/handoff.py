@@ -137,7 +137,9 @@ def sweep_private_files(directory: str) -> list[str]:
 
     A task removes its own file when it ends (``finally`` / ``on_kill``); only a task killed
     without cleanup leaves one, and the next task on the host removes it here. A file whose pid
-    is alive (a running task, or a reused pid) is left alone.
+    is alive (a running task, or a reused pid) is left alone, and so is one a live process was
+    started with (its job, which outlives a killed task and which the task's retry waits for:
+    ``tasks/reattach.py``; the job reads the file after it starts).
     """
     removed = []
     for name in sorted(os.listdir(directory)):
@@ -145,10 +147,23 @@ def sweep_private_files(directory: str) -> list[str]:
         if match is None or _process_alive(int(match.group("pid"))):
             continue
         path = os.path.join(directory, name)
+        if _a_job_reads(path):
+            continue
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
             removed.append(path)
     return removed
+
+
+def _a_job_reads(path: str) -> bool:
+    """Whether a live process (of this user: others' are not readable) was started with ``path`` as
+    its private file (``CONFIG_FILE_ENV`` in its environment). Asked only of a dead task's file."""
+    import psutil
+
+    for process in psutil.process_iter(["environ"]):
+        if (process.info.get("environ") or {}).get(CONFIG_FILE_ENV) == path:
+            return True
+    return False
 
 
 def _process_alive(pid: int) -> bool:

@@ -27,6 +27,7 @@ FEATURES: dict[str, tuple[int, int]] = {
     "partitioned_asset_events": (3, 2),
     "human_in_the_loop": (3, 1),
     "deadline_alerts": (3, 1),
+    "task_state_store": (3, 3),  # context["task_state_store"]: the submit task's re-attach
 }
 
 

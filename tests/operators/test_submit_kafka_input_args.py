@@ -9,6 +9,12 @@ from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
 from airflow_provider_kafka_eos.spark import job
 
 
+def _flags(op: SparkEosSubmitOperator) -> list[str]:
+    """The Kafka-input part of the job's command line, as the operator builds it."""
+    args = op._job_args(1)
+    return args[args.index("--input-topics"):] if "--input-topics" in args else []
+
+
 def _op(**kwargs):
     return SparkEosSubmitOperator(task_id="submit", pipeline_id="orders", topic="out",
                                   application_callable="m:f", **kwargs)
@@ -18,7 +24,7 @@ def test_input_topics_group_and_start_reach_the_job_as_its_arguments():
     op = _op(input_topics="in-a, in-b", input_group="orders-reader", input_start="timestamp:1767225600000",
              skip_lost_input_ranges=True)
     op._validate_arguments()
-    args = op._kafka_input_args()
+    args = _flags(op)
     assert args == ["--input-topics", "in-a,in-b", "--input-group", "orders-reader", "--input-start",
                     "timestamp:1767225600000", "--skip-lost-input-ranges"]
     base = ["--pipeline-id", "p", "--topic", "t", "--transactional-id-prefix", "p", "--checkpoint-id", "1",
@@ -26,9 +32,9 @@ def test_input_topics_group_and_start_reach_the_job_as_its_arguments():
     parsed = job.build_arg_parser().parse_args([*base, *args])
     assert (parsed.input_topics, parsed.input_group, parsed.skip_lost_input_ranges) == (
         "in-a,in-b", "orders-reader", True)
-    assert _op(input_topics=["in"], input_group="g", input_start="earliest")._kafka_input_args()[:2] == [
+    assert _flags(_op(input_topics=["in"], input_group="g", input_start="earliest"))[:2] == [
         "--input-topics", "in"]
-    assert _op()._kafka_input_args() == []
+    assert _flags(_op()) == []
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import signal
 import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -92,6 +94,48 @@ def test_a_sigkilled_tasks_file_is_removed_at_the_next_start(private):
     assert sweep_private_files(directory) == [left_behind]  # what the next task's start does
     assert not os.path.exists(left_behind) and os.path.exists(mine)  # a live task's file stays
     os.unlink(mine)
+
+
+def test_a_dead_tasks_file_stays_while_the_job_it_started_still_runs(private):
+    """A job outlives its SIGKILLed task (its own session): the task's retry waits for it
+    (tasks/reattach.py), and the job reads its private file after it starts, so the sweep keeps the
+    file while a live process was started with it, and removes it once that process ended."""
+    from airflow_provider_kafka_eos.spark.handoff import CONFIG_FILE_ENV
+
+    directory = private_dir()
+    task = subprocess.Popen(
+        [sys.executable, "-c",
+         "import subprocess, sys, os\n"
+         "from airflow_provider_kafka_eos.spark.handoff import write_private_file, CONFIG_FILE_ENV\n"
+         f"path = write_private_file({directory!r}, {{'client_config': {{}}}})\n"
+         "job = subprocess.Popen([sys.executable, '-c', 'import signal; signal.pause()'],\n"
+         "                       start_new_session=True, stdin=subprocess.DEVNULL,\n"
+         "                       env={**os.environ, CONFIG_FILE_ENV: path})\n"
+         "print(path, job.pid, flush=True)\n"
+         "sys.stdin.read()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    path, job_pid = task.stdout.readline().split()
+    task.send_signal(signal.SIGKILL)  # the task dies; its job (a process waiting for a signal) goes on
+    task.wait(30)
+    try:
+        assert CONFIG_FILE_ENV in pathlib.Path(f"/proc/{job_pid}/environ").read_text(errors="replace")
+        assert sweep_private_files(directory) == []
+        assert os.path.exists(path)
+    finally:
+        os.killpg(int(job_pid), signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{job_pid}") and _state(job_pid) != "Z":
+        assert time.monotonic() < deadline, "the job did not end"
+        time.sleep(0.05)  # polling another process's end, deadline-bounded
+    assert sweep_private_files(directory) == [path]
+
+
+def _state(pid: str) -> str:
+    try:
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "gone"
 
 
 def test_a_private_dir_owned_by_someone_else_is_refused(private, monkeypatch):
