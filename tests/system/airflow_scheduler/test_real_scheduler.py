@@ -226,6 +226,70 @@ def test_two_runs_of_one_batch_at_once_write_it_once_taking_over_a_claim_its_dea
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), expected)
 
 
+def test_a_retry_waits_for_the_spark_job_its_killed_try_left_running(airflow_stack, kafka_broker):
+    """Airflow 3.3's task state store, for real: the submit task records its spark-submit; its task
+    process is SIGKILLed while the job runs (the job, in a session of its own, is held with SIGSTOP
+    so it cannot end first); the retry finds the job in the store and waits for it instead of
+    starting a second spark-submit; the job, resumed, prepares the checkpoint, which try 2 returns
+    and the commit task commits. Each key once, read_committed."""
+    import os
+    import signal
+
+    import psutil
+
+    stack = airflow_stack
+    input_dir = stack.home / "input"
+    pipeline = unique_name("reattach").replace("-", "_")
+    conf = {"pipeline_id": pipeline, "topic": unique_name("reattach-per-user"), "input_dir": str(input_dir),
+            "manifest_base_uri": (stack.home / "manifests").as_uri(), "batch": "batch-r",
+            "spark_partitions": 2}
+    expected = write_batch(input_dir, "batch-r", users=30)
+    stack.unpause("eos_pipeline")
+    run_id = stack.trigger("eos_pipeline", conf)
+
+    def the_job() -> psutil.Process | None:
+        """spark-submit of this run: the leader of its own process group (spark-class's launcher and
+        the Python driver carry the same arguments, inside that group)."""
+        for process in psutil.process_iter(["cmdline"]):
+            cmdline = process.info.get("cmdline") or []
+            if pipeline not in cmdline or "--pipeline-id" not in cmdline:
+                continue
+            with contextlib.suppress(ProcessLookupError):
+                if os.getpgid(process.pid) == process.pid:
+                    return process
+        return None
+
+    job = stack.wait("the run's spark-submit", the_job, 300)
+    group = job.pid  # the job leads a session of its own (hooks/spark_submit.py)
+    os.killpg(group, signal.SIGSTOP)  # held: it cannot finish before the retry looks for it
+    try:
+        task = job.parent()
+        assert task is not None and os.getpgid(task.pid) != group
+        task.send_signal(signal.SIGKILL)  # the task's process dies (OOM killer, a killed runner)
+        waiting = "waiting for it to end instead of starting the job a second time"
+        stack.wait("the retry to find the job left running",
+                   lambda: waiting in _log_or_empty(stack, run_id, 2), 300)
+        assert job.is_running()
+    finally:
+        os.killpg(group, signal.SIGCONT)
+    run = stack.wait_for_run("eos_pipeline", run_id, 600)
+    assert run["state"] == "success", (stack.task_states("eos_pipeline", run_id), stack.log_tails())
+    retry_log = stack.task_log("eos_pipeline", run_id, "submit", try_number=2)
+    assert f"try 1 left its spark-submit (pid {job.pid}, checkpoint" in retry_log
+    assert "Spark-Submit cmd" not in retry_log  # try 2 started no spark-submit of its own
+    [(_, manifest)] = list(ManifestStore.configured(conf["manifest_base_uri"]).manifests(pipeline))
+    assert manifest.prepared_by.try_number == 1 and manifest.status.value == "COMMITTED"
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, conf["topic"]), expected)
+
+
+def _log_or_empty(stack, run_id: str, try_number: int) -> str:
+    """A try's log, or "" while Airflow has none for it yet."""
+    try:
+        return stack.task_log("eos_pipeline", run_id, "submit", try_number=try_number)
+    except Exception:  # 404 until the try has started
+        return ""
+
+
 def test_a_failed_run_that_left_its_checkpoint_prepared_gets_the_deadline_alert_from_the_triggerer(
     airflow_stack, kafka_broker, tmp_path
 ):
