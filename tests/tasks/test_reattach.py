@@ -198,8 +198,10 @@ def test_a_retry_waits_for_the_job_its_killed_try_left_running_and_takes_its_man
             "run_after": "2026-11-28T12:00:00+00:00", "state": str(state)}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(pathlib.Path(__file__).parent),
                                                           os.environ.get("PYTHONPATH", "")])}
+    # Its stdin stands for an Airflow 3 task's: fd 0 is the task's socket to its supervisor, which
+    # closes when the supervisor sees its task die.
     try_one = subprocess.Popen([sys.executable, "-c", TRY_ONE, json.dumps(spec)], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     store = FileTaskStateStore(state)
     job_pid = None
     try:
@@ -208,8 +210,10 @@ def test_a_retry_waits_for_the_job_its_killed_try_left_running_and_takes_its_man
             assert time.monotonic() < deadline and try_one.poll() is None, "try 1 never recorded its job"
             time.sleep(0.1)  # polling another process's file, deadline-bounded
         job_pid = store.get(reattach.STATE_KEY)["pid"]
+        os.killpg(job_pid, signal.SIGSTOP)  # held until try 2 looks: it cannot end first
         try_one.send_signal(signal.SIGKILL)  # the task's process dies (OOM killer, a killed runner)
         try_one.wait(timeout=30)
+        try_one.stdin.close()  # ... and its supervisor's end of fd 0 goes with it
 
         retry = SparkEosSubmitOperator(**spec["operator"])
         run = SimpleNamespace(dag_id="reattach_dag", run_id="run-1", logical_date=None,
@@ -237,6 +241,7 @@ def test_a_retry_waits_for_the_job_its_killed_try_left_running_and_takes_its_man
             assert time.monotonic() < deadline and thread.is_alive(), f"try 2 did not wait: {outcome}"
             time.sleep(0.05)  # polling the other thread's log, deadline-bounded
         assert os.path.exists(f"/proc/{job_pid}")  # try 1's job still runs (it outlived its try)
+        os.killpg(job_pid, signal.SIGCONT)
         release.write_text("go")
         thread.join(240)
         logging.getLogger(LOGGER).removeHandler(handler)
@@ -246,6 +251,7 @@ def test_a_retry_waits_for_the_job_its_killed_try_left_running_and_takes_its_man
             try_one.kill()
         if job_pid is not None:
             with contextlib.suppress(ProcessLookupError):
+                os.killpg(job_pid, signal.SIGCONT)
                 os.killpg(job_pid, signal.SIGKILL)
     uri = outcome["uri"]
     assert retry._eos_hook is None  # try 2 started no spark-submit of its own
