@@ -6,8 +6,9 @@ exactly once and the downstream DAG run once for it. Before this issue: the manu
 failed rendering ``ts_nodash``; the manual cleanup run queued behind the scheduled one for up to
 10 minutes; nothing told downstream DAGs about a new batch.
 
-About three minutes on two cores (two spark-submits); the deadline case adds under a minute
-(no Spark: its run fails at once and leaves a PREPARED checkpoint behind).
+About three minutes on two cores (two spark-submits); the retry that waits for its killed try's
+job adds about two (a spark-submit and Airflow's 30 s retry delay); the deadline case adds under a
+minute (no Spark: its run fails at once and leaves a PREPARED checkpoint behind).
 """
 
 from __future__ import annotations
