@@ -200,9 +200,13 @@ def view_connection(api_server, kafka_broker, tmp_path_factory) -> dict[str, Any
     base = tmp_path_factory.mktemp("ui-view-store").as_uri()
     pipeline, topic = unique_name("uipipe").replace("-", "_"), unique_name("ui-view-topic")
     first, second, orphan = f"{pipeline}-0-1", f"{pipeline}-0-2", f"{pipeline}-1-9"
-    produce_transaction(kafka_broker.bootstrap, first, topic, [b"a", b"b"])
-    produce_transaction(kafka_broker.bootstrap, second, topic, [b"c"])
-    produce_transaction(kafka_broker.bootstrap, orphan, topic, [b"x"], partitions=[0])
+    # Open for as long as the module may take: the cases that read them run minutes apart, past the
+    # client's 60 s default, after which the broker would abort them.
+    open_ms = 900_000
+    produce_transaction(kafka_broker.bootstrap, first, topic, [b"a", b"b"], transaction_timeout_ms=open_ms)
+    produce_transaction(kafka_broker.bootstrap, second, topic, [b"c"], transaction_timeout_ms=open_ms)
+    produce_transaction(kafka_broker.bootstrap, orphan, topic, [b"x"], partitions=[0],
+                        transaction_timeout_ms=open_ms)
     config = KafkaClientConfig.from_mapping({"bootstrap.servers": kafka_broker.bootstrap})
     with TransactionAdmin(config) as admin:
         committed = write_prepared_manifest(admin, base, pipeline, topic, [first], checkpoint_id=1)
@@ -314,8 +318,9 @@ def test_giving_up_a_checkpoint_waits_for_approve_on_the_required_actions_page(
     base = tmp_path.as_uri()
     pipeline, topic = unique_name("uiapprove").replace("-", "_"), unique_name("ui-approve-topic")
     kept, given_up = f"{pipeline}-0-1", f"{pipeline}-0-2"
-    produce_transaction(kafka_broker.bootstrap, kept, topic, [b"kept"])
-    produce_transaction(kafka_broker.bootstrap, given_up, topic, [b"given-up"])
+    # Open past the client's 60 s default: `airflow dags test` takes its time to park the run.
+    for tid, key in ((kept, b"kept"), (given_up, b"given-up")):
+        produce_transaction(kafka_broker.bootstrap, tid, topic, [key], transaction_timeout_ms=900_000)
     config = KafkaClientConfig.from_mapping({"bootstrap.servers": kafka_broker.bootstrap})
     with TransactionAdmin(config) as admin:
         committed = write_prepared_manifest(admin, base, pipeline, topic, [kept], checkpoint_id=1)
