@@ -279,6 +279,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         self._config_file: str | None = None
         self._eos_hook: EosSparkSubmitHook | None = None
         self._job_started: Any = None  # records a local job's pid in the task's state (tasks/reattach.py)
+        self._left_running: Any = None  # an earlier try's job this try waits for (stopped by on_kill)
         self._validate_identity(skip_templates=True)  # the first door: a DAG with a bad id does not load
 
     # -- Airflow entry points ----------------------------------------------------------------
@@ -348,7 +349,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
                                               try_number=try_number)
         bound = self.execution_timeout.total_seconds() if self.execution_timeout else \
             (int(self.transaction_timeout_ms or 0) or DEFAULT_TRANSACTION_TIMEOUT_MS) / 1000
-        if not reattach.wait_for_earlier_try(context, checkpoint, timeout_s=bound):
+        if not reattach.wait_for_earlier_try(context, checkpoint, timeout_s=bound,
+                                             found=functools.partial(setattr, self, "_left_running")):
             return False
         with contextlib.suppress(ManifestError):  # it ended before preparing: run the job now
             return bool(self._read_result(expected_uri))
@@ -435,6 +437,8 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         try:
             if self._eos_hook is not None:  # the job was started: stop it (its process group)
                 super().on_kill()
+            if self._left_running is not None:  # the job an earlier try left, which this try waits for
+                reattach.stop(self._left_running)
         finally:
             self._remove_config_file()
 

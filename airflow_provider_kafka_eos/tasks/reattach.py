@@ -31,12 +31,13 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow_provider_kafka_eos.tasks.airflow_features import has
 
-__all__ = ["STATE_KEY", "LeftRunning", "remember", "wait_for_earlier_try"]
+__all__ = ["STATE_KEY", "LeftRunning", "remember", "stop", "wait_for_earlier_try"]
 
 log = logging.getLogger(__name__)
 
@@ -125,8 +126,7 @@ def wait_left_running(record: LeftRunning, timeout_s: float) -> bool:
         if now - started >= timeout_s:
             log.warning("spark-submit pid %d (try %s) still runs after %.0f s of waiting: stopping it and "
                         "starting the job again", record.pid, record.try_number, now - started)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(record.pid, signal.SIGTERM)  # its own session: the group is the whole job
+            stop(record)
             return False
         if now >= next_note:
             log.info("still waiting for spark-submit pid %d (started by try %s) after %.0f s",
@@ -138,14 +138,26 @@ def wait_left_running(record: LeftRunning, timeout_s: float) -> bool:
     return True
 
 
-def wait_for_earlier_try(context: Any, checkpoint_id: int, *, timeout_s: float) -> bool:
+def stop(record: LeftRunning) -> None:
+    """Stop the recorded job (SIGTERM to its process group: its own session, so the whole job), if it
+    is still that process: the waiting task was killed, or waited past its bound."""
+    if _still_running(record):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(record.pid, signal.SIGTERM)
+
+
+def wait_for_earlier_try(context: Any, checkpoint_id: int, *, timeout_s: float,
+                         found: Callable[[LeftRunning], None] | None = None) -> bool:
     """Whether an earlier try's local job for this checkpoint was running here and has now ended.
 
-    The caller then reads the checkpoint's manifest as that job's result, and runs the job itself
-    when there is none (the job failed before preparing) or when this returns False."""
+    ``found`` is told the job before the wait (the operator's ``on_kill`` stops it). The caller
+    then reads the checkpoint's manifest as that job's result, and runs the job itself when there
+    is none (the job failed before preparing) or when this returns False."""
     record = left_running(context, checkpoint_id)
     if record is None:
         return False
+    if found is not None:
+        found(record)
     log.warning("try %s left its spark-submit (pid %d, checkpoint %d) running on this host: waiting for "
                 "it to end instead of starting the job a second time", record.try_number, record.pid,
                 checkpoint_id)

@@ -9,6 +9,7 @@ is SIGKILLed and a read_committed count, runs on a real scheduler:
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import socket
@@ -82,6 +83,29 @@ def test_a_job_still_running_past_the_bound_is_stopped_and_the_retry_starts_afre
         assert reattach.wait_for_earlier_try(_context(store), 7, timeout_s=0) is False
     assert job.wait(timeout=30) == -signal.SIGTERM  # its process group was stopped
     assert f"spark-submit pid {job.pid} (try 1) still runs after" in caplog.text
+
+
+def test_killing_the_waiting_task_stops_the_job_it_waits_for(job, tmp_path, monkeypatch):
+    """A person marks the waiting try failed (Airflow calls ``on_kill``): the job it waited for is
+    stopped too, as the job the try had started itself would be."""
+    from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_REATTACH", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    store = FileTaskStateStore(tmp_path / "state.json")
+    reattach.remember(_context(store, 1), job.pid, checkpoint_id=7, try_number=1)
+    operator = SparkEosSubmitOperator(task_id="submit", pipeline_id="p", topic="t", conn_id="spark_reattach",
+                                      manifest_base_uri=str(tmp_path), application_callable="m:f")
+    waiter = threading.Thread(target=operator._earlier_try_prepared,
+                              args=(_context(store), 7, str(tmp_path / "m.json")), daemon=True)
+    waiter.start()
+    deadline = time.monotonic() + 60
+    while operator._left_running is None:
+        assert time.monotonic() < deadline and waiter.is_alive(), "the try never found the job"
+        time.sleep(0.05)  # polling another thread's state, deadline-bounded
+    operator.on_kill()
+    assert job.wait(timeout=30) == -signal.SIGTERM
+    waiter.join(30)
+    assert not waiter.is_alive()
 
 
 def test_without_a_store_or_with_a_broken_one_nothing_is_recorded_and_the_task_goes_on(job, caplog):
