@@ -308,14 +308,15 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
                       self.pipeline_id, checkpoint, expected_uri)
         started = time.monotonic()
         try:
-            if not self._earlier_try_prepared(context, checkpoint, expected_uri):
+            manifest = None if cluster_mode else self._earlier_try_prepared(context, checkpoint, expected_uri)
+            if manifest is None:
                 super().execute(context)
         except Exception as err:
             self._fail_now_on_job_usage_error(err)
             raise
         finally:
             self._remove_config_file()
-        manifest = self._read_result(expected_uri)
+        manifest = manifest or self._read_result(expected_uri)
         self._judge_reuse(context, manifest, expected_uri, run)
         self.log.info("%s", job_summary(manifest, expected_uri, time.monotonic() - started))
         return expected_uri
@@ -338,12 +339,10 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         )
         self.env_vars, self.conf, self.py_files = settings.env_vars, settings.conf, settings.py_files
 
-    def _earlier_try_prepared(self, context: Any, checkpoint: int, expected_uri: str) -> bool:
-        """Local mode: wait for the job an earlier try left running and take its manifest
-        (``tasks/reattach.py``); else record the job this try starts. A cluster driver is the Spark
-        provider's to re-attach to (``durable``, inside ``super().execute``)."""
-        if self._deploy_target()[1]:
-            return False
+    def _earlier_try_prepared(self, context: Any, checkpoint: int, expected_uri: str) -> Any | None:
+        """Local mode: wait for the job an earlier try left running and return its manifest
+        (``tasks/reattach.py``); else (None) record the job this try starts. A cluster driver is the
+        Spark provider's to re-attach to (``durable``, inside ``super().execute``)."""
         try_number = getattr(context.get("ti"), "try_number", None)
         self._job_started = functools.partial(reattach.remember, context, checkpoint_id=checkpoint,
                                               try_number=try_number)
@@ -351,12 +350,12 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
             (int(self.transaction_timeout_ms or 0) or DEFAULT_TRANSACTION_TIMEOUT_MS) / 1000
         if not reattach.wait_for_earlier_try(context, checkpoint, timeout_s=bound,
                                              found=functools.partial(setattr, self, "_left_running")):
-            return False
+            return None
         with contextlib.suppress(ManifestError):  # it ended before preparing: run the job now
-            return bool(self._read_result(expected_uri))
+            return self._read_result(expected_uri)
         self.log.warning("the job left running ended without a usable manifest at %s: starting it again",
                          expected_uri)
-        return False
+        return None
 
     def _deploy_target(self) -> tuple[str, bool]:
         """(master, cluster deploy mode), resolved the provider's way from this operator's arguments

@@ -136,9 +136,14 @@ def test_an_airflow_before_3_3_keeps_todays_restore(job, tmp_path, monkeypatch):
     store = FileTaskStateStore(tmp_path / "state.json")
     reattach.remember(_context(store, 1), job.pid, checkpoint_id=7, try_number=1)
     assert not store.path.exists()
-    store.set(reattach.STATE_KEY, {"host": socket.gethostname(), "pid": job.pid, "create_time": 0.0,
-                                   "checkpoint_id": 7, "try_number": 1})
+    import psutil
+
+    # A record that would be waited on with 3.3's store (the running job itself): only the version decides.
+    store.set(reattach.STATE_KEY, {"host": socket.gethostname(), "pid": job.pid, "checkpoint_id": 7,
+                                   "create_time": psutil.Process(job.pid).create_time(), "try_number": 1})
     assert reattach.wait_for_earlier_try(_context(store), 7, timeout_s=1) is False
+    monkeypatch.setattr(airflow_features, "airflow_version", lambda: (3, 3))
+    assert reattach.left_running(_context(store), 7) is not None  # the same record, on 3.3
 
 
 def test_a_malformed_record_is_named_and_ignored(tmp_path, caplog):
