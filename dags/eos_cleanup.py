@@ -8,7 +8,8 @@ the broker times it out, and then its data is lost. Every run of this DAG, in se
    (orphan / commit-pending / foreign). Nothing lingering: the sensor times out softly and the
    run is skipped, which is the healthy case.
 2. ``commit_pending``: commits every checkpoint that holds a commit-pending transaction (first,
-   so a prepared batch is committed before anything is aborted); with
+   so a prepared batch is committed before anything is aborted) and gives each checkpoint it made
+   visible its Asset event, as the pipeline's commit task would have; with
    ``commit_pending_action = "alert"`` it commits nothing and ``summary`` fails loudly so a human
    decides (see docs/runbook/commit-pending-transaction.md).
 3. ``abort_orphans``: re-reads the manifest store and fences the orphans (never an id a PREPARED
@@ -132,6 +133,9 @@ def eos_cleanup() -> None:
         findings: dict[str, Any], params: dict[str, Any] | None = None
     ) -> list[dict[str, Any]]:
         """Commit every checkpoint holding a commit-pending transaction (idempotent per manifest)."""
+        from airflow.sdk import get_current_context
+
+        from airflow_provider_kafka_eos.assets.events import announce_settled_checkpoints
         from airflow_provider_kafka_eos.hooks.kafka_eos import KafkaEosHook
         from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint
 
@@ -141,7 +145,7 @@ def eos_cleanup() -> None:
         uris = sorted({f.manifest_uri for f in pending if f.manifest_uri})
         if not uris or params["commit_pending_action"] != COMMIT:
             return []
-        reports = []
+        reports: list[dict[str, Any]] = []
         with hook.transaction_admin() as admin:
             for uri in uris:
                 # The store's credentials from the connection (else the standard chain), per manifest.
@@ -151,6 +155,13 @@ def eos_cleanup() -> None:
                 )
                 print(report.summary())
                 reports.append(report.to_dict())
+        # What this try made visible gets its Asset event here, as the pipeline's commit task would
+        # have given it (a re-trigger that came before this commit found nothing to announce).
+        announced = announce_settled_checkpoints(
+            get_current_context(), bootstrap_servers=hook.client_config().bootstrap_servers, reports=reports
+        )
+        if announced:
+            print(f"Asset events for {', '.join(announced)}")
         return reports
 
     abort = KafkaAbortTransactionsOperator(

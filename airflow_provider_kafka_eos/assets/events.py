@@ -22,10 +22,11 @@ declare the topic's Asset on the commit task to get them. Older Airflow: the sam
 Exactly one event per committed checkpoint also when the try that committed died before it
 succeeded (a killed worker, a lost heartbeat): a later try, or a re-trigger, finds the manifest
 already COMMITTED and asks Airflow for the topic's events since the commit; when none names this
-checkpoint it emits the missing one (:func:`event_already_recorded`), otherwise nothing. A
-checkpoint committed outside its pipeline's commit task (the cleanup DAG after the run failed, the
-next run's restore), or still PREPARED after its run failed, is committed and announced by the next
-run of its input (:func:`owed_by_an_ended_run`: its commit task runs instead of being skipped).
+checkpoint it emits the missing one (:func:`event_already_recorded`), otherwise nothing. The
+cleanup DAG announces what it commits itself (:func:`announce_settled_checkpoints`). A checkpoint
+committed elsewhere (the next run's restore, the CLI, a cleanup try that died before it succeeded),
+or still PREPARED after its run failed, is committed and announced by the next run of its input
+(:func:`owed_by_an_ended_run`: its commit task runs instead of being skipped).
 
 The Asset page's "Producing Tasks" lists only tasks that *declare* the Asset as an outlet
 (Airflow 3.3 writes ``task_outlet_asset_reference`` rows from the parsed DAG's outlets; an alias
@@ -40,7 +41,7 @@ and goes out once, not through the alias as well) and removes the others for thi
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from airflow_provider_kafka_eos.assets.lineage import kafka_asset_uri
@@ -49,10 +50,13 @@ from airflow_provider_kafka_eos.tasks.airflow_features import has
 __all__ = [
     "COMMITTED_ALIAS",
     "announce_committed_checkpoint",
+    "announce_settled_checkpoints",
     "checkpoint_partition_key",
+    "checkpoints_named",
     "committed_alias",
     "emit_committed_checkpoint",
     "event_already_recorded",
+    "event_extra",
     "owed_by_an_ended_run",
     "settle_declared_topic_assets",
     "with_committed_alias",
@@ -88,15 +92,7 @@ def emit_committed_checkpoint(
         return None  # not inside a task run (a direct execute() call), or nothing became visible
     uri = kafka_asset_uri(bootstrap_servers, str(report["topic"]))
     key = checkpoint_partition_key(report)
-    extra = {
-        "pipeline_id": report.get("pipeline_id"),
-        "checkpoint_id": report.get("checkpoint_id"),
-        "records": int(report.get("records") or 0),
-        "transactions": int(report.get("transactions") or 0),
-        "manifest_uri": report.get("manifest_uri"),
-        "input_id": report.get("input_id"),
-        "partition_key": key,
-    }
+    extra = event_extra(report)
     if uri in declared_asset_uris(context):
         accessor = events[Asset(uri)]  # the declared outlet's own event (Airflow adds it on success)
         accessor.extra = extra
@@ -105,6 +101,28 @@ def emit_committed_checkpoint(
     else:  # an alias event carries the DAG run's partition key, not one of its own
         events[committed_alias()].add(Asset(uri), extra=extra)
     return uri
+
+
+def event_extra(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``extra`` of the event announcing one committed checkpoint (its commit report's fields)."""
+    return {
+        "pipeline_id": report.get("pipeline_id"),
+        "checkpoint_id": report.get("checkpoint_id"),
+        "records": int(report.get("records") or 0),
+        "transactions": int(report.get("transactions") or 0),
+        "manifest_uri": report.get("manifest_uri"),
+        "input_id": report.get("input_id"),
+        "partition_key": checkpoint_partition_key(report),
+    }
+
+
+def checkpoints_named(extra: Mapping[str, Any] | None) -> set[tuple[Any, Any]]:
+    """The ``(pipeline_id, checkpoint_id)`` pairs an event announces: its own fields, or each entry of
+    ``checkpoints`` (one cleanup try that settled several checkpoints of one topic, see
+    :func:`announce_settled_checkpoints`)."""
+    extra = dict(extra or {})
+    entries = extra.get("checkpoints") if isinstance(extra.get("checkpoints"), list) else [extra]
+    return {(e.get("pipeline_id"), e.get("checkpoint_id")) for e in entries if isinstance(e, Mapping)}
 
 
 def checkpoint_partition_key(report: Mapping[str, Any]) -> str:
@@ -142,8 +160,7 @@ def event_already_recorded(uri: str, report: Mapping[str, Any]) -> bool:
         found = list(InletEventsAccessor(asset_name=uri, asset_uri=uri).after(since.isoformat()))
     except Exception:  # any failure to ask means "do not emit again"
         return True
-    return any((dict(e.extra or {}).get("pipeline_id"), dict(e.extra or {}).get("checkpoint_id")) == wanted
-               for e in found)
+    return any(wanted in checkpoints_named(e.extra) for e in found)
 
 
 def owed_by_an_ended_run(conn_id: str, manifest_uri: str, access: Any) -> str | None:
@@ -152,8 +169,9 @@ def owed_by_an_ended_run(conn_id: str, manifest_uri: str, access: Any) -> str | 
     - ``"commit"``: its checkpoint is still PREPARED (that run failed before its commit task did
       it): the re-trigger's commit task commits it, as the cleanup DAG would, and announces it;
     - ``"announce"``: it is COMMITTED with records and Airflow holds no Asset event for it (it was
-      committed outside its run's commit task: the cleanup DAG's ``commit_pending``, the next
-      run's restore, the CLI): the re-trigger's commit task emits the missing event;
+      committed outside its run's commit task by something that announces nothing: the next
+      run's restore, the CLI, a cleanup try that died before it succeeded): the re-trigger's
+      commit task emits the missing event;
     - ``None``: nothing (skip, as for any duplicate).
 
     The submit task writes nothing either way. Asked from inside a task run only; any doubt is
@@ -231,3 +249,66 @@ def announce_committed_checkpoint(
         operator.log.info("Asset event for %s: checkpoint %s, %s record(s), partition key %r", uri,
                           report.get("checkpoint_id"), report.get("records"),
                           checkpoint_partition_key(report))
+
+
+def announce_settled_checkpoints(
+    context: Mapping[str, Any], *, bootstrap_servers: str, reports: Iterable[Mapping[str, Any]]
+) -> list[str]:
+    """Announce what a task outside the pipeline committed (the cleanup DAG's ``commit_pending``).
+
+    Why: a run that failed with its checkpoint PREPARED, or whose Spark job prepared it after the
+    run had ended, is committed by the cleanup; a re-trigger of its input announces it only when it
+    comes after that commit (the production soak of 2026-11-28 had one come before: the event was
+    never emitted). So the try that makes such a checkpoint visible announces it, as the pipeline's
+    commit task would: one event per checkpoint with records, on the topic's Asset with
+    ``partition_key`` = its input identity when Airflow knows that Asset (a pipeline DAG declares
+    it: the Asset joins this try's outlets, and Airflow records the events of the outlets a
+    successful try has when it ends), else through the alias (keyless, as for the commit task).
+    Several checkpoints of one topic in one try share the Asset's one ``extra``: it lists them under
+    ``checkpoints`` (:func:`checkpoints_named`), with one event per partition key.
+
+    Only reports with status ``committed`` (made visible by this try): one found COMMITTED was
+    announced by the try that committed it, or is owed by the next run of its input
+    (:func:`owed_by_an_ended_run`). Returns the URIs announced.
+    """
+    from airflow.sdk import Asset
+
+    events = context.get("outlet_events")
+    task = getattr(context.get("ti"), "task", None)
+    settled = [r for r in reports if r.get("status") == "committed" and int(r.get("records") or 0)]
+    if events is None or task is None or not settled:
+        return []  # not inside a task run, or nothing this try made visible
+    by_uri: dict[str, list[Mapping[str, Any]]] = {}
+    for report in settled:
+        by_uri.setdefault(kafka_asset_uri(bootstrap_servers, str(report["topic"])), []).append(report)
+    for uri, group in by_uri.items():
+        asset = _declared_somewhere(uri)
+        if asset is None:  # no DAG declares the topic: the alias creates the Asset, without a key
+            task.outlets = with_committed_alias(task.outlets)
+            for report in group:
+                events[committed_alias()].add(Asset(uri), extra=event_extra(report))
+            continue
+        task.outlets = [*(task.outlets or []), asset]
+        accessor = events[asset]
+        extras = [event_extra(r) for r in group]
+        accessor.extra = extras[0] if len(extras) == 1 else {"checkpoints": extras}
+        if has("partitioned_asset_events"):
+            accessor.add_partitions(sorted({checkpoint_partition_key(r) for r in group}))
+    return sorted(by_uri)
+
+
+def _declared_somewhere(uri: str) -> Any:
+    """The topic's Asset as Airflow holds it while a DAG declares it (Airflow calls it *active*), else
+    ``None``. Asked through the task's supervisor (the Execution API's asset-by-URI lookup, which
+    answers for active Assets only); no answer counts as "not declared" (the alias path then)."""
+    from airflow.sdk import Asset
+    from airflow.sdk.execution_time.comms import ErrorResponse, GetAssetByUri
+    from airflow.sdk.execution_time.task_runner import SUPERVISOR_COMMS
+
+    try:
+        found = SUPERVISOR_COMMS.send(GetAssetByUri(uri=uri))
+    except Exception:  # the supervisor could not ask: fall back to the alias, never fail the commit's task
+        return None
+    if found is None or isinstance(found, ErrorResponse):
+        return None
+    return Asset(name=found.name, uri=found.uri, group=found.group)

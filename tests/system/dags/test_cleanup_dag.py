@@ -5,6 +5,7 @@ from __future__ import annotations
 import pathlib
 
 import pytest
+from test_duplicate_input import _sync_and_unpause, downstream_partitions, partition_events
 from txn_helpers import (
     connect_admin,
     produce_in_transaction,
@@ -13,6 +14,7 @@ from txn_helpers import (
     write_prepared_manifest,
 )
 
+from airflow_provider_kafka_eos.assets.lineage import kafka_asset_uri
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import InputRecord
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
@@ -102,6 +104,32 @@ def test_cleanup_commits_the_prepared_batch_then_aborts_the_orphan_and_unblocks_
     assert read_manifest(stuck_topic["manifest"]).status is ManifestStatus.COMMITTED
     summary = tis["summary"].xcom_pull(task_ids="summary")
     assert summary["committed_inputs"] == ["batch-7"]  # the report names batches, not only checkpoints
+    assert_exactly_once(
+        count_keys(kafka_broker.bootstrap, stuck_topic["topic"]), [b"p1", b"p2", b"p3", b"c1"]
+    )
+    # No DAG declares this topic's Asset: the event goes through the alias, keyless (Airflow's design).
+    assert partition_events(kafka_asset_uri(kafka_broker.bootstrap, stuck_topic["topic"])) == [(None, 7)]
+
+
+def test_the_checkpoint_the_cleanup_commits_gets_its_partitioned_event_once_and_downstream_runs_for_it(
+    kafka_broker, cleanup_dag, stuck_topic, monkeypatch
+):
+    """A failed run's checkpoint committed by the cleanup is announced by the cleanup (the production
+    soak of 2026-11-28 missed such an event): keyed by its batch on the pipeline's declared topic Asset,
+    eos_downstream queued for that batch. (A try that finds it COMMITTED announces nothing:
+    tests/assets/test_cleanup_announcements.py.)"""
+    monkeypatch.setenv("KAFKA_EOS_PIPELINE_TOPIC", stuck_topic["topic"])
+    monkeypatch.setenv("KAFKA_EOS_PIPELINE_BOOTSTRAP_SERVERS", kafka_broker.bootstrap)
+    _sync_and_unpause("eos_downstream")  # eos_pipeline declares the topic's Asset, eos_downstream waits on it
+    uri = kafka_asset_uri(kafka_broker.bootstrap, stuck_topic["topic"])
+    conf = {"prefixes": [stuck_topic["prefix"]], "min_age_seconds": 0, "commit_pending_action": "commit"}
+
+    first = cleanup_dag.test(run_conf=conf)
+
+    assert str(first.state) == "success", task_states(first)
+    assert read_manifest(stuck_topic["manifest"]).status is ManifestStatus.COMMITTED
+    assert partition_events(uri) == [("batch-7", 7)]
+    assert downstream_partitions() == ["batch-7"]
     assert_exactly_once(
         count_keys(kafka_broker.bootstrap, stuck_topic["topic"]), [b"p1", b"p2", b"p3", b"c1"]
     )

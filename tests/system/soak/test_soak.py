@@ -45,6 +45,7 @@ from soak_history import History, read_history
 from soak_kafka_input import PIPELINE_ID as K2K_PIPELINE_ID
 from soak_kafka_input import KafkaInputWorkload
 from soak_nemesis import Nemesis, Target, descendants
+from soak_operator_actions import SCHEDULE, OperatorActions, downstream_runs, judge_downstream_runs
 
 from kafka_eos_testing.pytest_plugin import KAFKA_KIND_ENV, kafka_kind
 
@@ -283,7 +284,7 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
             # The topic's Asset the DAGs declare names the connection's first server: so the
             # commit task's event is the declared Asset's, with its partition key (issue 39).
             "KAFKA_EOS_PIPELINE_BOOTSTRAP_SERVERS": cluster.client_config()["bootstrap.servers"],
-            "KAFKA_EOS_PIPELINE_SCHEDULE": "none",
+            "KAFKA_EOS_PIPELINE_SCHEDULE": SCHEDULE,  # backfills need one (soak_operator_actions.py)
             "KAFKA_EOS_PIPELINE_INPUT_DIR": str(home / "input"),
             "KAFKA_EOS_PIPELINE_MAX_ACTIVE_RUNS": _option("--active-runs"),
             "KAFKA_EOS_MANIFEST_BASE_URI": store_uri,
@@ -344,6 +345,7 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         wait_for("the API server", lambda: stack.request("GET", "/monitor/health"), 240, stack)
         stack.unpause("eos_pipeline")
         stack.unpause("eos_cleanup")
+        stack.unpause("eos_downstream")  # one run per committed batch, on the topic's partitioned Asset
         if kafka_input is not None:
             stack.unpause("eos_kafka_to_kafka")
         checker_config = {"bootstrap_servers": cluster.bootstrap}
@@ -385,17 +387,24 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
             extra["kafka_input"] = {**k2k.summary(), "runs": kafka_input.runs,
                                     "input_transactions": kafka_input.feeder.written}
         # One Asset event per committed checkpoint, with its batch as partition key (issue 39).
+        # The cleanup DAG announces what it commits for runs that ended before their commit.
+        by_cleanup = _retrying("the cleanup's Asset events", lambda: events_from_rest(stack, "eos_cleanup"))
         asset_events = {"files": judge_events(
-            _retrying("the pipeline's Asset events", lambda: events_from_rest(stack, "eos_pipeline")),
-            checkpoints_from_manifests(manifests), PIPELINE_ID, keyed=True)}
+            _retrying("the pipeline's Asset events", lambda: events_from_rest(stack, "eos_pipeline"))
+            + by_cleanup, checkpoints_from_manifests(manifests), PIPELINE_ID, keyed=True)}
         if kafka_input is not None:
             asset_events["kafka"] = judge_events(
                 _retrying("the Kafka-input pipeline's Asset events",
-                          lambda: events_from_rest(stack, "eos_kafka_to_kafka")),
+                          lambda: events_from_rest(stack, "eos_kafka_to_kafka")) + by_cleanup,
                 checkpoints_from_manifests(read_manifests(store, K2K_PIPELINE_ID)), K2K_PIPELINE_ID,
                 keyed=True)
         extra["asset_events"] = asset_events
-        checks = [e for e in read_history(out / "history.jsonl") if e["kind"] == "check"]
+        if _option("--input") != "kafka":  # eos_downstream: one run per committed batch (issue 39)
+            extra["downstream"] = _downstream_verdict(stack, checkpoints_from_manifests(manifests))
+        history_now = list(read_history(out / "history.jsonl"))
+        checks = [e for e in history_now if e["kind"] == "check"]
+        extra["triggers"] = dict(sorted(Counter(
+            e["why"] for e in history_now if e["kind"] == "trigger").items()))
         summary = {
             "seed": seed, "minutes": minutes, "options": replay_options(os.environ),
             "faults": nemesis.faults, "fault_kinds": sorted(nemesis.kinds),
@@ -412,7 +421,8 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         # Each workload that ran committed something, and a fault happened: else it proved nothing.
         progressed = nemesis.faults > 0 and all(
             part["committed_checkpoints"] > 0 for part in _workloads(summary).values())
-        all_ok = all(part["ok"] for part in [*_workloads(summary).values(), *asset_events.values()])
+        all_ok = all(part["ok"] for part in [*_workloads(summary).values(), *asset_events.values(),
+                                             *([summary["downstream"]] if "downstream" in summary else [])])
         print(result_line(summary, ok=all_ok and summary["failed_checks_during_run"] == 0 and progressed))
         assert all_ok and summary["failed_checks_during_run"] == 0, summary
         assert progressed, summary
@@ -437,6 +447,18 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
             redis.stop()
 
 
+def _downstream_verdict(stack: AirflowStack, checkpoints: Mapping[int, Any], wait_s: float = 120) -> dict:
+    """eos_downstream's runs against the committed batches. The scheduler makes a run shortly after
+    the event that owes it: asked again (for ``wait_s`` at most) while one is missing, then judged."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        verdict = judge_downstream_runs(_retrying("eos_downstream's runs", lambda: downstream_runs(stack)),
+                                        checkpoints)
+        if not verdict["missing"] or time.monotonic() >= deadline:
+            return verdict
+        time.sleep(2)  # polling interval of a deadline-bounded wait
+
+
 def _anomalies(verdict: Mapping[str, Any]) -> str:
     return ", ".join(f"{name.replace('_', ' ')} {verdict[name]}" for name in
                      ("lost", "duplicated", "aborted_reads", "double_commits", "unexpected", "stuck"))
@@ -457,6 +479,13 @@ def result_line(summary: dict[str, Any], *, ok: bool) -> str:
         f"; Asset events ({name}): {v['events']} for {v['owed']} owed, {v['with_partition_key']} keyed, "
         f"duplicated {len(v['duplicated'])}, missing {len(v['missing'])}, unexpected {len(v['unexpected'])}"
         for name, v in events.items())
+    if "downstream" in summary:
+        d = summary["downstream"]
+        checkpoints += (f"; eos_downstream: {d['runs']} runs for {d['owed']} committed batches, "
+                        f"duplicated {len(d['duplicated'])}, missing {len(d['missing'])}, "
+                        f"unexpected {len(d['unexpected'])}")
+    if summary.get("triggers"):
+        checkpoints += f"; triggers: {', '.join(f'{why} {n}' for why, n in summary['triggers'].items())}"
     return (f"soak result: {'OK' if ok else 'FAILED'}, seed {summary['seed']}, {summary['minutes']:g} min; "
             f"checkpoints: {checkpoints}; {summary['faults']} faults of {len(summary['faults_by_kind'])} "
             f"kinds ({faults}); {_anomalies(summary)}; checks during the run {summary['checks_during_run']} "
@@ -507,6 +536,9 @@ def _drive(stack: AirflowStack, history: History, rng: random.Random, home: path
 
     seen: dict[int, tuple[str, str | None]] = {}
     max_active = int(_option("--active-runs")) if _option("--input") != "kafka" else 0
+    actions = OperatorActions(stack, history, rng,
+                              lambda batch: _write_batch(home / "input", batch, users=rng.randint(20, 60)),
+                              _retrying)
 
     def record_transitions() -> None:
         """Every manifest state or decision not seen before goes into the history (the store's log)."""
@@ -525,11 +557,11 @@ def _drive(stack: AirflowStack, history: History, rng: random.Random, home: path
         history.record("trigger", batch=batch, run_id=run_id, why=why)
 
     while time.monotonic() < started + minutes * 60:
-        _collect_finished(stack, history, active, retried, trigger)
+        _collect_finished(stack, history, active, retried, trigger, actions.finished)
         record_transitions()
         if kafka_input is not None:
             kafka_input.step(stack, _retrying)
-        if len(active) < max_active:
+        if len(active) < max_active and not actions.step(active):
             if batches and rng.random() < 0.1:
                 trigger(rng.choice(batches[-5:]), "again by hand")  # must be skipped: written once
             else:
@@ -558,11 +590,13 @@ def _drive(stack: AirflowStack, history: History, rng: random.Random, home: path
             run_id = _retrying("cleanup", lambda: stack.trigger("eos_cleanup", {}))
             history.record("cleanup", run_id=run_id)
         time.sleep(1)  # the driver's pacing tick, not a synchronisation
+    history.record("operator_actions", **actions.done)
     return active
 
 
 def _collect_finished(stack: AirflowStack, history: History, active: dict[str, str], retried: set[str],
-                      trigger: Callable[[str, str], None] | None) -> None:
+                      trigger: Callable[[str, str], None] | None,
+                      ended: Callable[[str, str], None] | None = None) -> None:
     for run_id, batch in list(active.items()):
         try:
             state = stack.run("eos_pipeline", run_id)["state"]
@@ -571,6 +605,8 @@ def _collect_finished(stack: AirflowStack, history: History, active: dict[str, s
         if state in ("success", "failed"):
             del active[run_id]
             history.record("run", run_id=run_id, batch=batch, state=state)
+            if ended is not None:
+                ended(run_id, batch)
             if state == "failed" and trigger is not None and batch not in retried:
                 retried.add(batch)
                 trigger(batch, "failed run triggered again")

@@ -46,6 +46,16 @@ def test_a_keyless_event_fails_only_where_keys_are_due():
     assert judge_events([_event(1, None), _event(2, None)], CHECKPOINTS, "soak", keyed=False)["ok"]
 
 
+def test_one_cleanup_try_announcing_two_checkpoints_of_a_topic_counts_once_each():
+    """Its events share one ``extra`` listing both; each event announces the entry with its key."""
+    shared = {"checkpoints": [{"pipeline_id": "soak", "checkpoint_id": 1, "partition_key": "b1"},
+                              {"pipeline_id": "soak", "checkpoint_id": 2, "partition_key": "b2"}]}
+    events = [{"extra": shared, "partition_key": "b1"}, {"extra": shared, "partition_key": "b2"}]
+    verdict = judge_events(events, CHECKPOINTS, "soak", keyed=True)
+    assert verdict["ok"] and (verdict["events"], verdict["with_partition_key"]) == (2, 2), verdict
+    assert judge_events(events[:1], CHECKPOINTS, "soak", keyed=True)["missing"] == ["2"]
+
+
 def test_the_key_is_the_input_identity_or_its_digest():
     assert partition_key("b00001", 7) == "b00001" and partition_key(None, 7) == "checkpoint-7"
     assert partition_key("k" * 251, 7).startswith("input-sha256:")
