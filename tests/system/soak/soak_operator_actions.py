@@ -84,7 +84,7 @@ class OperatorActions:
                 self._written.add(batch)
                 self._history.record("batch", batch=batch, keys=keys)
         body = {"dag_id": DAG_ID, "from_date": start.isoformat(), "to_date": end.isoformat(),
-                "reprocess_behavior": "completed" if again else "none", "max_active_runs": 2}
+                "reprocess_behavior": "completed" if again else "none", "max_active_runs": 1}
         try:
             self._stack.request("POST", "/backfills", json=body)
         except Exception as err:  # refused (one still active, 409) or not answered: runs made are found below
