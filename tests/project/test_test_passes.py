@@ -116,7 +116,7 @@ def test_the_soak_script_and_the_soak_pass_run_the_same_test_the_same_way(passes
     env = soak.environment(minutes=5, seed=7)
     assert env == {"KAFKA_EOS_TEST_KAFKA": "apache3", "KAFKA_EOS_SOAK_MINUTES": "5",
                    "KAFKA_EOS_SOAK_FAULT_EVERY_S": "4,12", "KAFKA_EOS_SOAK_SPARK": "local",
-                   "KAFKA_EOS_SOAK_ACTIVE_RUNS": "2", "KAFKA_EOS_SOAK_STORE": "file",
+                   "KAFKA_EOS_SOAK_ACTIVE_RUNS": "1", "KAFKA_EOS_SOAK_STORE": "file",
                    "KAFKA_EOS_SOAK_EXECUTOR": "local", "KAFKA_EOS_SOAK_INPUT": "files",
                    "KAFKA_EOS_SOAK_SEED": "7"}
     assert "KAFKA_EOS_SOAK_SEED" not in soak.environment(minutes=5, seed=None)  # the test draws one
@@ -135,7 +135,7 @@ def test_the_production_profile_is_the_shape_a_platform_team_deploys_and_options
                                                          "input": "both", "active_runs": 3}
     assert soak.profile_options("production", {**unset, "executor": "local"})["executor"] == "local"
     assert soak.profile_options("quick", unset) == {"store": "file", "executor": "local",
-                                                    "input": "files", "active_runs": 2}
+                                                    "input": "files", "active_runs": 1}
 
 
 def test_every_pass_runs_in_exactly_one_lane(passes):

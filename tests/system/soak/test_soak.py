@@ -61,7 +61,7 @@ PYSPARK_WORKERS = ("pyspark.daemon", "pyspark.worker")
 # ``./run soak`` options (scripts/soak.py sets every variable) -> the variable the test reads, its
 # default (when pytest is run by hand) and the values it takes; the one table the test reads them by.
 _OPTIONS = {
-    "--active-runs": ("KAFKA_EOS_SOAK_ACTIVE_RUNS", "2", ("1", "2", "3", "4")),
+    "--active-runs": ("KAFKA_EOS_SOAK_ACTIVE_RUNS", "1", ("1", "2", "3", "4")),
     "--fault-every": ("KAFKA_EOS_SOAK_FAULT_EVERY_S", "4,12", None),
     "--spark": ("KAFKA_EOS_SOAK_SPARK", "local", ("local", "cluster")),
     "--store": ("KAFKA_EOS_SOAK_STORE", "file", ("file", "s3")),
