@@ -72,9 +72,10 @@ def _script(name: str):
     return module
 
 
-# Three minutes of faults: about 20 faults and 4-6 committed checkpoints, every part of the soak
-# (start-up, nemesis, checker, quiet period, cleanup, Asset events) on each run; the long soaks
-# on record (docs/soak.md) are the endurance proof. Five minutes cost two more (docs/ci.md).
+# Three minutes of faults: about 15-20 faults and 2-3 committed checkpoints (one run at a
+# time), every part of the soak (start-up, nemesis, checker, quiet period, cleanup, Asset events)
+# on each run; the long soaks on record (docs/soak.md) are the endurance proof. Five minutes cost
+# two more (docs/ci.md).
 SOAK_PASS_MINUTES = 3
 
 
