@@ -166,7 +166,8 @@ def test_the_replay_command_names_every_option_that_is_not_the_default():
     from test_soak import replay_options
 
     assert replay_options({}) == ""
-    assert replay_options({"KAFKA_EOS_SOAK_STORE": "file", "KAFKA_EOS_SOAK_ACTIVE_RUNS": "2"}) == ""
+    assert replay_options({"KAFKA_EOS_SOAK_STORE": "file", "KAFKA_EOS_SOAK_ACTIVE_RUNS": "1"}) == ""
+    assert replay_options({"KAFKA_EOS_SOAK_ACTIVE_RUNS": "2"}) == " --active-runs 2"  # no longer the default
     assert replay_options({"KAFKA_EOS_SOAK_STORE": "s3", "KAFKA_EOS_SOAK_EXECUTOR": "celery",
                            "KAFKA_EOS_SOAK_ACTIVE_RUNS": "3", "KAFKA_EOS_SOAK_FAULT_EVERY_S": "6,20"}) == (
         " --active-runs 3 --fault-every 6,20 --store s3 --executor celery")
