@@ -31,6 +31,7 @@ __all__ = [
     "ManifestError",
     "ManifestStoreError",
     "MissingExtraError",
+    "PipelineBusyError",
     "PoisonRecordError",
     "PreflightError",
     "ProducerFencedError",
@@ -202,6 +203,13 @@ class InputBusyError(KafkaEosError):
     """Another run holds the input's claim, has not prepared it yet and may still be running."""
 
     default_runbook = "duplicate-input"
+
+
+class PipelineBusyError(KafkaEosError):
+    """Another run is writing the pipeline (it holds the writer lease): two writers at once would
+    abort each other's prepared transactions, so this one waited, then wrote nothing."""
+
+    default_runbook = "overlapping-runs"
 
 
 class InputCheckpointPendingError(KafkaEosError):

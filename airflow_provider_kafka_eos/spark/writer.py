@@ -27,6 +27,7 @@ from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest, Mani
 from airflow_provider_kafka_eos.kafka.checkpoints.naming import NamingStrategy, pipeline_identity
 from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import STANDARD_CHAIN, StoreAccess
+from airflow_provider_kafka_eos.kafka.checkpoints.writer_lease import DEFAULT_WAIT_S, writer_lease
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.kafka.errors import (
     KafkaEosError,
@@ -112,6 +113,7 @@ def write_exactly_once(
     store_access: StoreAccess = STANDARD_CHAIN,
     record_formats: RecordFormats | Mapping[str, Any] | None = None,
     dead_letters: tuple[Any, str] | None = None,
+    writer_wait_s: float = DEFAULT_WAIT_S,
 ) -> Manifest:
     """Prepare checkpoint ``checkpoint_id`` of ``df`` in Kafka and return its PREPARED manifest.
 
@@ -128,6 +130,7 @@ def write_exactly_once(
     ``timestamp_col`` (a timestamp, or epoch ms) is each record's CreateTime (else the producer's).
     ``record_formats``: key/value structs in the Confluent wire format, ids resolved once, in the manifest.
     ``dead_letters``: (a DataFrame of key, value, headers, a topic): more transactions of this checkpoint.
+    ``writer_wait_s``: how long to queue behind another writer of the pipeline (``writer_lease.py``).
     """
     store = ManifestStore.configured(manifest_base_uri, source="manifest_base_uri", access=store_access)
     pipeline_id, transactional_id_prefix = pipeline_identity(pipeline_id, transactional_id_prefix)
@@ -139,9 +142,11 @@ def write_exactly_once(
     formats = record_formats_module.parse(record_formats, df, key_col=key_col, value_col=value_col)
     plan = fault_plan if fault_plan is not None else FaultPlan()
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
-    listing, newer = _open_store(store, pipeline_id, naming, checkpoint_id)
+    store.create()
     outputs, extra = _dead_letter_counts(df, dead_letters)
-    with TransactionAdmin(config) as admin:
+    with writer_lease(store, pipeline_id=pipeline_id, checkpoint_id=checkpoint_id, holder=prepared_by,
+                      wait_s=writer_wait_s) as lease, TransactionAdmin(config) as admin:
+        listing, newer = _listing(store, pipeline_id, naming, checkpoint_id)
         protocol = TransactionProtocol.from_admin(admin)
         aborter, partitions = _lingering_aborter(abort_strategy, naming, admin, checkpoint_id, df, newer,
                                                  extra)
@@ -153,31 +158,41 @@ def write_exactly_once(
         id_for_partition = _id_factory(naming, admin, transactional_id_prefix, checkpoint_id, partitions,
                                        report.protected_transactions)
         started_ms = _now_ms()
-        committables = _prepare_all(df, config=config, topic=topic, id_for_partition=id_for_partition,
-                                    transaction_timeout_ms=transaction_timeout_ms, protocol=protocol,
-                                    columns=(key_col, value_col, headers_col, partition_col, timestamp_col),
-                                    plan=plan, producer=producer, two_phase=two_phase_commit,
-                                    arrow_settings=arrow_settings, resolved_formats=resolved)
-        committables += _prepare_dead_letters(
-            dead_letters, id_for_partition, outputs, config=config, protocol=protocol, producer=producer,
-            two_phase=two_phase_commit, transaction_timeout_ms=transaction_timeout_ms,
-            arrow_settings=arrow_settings)
+        committables = _prepare_checkpoint(
+            df, dead_letters, outputs, resolved, plan=plan, config=config, id_for_partition=id_for_partition,
+            transaction_timeout_ms=transaction_timeout_ms, protocol=protocol, producer=producer,
+            two_phase=two_phase_commit, arrow_settings=arrow_settings, topic=topic,
+            columns=(key_col, value_col, headers_col, partition_col, timestamp_col))
         return _vote(admin, store, committables, config=config, input_record=input_record,
-                     transaction_timeout_ms=transaction_timeout_ms, protocol=protocol, plan=plan,
+                     transaction_timeout_ms=transaction_timeout_ms, protocol=protocol, plan=plan, lease=lease,
                      pipeline_id=pipeline_id, checkpoint_id=checkpoint_id, prefix=transactional_id_prefix,
                      naming=naming, topic=topic, started_ms=started_ms, prepared_by=prepared_by,
                      record_formats={topic: resolved.describe()} if resolved is not None else None)
 
 
+def _prepare_checkpoint(df: Any, dead_letters: tuple[Any, str] | None, outputs: int,
+                        resolved: record_formats_module.ResolvedFormats | None, *, plan: FaultPlan,
+                        topic: str,
+                        columns: tuple[str, str, str | None, str | None, str | None],
+                        **prepare: Any) -> list[Committable]:
+    """Every transaction of the checkpoint prepared: the output's partitions, then the dead letters'."""
+    committables = _prepare_all(df, topic=topic, columns=columns, plan=plan, resolved_formats=resolved,
+                                **prepare)
+    return committables + _prepare_dead_letters(dead_letters, prepare.pop("id_for_partition"), outputs,
+                                                **prepare)
+
+
 def _vote(admin: Any, store: ManifestStore, committables: list[Committable], *, config: KafkaClientConfig,
           input_record: InputRecord | None, transaction_timeout_ms: int, protocol: TransactionProtocol,
-          plan: FaultPlan, **manifest_fields: Any) -> Manifest:
+          plan: FaultPlan, lease: Any, **manifest_fields: Any) -> Manifest:
     """The vote: every transaction checked once more, the offsets transaction added (Kafka input),
-    then the PREPARED manifest written; from here on the batch must commit."""
+    the writer lease confirmed (no other writer's restore can have run meanwhile), then the PREPARED
+    manifest written; from here on the batch must commit."""
     _check_one_per_transactional_id(committables)
     _verify_still_prepared(admin, committables)
     committables.extend(_group_offsets(config, input_record, transaction_timeout_ms, protocol, admin))
     plan.before_manifest()
+    lease.confirm()
     return _write_vote(store, committables, input_record=input_record, **manifest_fields)
 
 
@@ -220,12 +235,11 @@ def _shifted(id_for_partition: Any, offset: int, partition: int) -> str:
     return id_for_partition(offset + partition)  # a dead-letter partition's id, after the output's
 
 
-def _open_store(store: ManifestStore, pipeline_id: str, naming: NamingStrategy,
-                checkpoint_id: int) -> tuple[list[tuple[str, Manifest]], int | None]:
-    """Create the store if needed and list the pipeline's manifests, the one listing of this write
-    (restore settles from it too); check the earlier checkpoints against this write: a
-    naming-strategy switch is refused; the checkpoint a backfill's PROBING must stop below."""
-    store.create()
+def _listing(store: ManifestStore, pipeline_id: str, naming: NamingStrategy,
+             checkpoint_id: int) -> tuple[list[tuple[str, Manifest]], int | None]:
+    """The pipeline's manifests, the one listing of this write (restore settles from it too), read
+    under the writer lease; check the earlier checkpoints against this write: a naming-strategy
+    switch is refused; the checkpoint a backfill's PROBING must stop below."""
     listing = store.manifests(pipeline_id)
     naming.check_switch_from(listing)
     return listing, probing_ceiling(listing, checkpoint_id)

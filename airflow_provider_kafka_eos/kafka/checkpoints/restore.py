@@ -13,7 +13,8 @@ The manifest is the vote of the two-phase commit. Before a Spark job prepares ch
    job then produces the checkpoint again (nothing of it was visible);
 4. every other open transaction under the pipeline's transactional-id prefix (left by a
    crashed job, a killed task, a job with more partitions than today's) is aborted by
-   fencing, never one listed in a PREPARED manifest and never one outside the prefix;
+   fencing, never one listed in a PREPARED manifest and never one outside the prefix. Only
+   right while no other run prepares the pipeline: the writer holds the writer lease;
 5. the same for the checkpoint's own ids that the prefix does not generate (``also_owned``: a
    Kafka-input checkpoint's offsets transaction ``<prefix>-offsets``): a dead attempt's open
    transaction is fenced when no PREPARED manifest lists it and no COMMITTED manifest holds its
@@ -115,9 +116,9 @@ def restore_pipeline(
     (``store.manifests(pipeline_id)``): a checkpoint write lists its pipeline once and hands that
     listing to every rule that needs it (naming switch, backfill ceiling, this). What restore itself
     changes (a manifest it commits or marks ABORTED) it reads back by its uri, one read each, so
-    the rules after the settling see the settled state. The pipeline has one writer at a time
-    (its checkpoint ids, its input claims); a manifest someone else writes after the listing is
-    not seen, as it was not before in the window between a second listing and the abort.
+    the rules after the settling see the settled state. The caller holds the pipeline's writer
+    lease (``writer_lease.py``) from before the listing: no other writer of the pipeline has open
+    transactions that its vote does not list yet, so rule 4 only meets what dead attempts left.
     """
     report = RestoreReport(checkpoint_id=checkpoint_id, access=store.access)
     for uri, manifest in manifests:
