@@ -85,8 +85,8 @@ def main(argv: list[str]) -> int:
                         "runs at once); the options below override it")
     parser.add_argument("--active-runs", type=int, choices=range(1, 5), default=None, metavar="{1-4}",
                         help="pipeline runs the driver keeps going at once (default 1, the pipeline's "
-                        "supported envelope); more overlap runs, which abort each other's prepared "
-                        "checkpoints today (docs/soak.md)")
+                        "documented max_active_runs); more overlap runs, which then queue for the "
+                        "pipeline's writer lease (docs/soak.md)")
     parser.add_argument("--store", choices=("file", "s3"), default=None,
                         help="the manifest store: local files, or an S3-API server (moto) reached through "
                         "an Airflow aws connection, paused now and then by the nemesis")
