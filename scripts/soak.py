@@ -80,8 +80,8 @@ def main(argv: list[str]) -> int:
                         help="spark-submit in local mode, or on a standalone cluster (master + 2 workers) "
                         "whose executors and workers the nemesis kills too")
     parser.add_argument("--profile", choices=("quick", "production"), default="quick",
-                        help="quick (default: local files, LocalExecutor, the file pipeline, 2 runs at "
-                        "once) or production (S3 through an aws connection, Celery, both pipelines, 3 "
+                        help="quick (default: local files, LocalExecutor, the file pipeline, 1 run at a "
+                        "time) or production (S3 through an aws connection, Celery, both pipelines, 3 "
                         "runs at once); the options below override it")
     parser.add_argument("--active-runs", type=int, choices=range(1, 5), default=None, metavar="{1-4}",
                         help="pipeline runs the driver keeps going at once (default 1, the pipeline's "

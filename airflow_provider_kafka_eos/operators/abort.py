@@ -21,6 +21,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_kafka_eos.kafka.checkpoints.abort_plan import AbortCandidate, AbortPolicy, plan_abort
 from airflow_provider_kafka_eos.kafka.checkpoints.store import PreparedRef, load_prepared
+from airflow_provider_kafka_eos.kafka.checkpoints.writer_lease import load_writing
 from airflow_provider_kafka_eos.kafka.operations.classify import FindingKind
 from airflow_provider_kafka_eos.kafka.operations.scan import Findings, format_table
 from airflow_provider_kafka_eos.tasks.fail_now import raises_fail_now
@@ -142,8 +143,9 @@ class KafkaAbortTransactionsOperator(BaseOperator):
         base, source = hook.manifest_store_setting(self.manifest_base_uri)
         prepared = load_prepared(base, protect=protect, source=source,  # before Kafka is touched
                                  access=hook.store_access(base))
+        writing = load_writing(base, protect=protect, source=source, access=hook.store_access(base))
         with hook.transaction_admin() as admin:
-            report = self.abort_with(admin, prepared, protect=protect)
+            report = self.abort_with(admin, prepared, protect=protect, writing=writing)
         if not report["dry_run"]:
             record_abort(len(report["aborted"]))
         self.log.info(
@@ -157,8 +159,10 @@ class KafkaAbortTransactionsOperator(BaseOperator):
 
     # -- the decision, separate from Airflow so it reads top to bottom --------------------------
 
-    def abort_with(self, admin: Any, prepared: Mapping[str, PreparedRef], *, protect: bool) -> dict[str, Any]:
-        """Decide (``plan_abort``) for every candidate, then fence the ones it allows."""
+    def abort_with(self, admin: Any, prepared: Mapping[str, PreparedRef], *, protect: bool,
+                   writing: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Decide (``plan_abort``) for every candidate, then fence the ones it allows. ``writing``:
+        the prefixes whose pipeline's writer holds its lease (left alone)."""
         seen, sensor_owned = self._sightings()
         candidates = dict.fromkeys(_as_list(self.transactional_ids))
         prefixes = _as_list(self.prefixes)
@@ -177,6 +181,7 @@ class KafkaAbortTransactionsOperator(BaseOperator):
             min_age_ms=self.min_age_ms,
             expected=seen,
             abort_foreign=self.force_abort_foreign,
+            writing=dict(writing or {}),
         )
         plan = plan_abort(
             (AbortCandidate.of(descriptions[t]) for t in candidates), prepared=prepared, policy=policy

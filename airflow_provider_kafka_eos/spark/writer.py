@@ -142,10 +142,10 @@ def write_exactly_once(
     formats = record_formats_module.parse(record_formats, df, key_col=key_col, value_col=value_col)
     plan = fault_plan if fault_plan is not None else FaultPlan()
     from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
-    store.create()
     outputs, extra = _dead_letter_counts(df, dead_letters)
-    with writer_lease(store, pipeline_id=pipeline_id, checkpoint_id=checkpoint_id, holder=prepared_by,
-                      wait_s=writer_wait_s) as lease, TransactionAdmin(config) as admin:
+    with writer_lease(store, pipeline_id=pipeline_id, transactional_id_prefix=transactional_id_prefix,
+                      checkpoint_id=checkpoint_id, holder=prepared_by, wait_s=writer_wait_s) as lease, \
+            TransactionAdmin(config) as admin:
         listing, newer = _listing(store, pipeline_id, naming, checkpoint_id)
         protocol = TransactionProtocol.from_admin(admin)
         aborter, partitions = _lingering_aborter(abort_strategy, naming, admin, checkpoint_id, df, newer,

@@ -84,6 +84,28 @@ def test_bulk_abort_keeps_the_prepared_one_and_a_default_min_age(bootstrap, stor
     commit_and_count(bootstrap, world)
 
 
+def test_a_pipeline_being_written_is_left_alone_until_its_writer_lease_is_given_back(bootstrap, store, world):
+    """The writer holds the lease from its restore to its vote: its open transactions are listed in no
+    manifest yet, so an abort from outside (single or bulk, any age) must leave its prefix alone."""
+    from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
+    from airflow_provider_kafka_eos.kafka.checkpoints.writer_lease import writer_lease
+
+    with writer_lease(ManifestStore.configured(store), pipeline_id="prot",
+                      transactional_id_prefix=world["prefix"].rstrip("-"), checkpoint_id=1, holder=None):
+        single = abort(bootstrap, "--manifest-base", store, "--transactional-id", world["orphan"])
+        assert single.returncode == 1, single.stdout
+        assert "its pipeline is being written by a writer that recorded no run, checkpoint 1" in single.stderr
+        assert "_writer.json" in single.stderr
+        bulk = run_cli_json("abort", "--bootstrap-servers", bootstrap, "--manifest-base", store,
+                            "--prefix", world["prefix"], "--min-age", "0s")
+        assert {r["transactional_id"]: r["outcome"].startswith("refused: its pipeline is being written")
+                for r in bulk["rows"]} == {world["pending"]: False, world["orphan"]: True}
+        assert state_of(describe(bootstrap, world["orphan"])) == "Ongoing"
+    assert abort(bootstrap, "--manifest-base", store, "--transactional-id", world["orphan"]).returncode == 0
+    assert state_of(describe(bootstrap, world["orphan"])) in ABORTED_STATES
+    commit_and_count(bootstrap, world)
+
+
 @pytest.mark.parametrize("how", ["missing", "not-configured"])
 def test_unusable_store_refuses_and_aborts_nothing(bootstrap, store, world, tmp_path, how):
     missing = (tmp_path / "no-such-store").as_uri()

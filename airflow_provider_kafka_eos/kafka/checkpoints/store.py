@@ -108,7 +108,10 @@ class ManifestStore:
         absent); readers keep refusing a prefix nobody wrote to, which is what a typo looks like.
         """
         if is_local_uri(self.base_uri):
-            os.makedirs(local_path(self.base_uri), exist_ok=True)
+            try:
+                os.makedirs(local_path(self.base_uri), exist_ok=True)
+            except OSError as exc:  # a file in the way, no permission: named like every store failure
+                raise self._unreadable(f"{type(exc).__name__}: {exc}") from None
             return
         try:
             if not store_exists(self.base_uri, access=self.access):

@@ -9,8 +9,8 @@ both runs use the same ids and fence each other. So the writer holds the pipelin
 in the manifest store::
 
     <base>/<pipeline_id>/_writer.json
-    {"schema_version": 1, "pipeline_id": ..., "checkpoint_id": ..., "holder": {run} | null,
-     "host": ..., "pid": ..., "token": ..., "taken_at_ms": ..., "expires_at_ms": ...}
+    {"schema_version": 1, "pipeline_id": ..., "transactional_id_prefix": ..., "checkpoint_id": ...,
+     "holder": {run} | null, "host": ..., "pid": ..., "token": ..., "taken_at_ms": ..., "expires_at_ms": ...}
 
 from before it lists the pipeline's manifests (restore's listing) until its PREPARED manifest is
 written; the next writer's listing therefore sees that manifest, and never an unlisted open
@@ -22,6 +22,10 @@ transaction of a live writer. The rule, owned here:
   a resubmitted job), and the same transactional ids fence whatever the earlier attempt still does;
 - a live lease of another checkpoint: wait, polling, up to ``wait_s``; then
   :class:`PipelineBusyError`, nothing written (the task's retry tries again).
+
+An abort from outside (the cleanup DAG, the abort operator, ``kafka-eos-txn abort``) reads the live
+leases too (:func:`live_writers`) and leaves a writing pipeline's prefix alone: its open transactions
+may be the checkpoint being prepared (``abort_plan.py`` refuses them).
 
 The holder renews the lease in the background (every quarter of its time to live), and confirms it
 synchronously right before the vote: a writer whose lease was taken over (it stalled past the time to
@@ -35,6 +39,7 @@ No Airflow imports: the Spark driver takes the lease.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -49,13 +54,16 @@ from dataclasses import dataclass
 from airflow_provider_kafka_eos.kafka.checkpoints.identity import RunIdentity
 from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
+    STANDARD_CHAIN,
+    StoreAccess,
     create_object,
     read_versioned,
     replace_if,
 )
 from airflow_provider_kafka_eos.kafka.errors import ManifestError, ManifestStoreError, PipelineBusyError
 
-__all__ = ["DEFAULT_TTL_S", "DEFAULT_WAIT_S", "WriterLease", "lease_uri", "read_lease", "writer_lease"]
+__all__ = ["DEFAULT_TTL_S", "DEFAULT_WAIT_S", "WriterLease", "lease_uri", "live_writers", "load_writing",
+           "read_lease", "writer_lease"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +78,7 @@ class WriterLease:
     """The lease object's content: who writes which checkpoint of the pipeline, until when."""
 
     pipeline_id: str
+    transactional_id_prefix: str
     checkpoint_id: int
     holder: RunIdentity | None
     host: str
@@ -88,7 +97,7 @@ class WriterLease:
     def to_json(self) -> bytes:
         return json.dumps({
             "schema_version": _SCHEMA_VERSION, "pipeline_id": self.pipeline_id,
-            "checkpoint_id": self.checkpoint_id,
+            "transactional_id_prefix": self.transactional_id_prefix, "checkpoint_id": self.checkpoint_id,
             "holder": self.holder.to_dict() if self.holder is not None else None,
             "host": self.host, "pid": self.pid, "token": self.token,
             "taken_at_ms": self.taken_at_ms, "expires_at_ms": self.expires_at_ms,
@@ -100,7 +109,9 @@ class WriterLease:
             value = json.loads(data)
             owner = value["holder"]
             holder = RunIdentity.from_dict(owner, source=source, field="holder") if owner else None
-            return cls(pipeline_id=str(value["pipeline_id"]), checkpoint_id=int(value["checkpoint_id"]),
+            return cls(pipeline_id=str(value["pipeline_id"]),
+                       transactional_id_prefix=str(value["transactional_id_prefix"]),
+                       checkpoint_id=int(value["checkpoint_id"]),
                        holder=holder,
                        host=str(value["host"]), pid=int(value["pid"]), token=str(value["token"]),
                        taken_at_ms=int(value["taken_at_ms"]), expires_at_ms=int(value["expires_at_ms"]))
@@ -121,11 +132,33 @@ def read_lease(store: ManifestStore, pipeline_id: str) -> WriterLease | None:
     return found[0] if found is not None else None
 
 
+def live_writers(store: ManifestStore) -> dict[str, WriterLease]:
+    """Transactional-id prefix -> the live lease of the pipeline writing under it, for every pipeline
+    of the store (one read each). An unreadable store or lease raises: an abort then refuses."""
+    now = _now_ms()
+    leases = (read_lease(store, pipeline) for pipeline in store.pipelines())
+    return {lease.transactional_id_prefix: lease for lease in leases if lease is not None and lease.live(now)}
+
+
+def load_writing(base_uri: str | None, *, protect: bool = True, source: str = "manifest_base_uri",
+                 access: StoreAccess = STANDARD_CHAIN) -> dict[str, str]:
+    """Prefix -> its live writer, described, for an abort from outside the writer (``AbortPolicy.writing``).
+
+    ``protect=False`` (the explicit unprotected abort) asks nothing. Read after the PREPARED index,
+    whose reading already refused an unusable store; an unreadable lease refuses the abort too."""
+    if not protect:
+        return {}
+    store = ManifestStore.configured(base_uri, source=source, access=access)
+    return {prefix: f"{lease.describe()} (writer lease {lease_uri(store, lease.pipeline_id)}, renewed until "
+                    f"{_iso(lease.expires_at_ms)})" for prefix, lease in live_writers(store).items()}
+
+
 @contextmanager
 def writer_lease(
     store: ManifestStore,
     *,
     pipeline_id: str,
+    transactional_id_prefix: str,
     checkpoint_id: int,
     holder: RunIdentity | None,
     ttl_s: float = DEFAULT_TTL_S,
@@ -137,9 +170,12 @@ def writer_lease(
     """Hold the pipeline's writer lease for the block (see the module docstring for the rule).
 
     The block gets the held lease; it calls :meth:`_HeldLease.confirm` right before its vote.
-    The lease is given back when the block ends, whatever ends it.
+    The lease is given back when the block ends, whatever ends it. Only writers take it, so it
+    creates the store first (``ManifestStore.create``: a writer's first run on a new location).
     """
-    held = _acquire(store, pipeline_id, checkpoint_id, holder, ttl_s, wait_s, poll_s, clock, sleep)
+    store.create()
+    held = _acquire(store, (pipeline_id, transactional_id_prefix), checkpoint_id, holder, ttl_s, wait_s,
+                    poll_s, clock, sleep)
     renewer = threading.Thread(target=held.renew_until_released, name=f"kafka-eos-lease-{pipeline_id}",
                                daemon=True)
     renewer.start()
@@ -215,14 +251,15 @@ class _HeldLease:
                   self._lease.checkpoint_id, self._lost)
 
 
-def _acquire(store: ManifestStore, pipeline_id: str, checkpoint_id: int, holder: RunIdentity | None,
+def _acquire(store: ManifestStore, pipeline: tuple[str, str], checkpoint_id: int, holder: RunIdentity | None,
              ttl_s: float, wait_s: float, poll_s: float, clock: Callable[[], float],
              sleep: Callable[[float], None]) -> _HeldLease:
+    pipeline_id, prefix = pipeline
     uri = lease_uri(store, pipeline_id)
     deadline = clock() + wait_s
     announced = False
     while True:
-        mine = WriterLease(pipeline_id, checkpoint_id, holder, socket.gethostname(), os.getpid(),
+        mine = WriterLease(pipeline_id, prefix, checkpoint_id, holder, socket.gethostname(), os.getpid(),
                            uuid.uuid4().hex, _now_ms(), _now_ms() + int(ttl_s * 1000))
         found = _read(store, uri)
         if found is None:
@@ -254,8 +291,7 @@ def _acquire(store: ManifestStore, pipeline_id: str, checkpoint_id: int, holder:
 
 
 def _with_expiry(lease: WriterLease, expires_at_ms: int) -> WriterLease:
-    return WriterLease(lease.pipeline_id, lease.checkpoint_id, lease.holder, lease.host, lease.pid,
-                       lease.token, lease.taken_at_ms, expires_at_ms)
+    return dataclasses.replace(lease, expires_at_ms=expires_at_ms)
 
 
 def _read(store: ManifestStore, uri: str) -> tuple[WriterLease, str] | None:

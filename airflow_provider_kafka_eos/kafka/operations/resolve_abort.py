@@ -34,6 +34,14 @@ def prepared_for(request: ResolutionRequest, access: StoreAccess) -> dict[str, A
     )
 
 
+def writing_for(request: ResolutionRequest, access: StoreAccess) -> dict[str, str]:
+    """The prefixes whose pipeline's writer holds its lease: this abort leaves them alone."""
+    from airflow_provider_kafka_eos.kafka.checkpoints.writer_lease import load_writing
+
+    return load_writing(request.manifest_base_uri, protect=request.protect,
+                        source="--manifest-base / manifest_base_uri", access=access)
+
+
 def action_abort(
     admin: TransactionAdmin, request: ResolutionRequest, progress: Progress | None, access: StoreAccess
 ) -> ResolutionResult:
@@ -49,15 +57,17 @@ def action_abort(
     from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import DEFAULT_TRANSACTION_TIMEOUT_MS
 
     prepared = prepared_for(request, access)
+    writing = writing_for(request, access)
     if request.transactional_id:
-        return _abort_one(admin, request, prepared)
+        return _abort_one(admin, request, prepared, writing)
     min_age = DEFAULT_TRANSACTION_TIMEOUT_MS if request.min_age_ms is None else request.min_age_ms
     lingering = admin.find_lingering(prefixes=list(request.prefixes), min_age_ms=0)
     now = wall_clock_ms()
     plan = plan_abort(
         (AbortCandidate.of(d, now) for d in sorted(lingering, key=lambda d: d.transactional_id)),
         prepared=prepared,
-        policy=AbortPolicy(protect=request.protect, prefixes=request.prefixes, min_age_ms=min_age),
+        policy=AbortPolicy(protect=request.protect, prefixes=request.prefixes, min_age_ms=min_age,
+                           writing=writing),
     )
     verb = "would abort" if request.dry_run else "pending"
     rows = [
@@ -105,7 +115,7 @@ _FINISHED = {
 
 
 def _abort_one(
-    admin: TransactionAdmin, request: ResolutionRequest, prepared: dict[str, Any]
+    admin: TransactionAdmin, request: ResolutionRequest, prepared: dict[str, Any], writing: dict[str, str]
 ) -> ResolutionResult:
     """One id: every check the real abort makes, also in a dry run; a refusal is an error."""
     from airflow_provider_kafka_eos.kafka.checkpoints.abort_plan import (
@@ -122,7 +132,7 @@ def _abort_one(
     (verdict,) = plan_abort(
         [AbortCandidate.of(desc)],
         prepared=prepared,
-        policy=AbortPolicy(protect=request.protect, expected=expected),
+        policy=AbortPolicy(protect=request.protect, expected=expected, writing=writing),
     ).verdicts
     columns = ("transactional_id", "state", "producer_id", "outcome")
     row = {"transactional_id": txn_id, "state": verdict.state, "producer_id": desc.producer_id}
