@@ -111,3 +111,42 @@ def test_spark_submit_settings_are_refused_by_name_not_dropped(setting):
         SparkEosConnectOperator(task_id="submit", pipeline_id="p", topic="t",
                                 application_callable="m:f", **setting)
     SparkEosConnectOperator(task_id="submit", pipeline_id="p", topic="t", application_callable="m:f")
+
+
+def test_kafka_input_on_the_server_reads_committed_input_once_and_the_group_moves_with_the_output(
+    connections, kafka_broker, tmp_path, unique_name
+):
+    """The Kafka-input pipeline on Connect: the range planned in the task's process, read on the
+    server by Spark's Kafka source (read_committed), the group's offsets in the same vote. Two
+    checkpoints: the second reads only what arrived after the first's ``to``; aborted input never."""
+    from kafka_input_support import (
+        APPLICATION,
+        PARTITIONS,
+        commit_and_wait,
+        produce_round,
+        topic_group_offsets,
+    )
+    from ops_support import create_topic
+
+    pipeline = unique_name("connect-k2k")
+    topic_in = create_topic(kafka_broker.bootstrap, unique_name("k2k-in"), PARTITIONS)
+    topic_out, group = unique_name("k2k-out"), unique_name("k2k-group")
+
+    def checkpoint(run_id, run_after):
+        operator = SparkEosConnectOperator(
+            task_id="submit", pipeline_id=pipeline, topic=topic_out,
+            manifest_base_uri=str(tmp_path / "store"), application_callable=APPLICATION,
+            input_topics=topic_in, input_group=group, input_start="earliest",
+            kafka_eos_conn_id="kafka_eos_connect", conn_id="spark_connect_test")
+        return operator.execute(_context(run_id, 1, run_after))
+
+    expected = produce_round(kafka_broker.bootstrap, topic_in, "a")
+    with TransactionAdmin(KafkaClientConfig.from_mapping(kafka_broker.client_config())) as admin:
+        first = commit_and_wait(admin, checkpoint("run-1", datetime(2026, 11, 28, tzinfo=timezone.utc)))
+        assert_exactly_once(count_keys(kafka_broker.bootstrap, topic_out), expected)
+        expected += produce_round(kafka_broker.bootstrap, topic_in, "b")
+        second = commit_and_wait(admin, checkpoint("run-2", datetime(2026, 11, 29, tzinfo=timezone.utc)))
+        assert [r.start for r in second.input.kafka.ranges] == [r.end for r in first.input.kafka.ranges]
+        assert topic_group_offsets(admin, group, topic_in) == {
+            (r.topic, r.partition): r.end for r in second.input.kafka.ranges}
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic_out), expected)

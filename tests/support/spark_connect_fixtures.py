@@ -1,8 +1,9 @@
 """A local Spark Connect server (``kafka_eos_testing/spark_connect.py``), shared by every Connect test.
 
 Session scoped: the server takes ~30-40 s to start cold on this machine, so it starts once, on the
-first test that asks for it. ``spark_connect`` is one client session per module (its artifacts,
-the provider's runtime zip among them, are fixed per session; it is stopped after the module).
+first test that asks for it, with Spark's Kafka connector (the Kafka-input pipeline's source).
+``spark_connect`` is one client session per module (its artifacts, the provider's runtime zip among
+them, are fixed per session; it is stopped after the module).
 A fixture plugin (``pytest_plugins`` in tests/conftest.py).
 """
 
@@ -15,7 +16,12 @@ from kafka_eos_testing.spark_connect import SparkConnectServer, connect_mode_res
 
 @pytest.fixture(scope="session")
 def spark_connect_server(tmp_path_factory):
-    with SparkConnectServer(log_path=tmp_path_factory.mktemp("spark-connect") / "server.log") as server:
+    """With Spark's Kafka connector on the server (the Kafka-input pipeline reads its range there):
+    fetched once with Maven, as the spark-submit Kafka-input tests do."""
+    from kafka_input_support import connector_jars
+
+    with SparkConnectServer(log_path=tmp_path_factory.mktemp("spark-connect") / "server.log",
+                            conf={"spark.jars": ",".join(connector_jars())}) as server:
         yield server
 
 
