@@ -1,6 +1,7 @@
 """The exactly-once job vs Spark's own Kafka sink vs one raw librdkafka process: same records, same Kafka.
 
-``./run bench spark_vs_sink [--records=N] [--partitions=P] [--rounds=R] [--kafka=apache|embedded]``
+``./run bench spark_vs_sink [--records=N] [--partitions=P] [--rounds=R] [--kafka=apache|embedded]
+[--spark=classic|connect]``
 
 One local Spark session (``local[P]``) holds a cached DataFrame of N records (100-byte values)
 in P partitions. Each path writes all of it once to a fresh topic of P partitions, after a
@@ -13,6 +14,10 @@ small warm-up write of its own:
 * ``eos``: ``write_exactly_once`` (prepare, verify, manifest) and the commit of its manifest;
 * ``raw``: one Python process, one confluent-kafka producer (librdkafka defaults) producing the
   same N records from memory (generating them is not timed).
+
+``--spark=connect`` runs the same on Spark Connect (issue 37): a local Spark Connect server
+(``local[P]``, the connector on its ``spark.jars``) and a client session in this process; the EOS
+path's driver side (restore, the vote, the commit) runs here, its producers on the server.
 
 Ratios (goals: >= 1.5 and >= 1.0): sink time / EOS time, and raw time / EOS time, from the
 medians of ``--rounds`` rounds (each path once per round, the order rotating); the EOS topic of
@@ -43,7 +48,8 @@ VALUE_SQL = f"concat(lpad(cast(id as string), 12, '0'), repeat('x', {VALUE_BYTES
 POM = pathlib.Path(__file__).resolve().parent / "spark_kafka_sink" / "pom.xml"
 
 
-OPTION_DEFAULTS: dict[str, Any] = {"records": 2_000_000, "partitions": 2, "kafka": "apache", "rounds": 3}
+OPTION_DEFAULTS: dict[str, Any] = {"records": 2_000_000, "partitions": 2, "kafka": "apache", "rounds": 3,
+                                   "spark": "classic"}
 
 
 def sink_jars(spark_version: str, scala_binary: str) -> list[str]:
@@ -141,7 +147,7 @@ def end_offsets(bootstrap: str, topic: str) -> int:
 
 def main(argv: list[str]) -> dict[str, Any]:
     from airflow_provider_kafka_eos.spark.writer import write_exactly_once
-    from kafka_eos_testing.spark import commit_manifest, local_spark_session
+    from kafka_eos_testing.spark import commit_manifest
     from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
     opts = parse_options(argv, OPTION_DEFAULTS)
@@ -153,12 +159,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     jars = sink_jars(version, scala)
     kafka, bootstrap, kafka_name = start_kafka(opts["kafka"], partitions)
     config = {"bootstrap.servers": bootstrap}
-    spark = local_spark_session(
-        master=f"local[{partitions}]",
-        app_name="bench-spark-vs-sink",
-        spark__jars=",".join(jars),
-        spark__driver__memory="2g",
-    )
+    server, spark = _spark_session(opts["spark"], partitions, jars)
     manifests = tempfile.mkdtemp(prefix="bench-sink-manifests-")
     try:
         df = (
@@ -232,6 +233,7 @@ def main(argv: list[str]) -> dict[str, Any]:
             "value_bytes": VALUE_BYTES,
             "spark": version,
             "spark_master": f"local[{partitions}]",
+            "spark_mode": opts["spark"],
             "spark_partitions": partitions,
             "kafka": kafka_name,
             "sink_jars": [pathlib.Path(j).name for j in jars],
@@ -251,8 +253,27 @@ def main(argv: list[str]) -> dict[str, Any]:
         }
     finally:
         spark.stop()
+        if server is not None:
+            server.stop()
         if kafka is not None:
             kafka.stop()
+
+
+def _spark_session(mode: str, partitions: int, jars: list[str]) -> tuple[Any, Any]:
+    """``(server or None, session)``: a local classic session, or a client of a local Spark Connect
+    server started for this run; both ``local[partitions]`` with the connector's jars and 2 GiB."""
+    if mode == "connect":
+        from kafka_eos_testing.spark_connect import SparkConnectServer
+
+        server = SparkConnectServer(master=f"local[{partitions}]",
+                                    conf={"spark.jars": ",".join(jars), "spark.driver.memory": "2g"})
+        return server, server.session()
+    if mode != "classic":
+        raise SystemExit(f"--spark={mode}: classic or connect")
+    from kafka_eos_testing.spark import local_spark_session
+
+    return None, local_spark_session(master=f"local[{partitions}]", app_name="bench-spark-vs-sink",
+                                     spark__jars=",".join(jars), spark__driver__memory="2g")
 
 
 def raw_librdkafka(bootstrap: str, topic: str, rows: list[tuple[bytes, bytes]]) -> float:
