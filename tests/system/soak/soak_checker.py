@@ -89,7 +89,7 @@ class S3Manifests:
     _cache: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict, repr=False)
     _client: Any = field(default=None, repr=False)
 
-    def read(self, pipeline_id: str) -> list[dict[str, Any]]:
+    def client(self) -> Any:
         if self._client is None:
             import boto3
             from botocore.config import Config
@@ -98,8 +98,20 @@ class S3Manifests:
                 "s3", endpoint_url=self.endpoint, aws_access_key_id=self.access_key,
                 aws_secret_access_key=self.secret_key, region_name=self.region,
                 config=Config(connect_timeout=5, read_timeout=30, retries={"max_attempts": 10}))
+        return self._client
+
+    def read_object(self, key: str) -> dict[str, Any] | None:
+        """One JSON object under the prefix, None when it does not exist."""
+        client = self.client()
+        try:
+            body = client.get_object(Bucket=self.bucket, Key=f"{self.prefix}/{key}")["Body"].read()
+        except client.exceptions.NoSuchKey:
+            return None
+        return json.loads(body)
+
+    def read(self, pipeline_id: str) -> list[dict[str, Any]]:
         manifests = []
-        pages = self._client.get_paginator("list_objects_v2").paginate(
+        pages = self.client().get_paginator("list_objects_v2").paginate(
             Bucket=self.bucket, Prefix=f"{self.prefix}/{pipeline_id}/checkpoint-")
         for page in pages:
             for item in page.get("Contents", []):
@@ -108,7 +120,7 @@ class S3Manifests:
                     continue
                 cached = self._cache.get(key)
                 if cached is None or cached[0] != etag:
-                    body = self._client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+                    body = self.client().get_object(Bucket=self.bucket, Key=key)["Body"].read()
                     cached = self._cache[key] = (etag, json.loads(body))
                 manifests.append(cached[1])
         return sorted(manifests, key=lambda m: m["checkpoint_id"])
@@ -125,6 +137,15 @@ def read_manifests(store: pathlib.Path | S3Manifests, pipeline_id: str) -> list[
     for path in sorted(folder.glob("checkpoint-*.json")):
         manifests.append(json.loads(path.read_text(encoding="utf-8")))
     return manifests
+
+
+def writer_lease(store: pathlib.Path | S3Manifests, pipeline_id: str) -> dict[str, Any] | None:
+    """The pipeline's writer lease as stored (``<store>/<pipeline>/_writer.json``), None when there is
+    none: a writer holds it from its restore to its vote (``expires_at_ms``: until when)."""
+    if isinstance(store, S3Manifests):
+        return store.read_object(f"{pipeline_id}/_writer.json")
+    path = store / pipeline_id / "_writer.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 # -- Kafka --------------------------------------------------------------------------------------

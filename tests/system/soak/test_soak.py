@@ -40,7 +40,16 @@ from airflow_stack import SERVICES, AirflowStack, free_port, stack_environment, 
 from cluster_helpers import create_topic, healthy
 from eos_sample_events import write_batch
 from soak_asset_events import checkpoints_from_manifests, events_from_rest, judge_events
-from soak_checker import S3Manifests, count_output, judge, read_manifests, read_output, reading, stuck
+from soak_checker import (
+    S3Manifests,
+    count_output,
+    judge,
+    read_manifests,
+    read_output,
+    reading,
+    stuck,
+    writer_lease,
+)
 from soak_history import History, read_history
 from soak_kafka_input import PIPELINE_ID as K2K_PIPELINE_ID
 from soak_kafka_input import KafkaInputWorkload
@@ -369,7 +378,7 @@ def test_exactly_once_holds_under_a_seeded_nemesis(tmp_path_factory):
         history.record("phase", name="quiet", faults=nemesis.faults, kinds=sorted(nemesis.kinds))
         if spark is not None:
             spark.ensure_workers()
-        files_left, kafka_left = _quiet(stack, history, cluster, active, kafka_input)
+        files_left, kafka_left = _quiet(stack, history, cluster, active, kafka_input, store)
         manifests = read_manifests(store, PIPELINE_ID)
         counts = reading("the final reading", lambda: count_output(checker_config, topic))
         verdict = judge(read_history(out / "history.jsonl"), manifests, counts, final=True)
@@ -612,8 +621,24 @@ def _collect_finished(stack: AirflowStack, history: History, active: dict[str, s
                 trigger(batch, "failed run triggered again")
 
 
+def _writers_gone(store: pathlib.Path | S3Manifests, pipelines: list[str], history: History,
+                  timeout_s: float = 150.0) -> None:
+    """Wait (bounded) until no pipeline has a live writer lease. A Spark driver the nemesis killed
+    leaves its lease until it expires (60 s after its last renewal), and the cleanup leaves the
+    prefix of a live writer alone, as an operator's would: the final cleanup runs after that."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        live = [p for p in pipelines if (lease := writer_lease(store, p)) is not None
+                and lease["expires_at_ms"] > time.time() * 1000]
+        if not live or time.monotonic() >= deadline:
+            history.record("writers", live=live)
+            return
+        time.sleep(2)  # polling interval of a deadline-bounded wait
+
+
 def _quiet(stack: AirflowStack, history: History, cluster: Any, active: dict[str, str],
-           kafka_input: KafkaInputWorkload | None) -> tuple[list[str], list[str]]:
+           kafka_input: KafkaInputWorkload | None,
+           store: pathlib.Path | S3Manifests) -> tuple[list[str], list[str]]:
     """Heal, let every run finish, then one cleanup run with nothing left in flight (and then one
     Kafka-input run that reads the input to its end).
 
@@ -636,6 +661,7 @@ def _quiet(stack: AirflowStack, history: History, cluster: Any, active: dict[str
         time.sleep(2)  # polling interval of a deadline-bounded wait
     if kafka_input is not None:
         kafka_input.settle(stack, max(60.0, deadline - time.monotonic()))
+    _writers_gone(store, [PIPELINE_ID] + ([K2K_PIPELINE_ID] if kafka_input is not None else []), history)
     run_id = _retrying("cleanup", lambda: stack.trigger("eos_cleanup", {"min_age_seconds": 0}))
     history.record("cleanup", run_id=run_id, final=True)
     finished = stack.wait_for_run("eos_cleanup", run_id, 600)

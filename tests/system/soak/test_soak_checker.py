@@ -12,7 +12,16 @@ import json
 import time
 
 from confluent_kafka import Producer
-from soak_checker import S3Manifests, count_output, judge, read_manifests, read_output, reading, stuck
+from soak_checker import (
+    S3Manifests,
+    count_output,
+    judge,
+    read_manifests,
+    read_output,
+    reading,
+    stuck,
+    writer_lease,
+)
 from soak_history import History, read_history
 
 from kafka_eos_testing.broker.txn_testkit import create_topic
@@ -110,6 +119,7 @@ def test_manifests_on_s3_are_read_with_the_checkers_own_client_and_fetched_again
     put("checkpoint-000000000002.json", json.dumps(_manifest(2, "b2", "PREPARED")))
     put("checkpoint-000000000001.json", json.dumps(_manifest(1, "b1", "COMMITTED")))
     put("_inputs/claim.json", "{")  # another object of the pipeline: not a manifest
+    put("_writer.json", json.dumps({"checkpoint_id": 2, "expires_at_ms": 5}))
     store = S3Manifests(s3_server.endpoint, "checker-store", "m", moto.ACCESS_KEY, moto.SECRET_KEY,
                         moto.REGION)
     assert [(m["checkpoint_id"], m["status"]) for m in read_manifests(store, "p")] == [
@@ -117,6 +127,14 @@ def test_manifests_on_s3_are_read_with_the_checkers_own_client_and_fetched_again
     put("checkpoint-000000000002.json", json.dumps(_manifest(2, "b2", "COMMITTED")))  # a new ETag
     assert [m["status"] for m in read_manifests(store, "p")] == ["COMMITTED", "COMMITTED"]
     assert read_manifests(store, "absent") == []
+    assert writer_lease(store, "p")["expires_at_ms"] == 5 and writer_lease(store, "absent") is None
+
+
+def test_the_writer_lease_is_read_as_plain_json(tmp_path):
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "_writer.json").write_text(json.dumps({"checkpoint_id": 3, "expires_at_ms": 7}))
+    assert writer_lease(tmp_path, "p") == {"checkpoint_id": 3, "expires_at_ms": 7}
+    assert writer_lease(tmp_path, "absent") is None
 
 
 def _transaction(bootstrap: str, tid: str, topic: str, keys: list[str], end: str) -> Producer:
