@@ -62,6 +62,29 @@ def test_aborts_orphans_from_a_prefix_and_never_commit_pending_or_foreign(admin,
     }
 
 
+def test_a_pipeline_whose_writer_holds_its_lease_is_left_alone(admin, kafka_broker, kafka_eos_conn,
+                                                               three_kinds):
+    """Its open transactions are listed in no manifest until its vote: the orphan of a live writer is
+    skipped, then aborted once the writer gave its lease back; the prepared one is committed."""
+    from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
+    from airflow_provider_kafka_eos.kafka.checkpoints.writer_lease import writer_lease
+
+    ids = three_kinds["ids"]
+    args = {"prefixes": [three_kinds["ours"]], "manifest_base_uri": three_kinds["base"]}
+    with writer_lease(ManifestStore.configured(three_kinds["base"]), pipeline_id="pipe",
+                      transactional_id_prefix=three_kinds["ours"].rstrip("-"), checkpoint_id=9, holder=None):
+        during = operator(**args).execute({})
+    assert during["aborted"] == []
+    reasons = {row["transactional_id"]: row["reason"] for row in during["rows"]}
+    assert reasons[ids["orphan"]].startswith(
+        "its pipeline is being written by a writer that recorded no run, checkpoint 9")
+    assert states(admin, [ids["orphan"]]) == {ids["orphan"]: "Ongoing"}
+    after = operator(**args).execute({})
+    assert after["aborted"] == [ids["orphan"]]
+    commit_checkpoint(admin, three_kinds["manifest"], committed_by="test")
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, three_kinds["topic"]), [ids["pending"]])
+
+
 def test_dry_run_aborts_nothing_and_second_run_is_a_no_op(admin, kafka_eos_conn, three_kinds):
     ids = three_kinds["ids"]
     once = {"transactional_ids": [ids["orphan"]], "owned_prefixes": [three_kinds["ours"]]}
