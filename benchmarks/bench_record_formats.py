@@ -14,6 +14,12 @@ each); every key is counted exactly once with a read_committed consumer afterwar
 ``AvroSerializer`` called per record and ``produce()``, in one transaction, on the driver, for the
 same rows (one Python process, no Spark).
 
+The **json** cell is a bytes pipeline that serializes as it writes: its cached frame holds the typed
+fields, and the timed job turns them into JSON (``to_json``, in the JVM) before the write, as a
+pipeline without a registry would; the bytes cell's strings are built before the clock starts. The
+goal's ratio is Avro / bytes; Avro / json is reported beside it (what the registry's format costs
+against the usual way of serializing the same fields).
+
 The Schema Registry is the test double's Apicurio server (``kafka_eos_testing/schema_registry.py``).
 """
 
@@ -63,10 +69,15 @@ def main(argv: list[str]) -> dict[str, Any]:
             "avro": fields.selectExpr("cast(id as string) as key",
                                       "named_struct('id', id, 'customer', customer, 'amount', amount, "
                                       "'paid', paid, 'note', note) as value").cache(),
+            # typed fields cached; JSON built in the timed job (see the module docstring)
+            "json": fields.cache().selectExpr(
+                "cast(id as string) as key",
+                "to_json(named_struct('id', id, 'customer', customer, 'amount', amount, 'paid', paid, "
+                "'note', note)) as value"),
         }
         for frame in frames.values():
             frame.count()  # materialise the cache outside the timed writes
-        formats = {"bytes": None, "avro": RecordFormats(
+        formats = {"bytes": None, "json": None, "avro": RecordFormats(
             value=SerdeSetting(format="avro", schema=json.dumps(SCHEMA), auto_register=True),
             registry=RegistryConfig(registry.url))}
         best: dict[str, float] = {}
@@ -98,6 +109,7 @@ def main(argv: list[str]) -> dict[str, Any]:
         return {
             "records": records, "kafka": kafka_name, "spark_partitions": partitions, "cells": cells,
             "avro_over_bytes": ratio, "target": ">= 0.8", "met": ratio >= 0.8,
+            "avro_over_json": round(cells["avro"]["records_per_s"] / cells["json"]["records_per_s"], 3),
             "avro_over_confluent_serializer": round(
                 cells["avro"]["records_per_s"] / cells["confluent"]["records_per_s"], 2),
             "verified_exactly_once": True,
