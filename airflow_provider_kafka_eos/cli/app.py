@@ -166,7 +166,7 @@ def _checkpoints(args: Any, manifest_base: str | None, access: StoreAccess) -> A
     """``checkpoints``: the store's checkpoints (status, input, run); reads no Kafka and changes nothing,
     so its errors say what is wrong with the store and nothing about aborts."""
     from airflow_provider_kafka_eos.cli.options import ENV_MANIFEST_BASE, MANIFEST_BASE_KEY
-    from airflow_provider_kafka_eos.kafka.checkpoints.listing import COLUMNS, checkpoint_rows
+    from airflow_provider_kafka_eos.kafka.checkpoints.listing import COLUMNS, checkpoint_rows, writers_note
     from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
     from airflow_provider_kafka_eos.kafka.errors import ManifestStoreError
     from airflow_provider_kafka_eos.kafka.operations.resolution_request import ResolutionResult
@@ -183,7 +183,8 @@ def _checkpoints(args: Any, manifest_base: str | None, access: StoreAccess) -> A
     store = ManifestStore.configured(manifest_base, source="--manifest-base / manifest_base_uri",
                                      access=access)
     rows = checkpoint_rows(store, pipeline_id=pipeline_id, input_id=input_id)
-    return ResolutionResult(rows, f"{len(rows)} checkpoint(s) in {store.base_uri}", True, COLUMNS)
+    summary = f"{len(rows)} checkpoint(s) in {store.base_uri}{writers_note(store, pipeline_id)}"
+    return ResolutionResult(rows, summary, True, COLUMNS)
 
 
 def print_completion(shell: str, stdout: TextIO, stderr: TextIO) -> int:

@@ -73,3 +73,22 @@ def test_checkpoints_refuses_a_missing_store_and_misplaced_options(tmp_path):
     misplaced = run("list", "--input-id", "B1")
     assert misplaced.returncode == 2
     assert "unrecognized arguments: --input-id B1" in misplaced.stderr
+
+
+def test_checkpoints_names_the_run_writing_a_pipeline_now(tmp_path):
+    """The checkpoint being prepared has no manifest yet: the summary names its writer lease's holder."""
+    from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
+    from airflow_provider_kafka_eos.kafka.checkpoints.writer_lease import writer_lease
+
+    _write(tmp_path, 10, ManifestStatus.COMMITTED, None)
+    holder = RunIdentity("eos_pipeline", "backfill__2026-01-02", 1, None)
+    with writer_lease(ManifestStore.configured(str(tmp_path)), pipeline_id="orders",
+                      transactional_id_prefix="orders", checkpoint_id=11, holder=holder):
+        for scope in ((), ("--pipeline-id", "orders")):
+            result = run("checkpoints", "--manifest-base", str(tmp_path), *scope)
+            assert result.returncode == 0, result.stderr
+            assert result.stdout.splitlines()[-1].startswith(
+                f"1 checkpoint(s) in {tmp_path}; being written: pipeline orders by run "
+                "'backfill__2026-01-02' of DAG 'eos_pipeline' (try 1), checkpoint 11, on "), result.stdout
+    after = run("checkpoints", "--manifest-base", str(tmp_path))
+    assert after.stdout.splitlines()[-1] == f"1 checkpoint(s) in {tmp_path}"

@@ -13,7 +13,7 @@ from typing import Any
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import Manifest
 from airflow_provider_kafka_eos.kafka.checkpoints.store import ManifestStore
 
-__all__ = ["COLUMNS", "checkpoint_row", "checkpoint_rows"]
+__all__ = ["COLUMNS", "checkpoint_row", "checkpoint_rows", "writers_note"]
 
 COLUMNS = ("pipeline_id", "checkpoint_id", "status", "input", "reprocess_of", "run", "records",
            "transactions", "updated", "manifest")
@@ -50,3 +50,20 @@ def checkpoint_rows(
     if input_id is not None:
         rows = [r for r in rows if r["input"] == input_id]
     return rows
+
+
+def writers_note(store: ManifestStore, pipeline_id: str | None = None) -> str:
+    """``"; being written: ..."`` for each pipeline whose Spark job holds its writer lease now (the
+    checkpoint it is preparing has no manifest yet, so no row shows it), ``""`` when none: the one
+    place a terminal sees it, whatever the store (``kafka/checkpoints/writer_lease.py``)."""
+    from airflow_provider_kafka_eos.kafka.checkpoints.writer_lease import live_writers, read_lease
+
+    if pipeline_id is None:
+        leases = sorted(live_writers(store).values(), key=lambda lease: lease.pipeline_id)
+    else:
+        lease = read_lease(store, pipeline_id)
+        now = int(datetime.now(tz=timezone.utc).timestamp() * 1000)
+        leases = [lease] if lease is not None and lease.live(now) else []
+    return "".join(f"; being written: pipeline {lease.pipeline_id} by {lease.describe()}, writer lease "
+                   "renewed until " + datetime.fromtimestamp(lease.expires_at_ms / 1000, tz=timezone.utc)
+                   .strftime("%Y-%m-%dT%H:%M:%SZ") for lease in leases)
