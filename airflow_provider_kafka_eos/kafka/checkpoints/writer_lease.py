@@ -194,6 +194,9 @@ class _HeldLease:
         self._uri = lease_uri(store, lease.pipeline_id)
         self._released = threading.Event()
         self._lost: str | None = None
+        # The renewal thread, confirm() and release() each read-then-swap the object: one at a time,
+        # or two swaps of this holder race and the loser reads its own token as "taken over".
+        self._swapping = threading.Lock()
 
     @property
     def lease(self) -> WriterLease:
@@ -234,6 +237,11 @@ class _HeldLease:
         self._swap(lambda lease: _with_expiry(lease, _now_ms() + self._ttl_ms))
 
     def _swap(self, change: Callable[[WriterLease], WriterLease]) -> None:
+        with self._swapping:
+            if self._lost is None:
+                self._swap_unlocked(change)
+
+    def _swap_unlocked(self, change: Callable[[WriterLease], WriterLease]) -> None:
         found = _read(self._store, self._uri)
         if found is None or found[0].token != self._lease.token:
             self._lose(found[0] if found is not None else None)

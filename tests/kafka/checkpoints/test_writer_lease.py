@@ -182,3 +182,28 @@ def test_a_lease_that_cannot_be_read_writes_nothing(store):
             _lease(store, 7, RUN_A, wait_s=0):
         pytest.fail("no writer may start")
     assert _path(store).is_dir() and not list(_path(store).iterdir())
+
+
+def test_renewals_of_one_holder_at_the_same_moment_are_not_a_takeover(store):
+    """The renewal thread, confirm() and release() of one holder swap the object one at a time: a
+    swap that lost to its own holder's other swap must not read its own token as "taken over"."""
+    import threading
+
+    with _lease(store, 7, RUN_A) as held:
+        start, failures = threading.Barrier(6), []
+
+        def confirm_many():
+            start.wait(timeout=30)
+            for _ in range(10):
+                try:
+                    held.confirm()
+                except PipelineBusyError as exc:
+                    failures.append(str(exc))
+
+        threads = [threading.Thread(target=confirm_many) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert failures == []
+        assert read_lease(store, "pipe").token == held.lease.token
