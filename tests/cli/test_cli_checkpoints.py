@@ -90,5 +90,6 @@ def test_checkpoints_names_the_run_writing_a_pipeline_now(tmp_path):
             assert result.stdout.splitlines()[-1].startswith(
                 f"1 checkpoint(s) in {tmp_path}; being written: pipeline orders by run "
                 "'backfill__2026-01-02' of DAG 'eos_pipeline' (try 1), checkpoint 11, on "), result.stdout
+            assert "(writer lease " in result.stdout and "_writer.json, renewed until " in result.stdout
     after = run("checkpoints", "--manifest-base", str(tmp_path))
     assert after.stdout.splitlines()[-1] == f"1 checkpoint(s) in {tmp_path}"

@@ -56,14 +56,11 @@ def writers_note(store: ManifestStore, pipeline_id: str | None = None) -> str:
     """``"; being written: ..."`` for each pipeline whose Spark job holds its writer lease now (the
     checkpoint it is preparing has no manifest yet, so no row shows it), ``""`` when none: the one
     place a terminal sees it, whatever the store (``kafka/checkpoints/writer_lease.py``)."""
-    from airflow_provider_kafka_eos.kafka.checkpoints.writer_lease import live_writers, read_lease
+    from airflow_provider_kafka_eos.kafka.checkpoints.writer_lease import described, live_lease, live_writers
 
     if pipeline_id is None:
         leases = sorted(live_writers(store).values(), key=lambda lease: lease.pipeline_id)
     else:
-        lease = read_lease(store, pipeline_id)
-        now = int(datetime.now(tz=timezone.utc).timestamp() * 1000)
-        leases = [lease] if lease is not None and lease.live(now) else []
-    return "".join(f"; being written: pipeline {lease.pipeline_id} by {lease.describe()}, writer lease "
-                   "renewed until " + datetime.fromtimestamp(lease.expires_at_ms / 1000, tz=timezone.utc)
-                   .strftime("%Y-%m-%dT%H:%M:%SZ") for lease in leases)
+        leases = [lease for lease in (live_lease(store, pipeline_id),) if lease is not None]
+    return "".join(f"; being written: pipeline {lease.pipeline_id} by {described(store, lease)}"
+                   for lease in leases)

@@ -62,8 +62,8 @@ from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import (
 )
 from airflow_provider_kafka_eos.kafka.errors import ManifestError, ManifestStoreError, PipelineBusyError
 
-__all__ = ["DEFAULT_TTL_S", "DEFAULT_WAIT_S", "WriterLease", "lease_uri", "live_writers", "load_writing",
-           "read_lease", "writer_lease"]
+__all__ = ["DEFAULT_TTL_S", "DEFAULT_WAIT_S", "WriterLease", "described", "lease_uri", "live_lease",
+           "live_writers", "load_writing", "read_lease", "writer_lease"]
 
 log = logging.getLogger(__name__)
 
@@ -132,12 +132,23 @@ def read_lease(store: ManifestStore, pipeline_id: str) -> WriterLease | None:
     return found[0] if found is not None else None
 
 
+def live_lease(store: ManifestStore, pipeline_id: str) -> WriterLease | None:
+    """The pipeline's lease while a writer holds it; None when absent, given back or expired."""
+    lease = read_lease(store, pipeline_id)
+    return lease if lease is not None and lease.live(_now_ms()) else None
+
+
 def live_writers(store: ManifestStore) -> dict[str, WriterLease]:
     """Transactional-id prefix -> the live lease of the pipeline writing under it, for every pipeline
     of the store (one read each). An unreadable store or lease raises: an abort then refuses."""
-    now = _now_ms()
-    leases = (read_lease(store, pipeline) for pipeline in store.pipelines())
-    return {lease.transactional_id_prefix: lease for lease in leases if lease is not None and lease.live(now)}
+    leases = (live_lease(store, pipeline) for pipeline in store.pipelines())
+    return {lease.transactional_id_prefix: lease for lease in leases if lease is not None}
+
+
+def described(store: ManifestStore, lease: WriterLease) -> str:
+    """The live writer as an abort's refusal and ``kafka-eos-txn checkpoints`` name it."""
+    return (f"{lease.describe()} (writer lease {lease_uri(store, lease.pipeline_id)}, renewed until "
+            f"{_iso(lease.expires_at_ms)})")
 
 
 def load_writing(base_uri: str | None, *, protect: bool = True, source: str = "manifest_base_uri",
@@ -149,8 +160,7 @@ def load_writing(base_uri: str | None, *, protect: bool = True, source: str = "m
     if not protect:
         return {}
     store = ManifestStore.configured(base_uri, source=source, access=access)
-    return {prefix: f"{lease.describe()} (writer lease {lease_uri(store, lease.pipeline_id)}, renewed until "
-                    f"{_iso(lease.expires_at_ms)})" for prefix, lease in live_writers(store).items()}
+    return {prefix: described(store, lease) for prefix, lease in live_writers(store).items()}
 
 
 @contextmanager
