@@ -38,6 +38,7 @@ INTEGER_FIELDS = ("producer_id", "epoch")
 ALLOWED_ACTIONS: dict[str, tuple[str, ...]] = {
     "commit-pending": ("commit-from-manifest", "describe"),
     "orphan": ("abort", "describe"),
+    "writing": ("describe",),  # its writer's own (writer lease): nothing to resolve while it writes
     "foreign": ("describe",),
 }
 

@@ -25,6 +25,9 @@ def test_each_classification_is_offered_only_what_the_safe_design_allows():
                                            "producer_id": 4001, "epoch": 3, "dry_run": True}
     assert request_for(_row("foreign")) == {"action": "describe", "transactional_id": "orders-0-7",
                                             "dry_run": True}
+    # a live writer's own transaction (writer lease): described, never offered an abort
+    assert request_for(_row("writing")) == {"action": "describe", "transactional_id": "orders-0-7",
+                                            "dry_run": True}
     assert request_for(_row("something-new")) is None
 
 
@@ -42,6 +45,8 @@ def test_the_link_round_trips_to_the_same_request():
         ("commit-pending", {"action": "abort", "transactional_id": "t"},
          "action 'abort' is not offered for a commit-pending transaction"),
         ("foreign", {"action": "commit"}, "action 'commit' is not offered for a foreign transaction"),
+        ("writing", {"action": "abort", "transactional_id": "t"},
+         "action 'abort' is not offered for a writing transaction"),
         ("orphan", {"action": "abort", "epoch": "-1"}, "epoch must be a non-negative integer"),
         ("bogus", {"action": "list"}, "kind 'bogus' is not a classification"),
     ],

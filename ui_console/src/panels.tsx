@@ -195,7 +195,7 @@ export function Findings(props: { transactions: Transaction[] }) {
     <DataTable label="Lingering findings" open rows={props.transactions} rowKey={(t) => `finding-${t.transactional_id}`}
       columns={[
         { key: "transactional_id", title: "Transactional id", cell: (t) => t.transactional_id },
-        { key: "kind", title: "Kind", cell: (t) => <Badge colorPalette={t.kind === "orphan" ? "red" : "orange"}>{t.kind}</Badge> },
+        { key: "kind", title: "Kind", cell: (t) => <Badge colorPalette={t.kind === "orphan" ? "red" : t.kind === "writing" ? "blue" : "orange"}>{t.kind}</Badge> },
         { key: "next_step", title: "Next step", cell: (t) => t.next_step },
         { key: "runbook", title: "Runbook", cell: (t) => t.runbook ? <Link color="fg.info" href={airflowUrl(`kafka-eos/runbook/${t.runbook}`)}>{t.runbook}</Link> : "" },
         { key: "action", title: "Action", cell: (t) => t.action ? <Link color="fg.info" href={airflowUrl(`kafka-eos/${t.action.href}`)}>{t.action.label}</Link> : "" },

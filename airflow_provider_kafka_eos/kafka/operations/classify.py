@@ -9,6 +9,9 @@ exactly one kind, and only one kind is ever safe to abort without a human:
   nobody will ever commit it, so aborting it (by fencing) only unblocks consumers.
 - *commit-pending*: listed in a PREPARED manifest; it must be committed from that manifest,
   never aborted.
+- *writing*: of a pipeline whose writer holds its lease (``writer_lease.py``): the checkpoint
+  being prepared has no manifest before its vote, so its open transactions are the writer's own,
+  not lingering; they are left to it (its restore settles what earlier attempts left).
 - *foreign*: outside our prefixes; some other application owns it, so we only report it.
 
 The LSO-stall finding catches what listing cannot see (producers outside our prefixes,
@@ -35,11 +38,13 @@ RUNBOOK_ORPHAN = "orphaned-transaction"
 RUNBOOK_COMMIT_PENDING = "commit-pending-transaction"
 RUNBOOK_LSO = "consumers-stuck-at-lso"
 RUNBOOK_INPUT_LAG = "input-lag"
+RUNBOOK_WRITING = "overlapping-runs"
 
 
 class FindingKind(str, Enum):
     ORPHAN = "orphan"
     COMMIT_PENDING = "commit-pending"
+    WRITING = "writing"
     FOREIGN = "foreign"
 
     @property
@@ -48,6 +53,7 @@ class FindingKind(str, Enum):
         return {
             FindingKind.ORPHAN: "abort",
             FindingKind.COMMIT_PENDING: "commit from manifest",
+            FindingKind.WRITING: "wait for its writer",
             FindingKind.FOREIGN: "report only",
         }[self]
 
@@ -56,6 +62,7 @@ class FindingKind(str, Enum):
         return {
             FindingKind.ORPHAN: RUNBOOK_ORPHAN,
             FindingKind.COMMIT_PENDING: RUNBOOK_COMMIT_PENDING,
+            FindingKind.WRITING: RUNBOOK_WRITING,
             FindingKind.FOREIGN: RUNBOOK_LSO,
         }[self]
 
@@ -154,12 +161,16 @@ def classify_one(
     producer_epoch: int,
     owned_prefixes: Sequence[str],
     prepared: Mapping[str, PreparedRef],
+    writing: Mapping[str, str] | None = None,
 ) -> tuple[FindingKind, str, str | None]:
     """(kind, reason, manifest uri) for one transactional id.
 
     The manifest wins over the prefix: a transaction named in a PREPARED manifest is never an
     orphan, even when the producer id or epoch differ from the manifest's (then the commit will
-    fail loudly as data loss, which a human must see; aborting would hide it).
+    fail loudly as data loss, which a human must see; aborting would hide it). The writer lease
+    comes next: ``writing`` (prefix -> its live writer, described: ``writer_lease.load_writing``)
+    makes a transaction of a pipeline being written the writer's, with the same rule the abort's
+    refusal applies (``AbortPolicy.writer_of``).
     """
     ref = prepared.get(transactional_id)
     if ref is not None:
@@ -172,6 +183,10 @@ def classify_one(
                 "recorded one"
             )
         return FindingKind.COMMIT_PENDING, reason, ref.manifest_uri
+    writer = AbortPolicy(writing=writing or {}).writer_of(transactional_id)
+    if writer is not None:
+        return (FindingKind.WRITING, f"its pipeline is being written by {writer}: the checkpoint being "
+                "prepared has no manifest before its vote", None)
     prefix = AbortPolicy(prefixes=tuple(owned_prefixes)).owner(transactional_id)
     if prefix is not None:
         return FindingKind.ORPHAN, f"under prefix {prefix!r} and in no PREPARED manifest", None
@@ -185,9 +200,11 @@ def classify(
     *,
     owned_prefixes: Sequence[str],
     prepared: Mapping[str, PreparedRef],
+    writing: Mapping[str, str] | None = None,
     at_ms: int | None = None,
 ) -> list[TransactionFinding]:
-    """Findings for transaction descriptions (``TransactionAdmin.find_lingering`` results)."""
+    """Findings for transaction descriptions (``TransactionAdmin.find_lingering`` results);
+    ``writing``: the live writers (:func:`classify_one`)."""
     at_ms = now_ms() if at_ms is None else at_ms
     findings = []
     for desc in lingering:
@@ -197,6 +214,7 @@ def classify(
             producer_epoch=desc.producer_epoch,
             owned_prefixes=owned_prefixes,
             prepared=prepared,
+            writing=writing,
         )
         start = int(desc.start_time_ms if desc.start_time_ms is not None else -1)
         findings.append(

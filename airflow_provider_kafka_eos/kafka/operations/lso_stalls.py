@@ -160,12 +160,14 @@ def find_lso_stalls(
     producer_transactions: Mapping[int, str],
     owned_prefixes: Sequence[str],
     prepared: Mapping[str, PreparedRef],
+    writing: Mapping[str, str] | None = None,
     at_ms: int | None = None,
 ) -> list[LsoStall]:
     """Partitions pinned at their LSO for at least ``min_stall_ms`` with data behind it.
 
     ``producer_transactions`` maps producer id -> transactional id (from ListTransactions);
     a blocking producer it cannot name is reported as foreign, since we cannot prove it is ours.
+    ``writing``: the live writers (``classify.classify_one``).
     """
     at_ms = now_ms() if at_ms is None else at_ms
     stalls = []
@@ -204,6 +206,7 @@ def find_lso_stalls(
                     producer_epoch=blocker.producer_epoch,
                     owned_prefixes=owned_prefixes,
                     prepared=prepared,
+                    writing=writing,
                 )
                 reason = (
                     f"{detail}; blocked by producer {blocker.producer_id} epoch {blocker.producer_epoch} "

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from airflow_provider_kafka_eos.kafka.checkpoints.store import load_prepared
 from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import STANDARD_CHAIN, StoreAccess
+from airflow_provider_kafka_eos.kafka.checkpoints.writer_lease import load_writing
 from airflow_provider_kafka_eos.kafka.operations.classify import (
     FindingKind,
     TransactionFinding,
@@ -200,10 +201,13 @@ def scan(admin: ScanningAdmin, spec: ScanSpec, *, tracker: LsoStallTracker | Non
 
     ``admin`` is an open ``TransactionAdmin``. Blocking: async callers use ``asyncio.to_thread``.
     The manifest store must be readable (``ManifestStoreError`` otherwise): a store that cannot
-    be read would make every commit-pending transaction look like an orphan. ``access``: how
-    this process reaches the store (the hook's ``store_access``).
+    be read would make every commit-pending transaction look like an orphan. The live writer
+    leases are read with it (a pipeline's checkpoint being prepared is its writer's, not an orphan:
+    ``classify.py``). ``access``: how this process reaches the store (the hook's ``store_access``).
     """
-    prepared = load_prepared(spec.manifest_base_uri, source="the sensor's manifest_base_uri", access=access)
+    source = "the sensor's manifest_base_uri"
+    prepared = load_prepared(spec.manifest_base_uri, source=source, access=access)
+    writing = load_writing(spec.manifest_base_uri, source=source, access=access)
     lingering = admin.find_lingering(
         prefixes=list(spec.prefixes) if spec.prefixes else None, min_age_ms=spec.min_age_ms
     )
@@ -212,7 +216,8 @@ def scan(admin: ScanningAdmin, spec: ScanSpec, *, tracker: LsoStallTracker | Non
         checked_at_ms=at_ms,
         min_age_ms=spec.min_age_ms,
         prefixes=spec.prefixes,
-        transactions=classify(lingering, owned_prefixes=spec.owned, prepared=prepared, at_ms=at_ms),
+        transactions=classify(lingering, owned_prefixes=spec.owned, prepared=prepared, writing=writing,
+                              at_ms=at_ms),
         manifest_base_uri=spec.manifest_base_uri,
     )
     watched = (*spec.lso_partitions, *spec.input_topics)
@@ -227,6 +232,7 @@ def scan(admin: ScanningAdmin, spec: ScanSpec, *, tracker: LsoStallTracker | Non
             producer_transactions=names,
             owned_prefixes=spec.owned,
             prepared=prepared,
+            writing=writing,
             at_ms=now_ms(),
         )
         if spec.input_topics:
