@@ -74,6 +74,10 @@ FAULTS = (
 # Where a trial's id starts: low epochs, and the TV2 limit, where a completion rotates the producer id.
 START_EPOCHS = (None, None, 32762, 32763, 32764, 32765, 32766)
 PARTITIONS = 3
+# The librdkafka producers' timing knobs: no linger, and short retry backoffs. With librdkafka's default
+# 100 ms backoff its init_transactions waited ~0.2 s a producer (half of a trial's time on the in-process
+# broker); backoffs change when a request is retried, not what a transaction does.
+_QUICK_PRODUCER = {"linger.ms": 0, "retry.backoff.ms": 5, "retry.backoff.max.ms": 20}
 
 
 class InProcessBroker:
@@ -187,7 +191,7 @@ def run_trials(bootstrap: str, trials: int, seed: int, *, set_epoch: Callable[[s
               and (kill_coordinator is not None or f != "coordinator_killed")]
     pool: list[str] = []  # ids free for a POOLING reuse by a later trial
     config = KafkaClientConfig({"bootstrap.servers": bootstrap})
-    with TransactionAdmin(config, retry_timeout_ms=20_000) as admin:
+    with TransactionAdmin(config, retry_timeout_ms=20_000) as admin, _Reader(bootstrap, topic) as reader:
         done = 0
         while done < trials:
             played, planned = [], []
@@ -208,7 +212,7 @@ def run_trials(bootstrap: str, trials: int, seed: int, *, set_epoch: Callable[[s
                 report.faults[trial.fault] += 1
                 report.verdicts[trial.verdict] += 1
                 played.append(trial)
-            _check(admin, bootstrap, topic, played, report)
+            _check(reader, played, report)
             done += len(played)
             if progress is not None:
                 progress(f"{done}/{trials} trials, {time.monotonic() - started:.0f} s: "
@@ -255,7 +259,7 @@ def _play(admin: TransactionAdmin, bootstrap: str, topic: str, trial: Trial, rng
         commit_reuse = rng.random() < 0.5
         extra = [f"{trial.transactional_id}/reuse/{trial.number}/{i}".encode() for i in range(2)]
         produce_transaction(bootstrap, trial.transactional_id, topic, extra, commit=commit_reuse,
-                            partitions=parts, **{"linger.ms": 0})
+                            partitions=parts, **_QUICK_PRODUCER)
         if not commit_reuse:
             admin.abort([trial.transactional_id])
         trial.extra_keys = {k: 1 if commit_reuse else 0 for k in extra}
@@ -303,7 +307,7 @@ def _prepare(admin: TransactionAdmin, bootstrap: str, topic: str, tid: str, keys
         assert committable is not None and committable.first_offsets, f"{tid}: no committable"
         return committable
     first = produce_transaction(bootstrap, tid, topic, keys, partitions=parts, transaction_timeout_ms=60_000,
-                                **{"linger.ms": 0})
+                                **_QUICK_PRODUCER)
     d = admin.describe([tid])[tid]
     assert d.state == "Ongoing", f"{tid} is {d.state} after prepare"
     return Committable(tid, d.producer_id, d.producer_epoch, d.partitions, len(keys), int(time.time() * 1000),
@@ -329,9 +333,8 @@ def _commit_quietly(admin: TransactionAdmin, c: Committable) -> None:
         admin.commit([c])
 
 
-def _check(admin: TransactionAdmin, bootstrap: str, topic: str, trials: list[Trial],
-           report: RunReport) -> None:
-    seen = _read_committed(bootstrap, topic)
+def _check(reader: _Reader, trials: list[Trial], report: RunReport) -> None:
+    seen = reader.read_to_end()
     for trial in trials:
         c = trial.committable
         assert c is not None
@@ -351,30 +354,46 @@ def _check(admin: TransactionAdmin, bootstrap: str, topic: str, trials: list[Tri
     report.duplicates = sum(1 for n in seen.values() if n > 1)
 
 
-def _read_committed(bootstrap: str, topic: str) -> Counter:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verdict-check-{uuid.uuid4().hex}",
-                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
-    try:
-        from confluent_kafka import TopicPartition as Tp
+class _Reader:
+    """The checker's plain ``read_committed`` consumer (confluent-kafka, no provider code), kept open
+    for the whole run: each check reads on from where the last one stopped, to the partitions' ends,
+    and the counts add up over the run (a key seen twice anywhere is a duplicate). Reading the topic
+    from its start at every check made a long run quadratic in its length."""
 
-        ends = {}
-        for p in range(PARTITIONS):
-            ends[p] = consumer.get_watermark_offsets(Tp(topic, p), timeout=10)[1]
-        consumer.assign([Tp(topic, p, 0) for p in range(PARTITIONS)])
-        seen: Counter = Counter()
-        deadline = time.monotonic() + 60
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from confluent_kafka import TopicPartition
+
+        self.topic, self.tp = topic, TopicPartition
+        self.seen: Counter = Counter()
+        self.consumer = Consumer({"bootstrap.servers": bootstrap,
+                                  "group.id": f"verdict-check-{uuid.uuid4().hex}",
+                                  "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                                  "enable.auto.commit": False,
+                                  # at the end between checks: a fetch held at the broker delays the next
+                                  "fetch.wait.max.ms": 10})
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+
+    def __enter__(self) -> _Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.consumer.close()
+
+    def read_to_end(self, timeout_s: float = 60) -> Counter:
+        """Every key counted so far, once the consumer stands at each partition's end (the harness
+        leaves nothing open, so the last stable offset is the high watermark)."""
+        tps = [self.tp(self.topic, p) for p in range(PARTITIONS)]
+        ends = {tp.partition: self.consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            positions = {tp.partition: tp.offset for tp in consumer.position(
-                [Tp(topic, p) for p in range(PARTITIONS)])}
-            if all(ends[p] == 0 or positions.get(p, -1) >= ends[p] for p in range(PARTITIONS)):
-                return seen
-            msg = consumer.poll(0.2)
+            positions = {tp.partition: tp.offset for tp in self.consumer.position(tps)}
+            if all(ends[p] == 0 or positions.get(p, -1) >= ends[p] for p in ends):
+                return self.seen
+            msg = self.consumer.poll(0.2)
             if msg is not None and msg.error() is None:
-                seen[msg.key()] += 1
-        raise TimeoutError(f"the read_committed checker did not reach the end of {topic} in 60 s")
-    finally:
-        consumer.close()
+                self.seen[msg.key()] += 1
+        raise TimeoutError(f"the read_committed checker did not reach the end of {self.topic} "
+                           f"in {timeout_s:.0f} s")
 
 
 def _create_topic(bootstrap: str, topic: str, replicas: int = 1) -> None:
@@ -419,6 +438,45 @@ def _apache_trials(nodes: int, trials: int, seed: int) -> RunReport:
         cluster.stop()
 
 
+def _embedded_trials(trials: int, seed: int) -> RunReport:
+    """A run on an in-process embedded broker of its own."""
+    broker = InProcessBroker(default_partitions=PARTITIONS)
+    try:
+        return run_trials(broker.bootstrap, trials, seed, set_epoch=broker.set_epoch,
+                          time_out=broker.time_out, progress=lambda line: _say(f"seed {seed}: {line}"))
+    finally:
+        broker.stop()
+
+
+def worker_seed(seed: int, worker: int) -> int:
+    """The seed of worker ``worker`` of a ``--workers`` run: its trials replay alone with it."""
+    return seed * 1000 + worker
+
+
+def _in_workers(trials: int, seed: int, workers: int) -> RunReport:
+    """The trials split over ``workers`` processes, each an embedded broker of its own (the in-process
+    broker and its clients share one interpreter, so one process uses about one core). Every worker's
+    wrong verdicts name its seed; the merged report counts them all."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    shares = [trials // workers + (1 if i < trials % workers else 0) for i in range(workers)]
+    seeds = [worker_seed(seed, i) for i in range(workers)]
+    started = time.monotonic()
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        reports = list(pool.map(_embedded_trials, shares, seeds))
+    merged = RunReport(seed, trials)
+    for part in reports:
+        merged.verdicts.update(part.verdicts)
+        merged.faults.update(part.faults)
+        merged.rotated += part.rotated
+        merged.wrong += [f"seed {part.seed} (--trials {part.trials}): {line}" for line in part.wrong]
+        merged.duplicates += part.duplicates
+        merged.lost += part.lost
+    merged.seconds = time.monotonic() - started
+    return merged
+
+
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
@@ -432,18 +490,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--apache-nodes", type=int, choices=(1, 3),
                         help="a real Apache Kafka 4.4 of its own, 1 or 3 nodes (3: the coordinator's node "
                         "is killed mid-EndTxn among the faults)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="embedded broker only: split the trials over N processes, each with its own "
+                        "in-process broker and seed SEED*1000+i (the machine's cores; one replays alone)")
     args = parser.parse_args(argv)
     if args.apache_nodes:
         report = _apache_trials(args.apache_nodes, args.trials, args.seed)
     elif args.bootstrap:
         report = run_trials(args.bootstrap, args.trials, args.seed, age_real_ids=True, progress=_say)
+    elif args.workers > 1:
+        report = _in_workers(args.trials, args.seed, args.workers)
     else:
-        broker = InProcessBroker(default_partitions=PARTITIONS)
-        try:
-            report = run_trials(broker.bootstrap, args.trials, args.seed, set_epoch=broker.set_epoch,
-                                time_out=broker.time_out, progress=_say)
-        finally:
-            broker.stop()
+        report = _embedded_trials(args.trials, args.seed)
     print(report.summary())
     for line in report.wrong[:20]:
         print("WRONG:", line)
