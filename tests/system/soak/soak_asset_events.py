@@ -38,10 +38,18 @@ class Checkpoint:
 
 
 def checkpoints_from_manifests(manifests: Iterable[Mapping[str, Any]]) -> dict[int, Checkpoint]:
-    """From the manifests as the checker reads them (their documented JSON)."""
-    return {int(m["checkpoint_id"]): Checkpoint(
-        m["status"], sum(int(c.get("record_count") or 0) for c in m.get("committables") or []) > 0,
-        (m.get("input") or {}).get("id")) for m in manifests}
+    """From the manifests as the checker reads them (their documented JSON). A Kafka input's offsets
+    transaction (``input.offsets_transactional_id``) is one of the committables, its ``record_count``
+    the partitions whose offset it moves: it makes nothing visible in the topic, so a checkpoint that
+    holds only it (input read, no record written) owes no event."""
+    return {int(m["checkpoint_id"]): Checkpoint(m["status"], _writes_records(m),
+                                                (m.get("input") or {}).get("id")) for m in manifests}
+
+
+def _writes_records(manifest: Mapping[str, Any]) -> bool:
+    offsets_id = (manifest.get("input") or {}).get("offsets_transactional_id")
+    return sum(int(c.get("record_count") or 0) for c in manifest.get("committables") or []
+               if offsets_id is None or c.get("transactional_id") != offsets_id) > 0
 
 
 def checkpoints_from_history(history: Iterable[Mapping[str, Any]]) -> dict[int, Checkpoint]:

@@ -82,6 +82,16 @@ def test_checkpoints_are_read_from_manifests_in_their_documented_json():
         {"checkpoint_id": 1, "status": "COMMITTED", "input": {"id": "b1"},
          "committables": [{"record_count": 0}, {"record_count": 3}]},
         {"checkpoint_id": 2, "status": "COMMITTED", "input": None, "committables": [{"record_count": 0}]},
+        # a Kafka input read with nothing written: only the group's offsets transaction (found by the
+        # 2026-11-29 production soak: the checker owed it an event the provider rightly never emits)
+        {"checkpoint_id": 3, "status": "COMMITTED",
+         "input": {"id": "kafka:3", "offsets_transactional_id": "k2k-offsets"},
+         "committables": [{"transactional_id": "k2k-offsets", "record_count": 2}]},
+        {"checkpoint_id": 4, "status": "COMMITTED",
+         "input": {"id": "kafka:4", "offsets_transactional_id": "k2k-offsets"},
+         "committables": [{"transactional_id": "k2k-offsets", "record_count": 2},
+                          {"transactional_id": "k2k-0-4", "record_count": 5}]},
     ]
     assert checkpoints_from_manifests(manifests) == {
-        1: Checkpoint("COMMITTED", True, "b1"), 2: Checkpoint("COMMITTED", False, None)}
+        1: Checkpoint("COMMITTED", True, "b1"), 2: Checkpoint("COMMITTED", False, None),
+        3: Checkpoint("COMMITTED", False, "kafka:3"), 4: Checkpoint("COMMITTED", True, "kafka:4")}
