@@ -4,7 +4,8 @@ The rule on real processes (a ``cat`` in a session of its own stands for the job
 file-backed task state store (``tests/support/task_state_double.py``: the real one needs a scheduler's
 supervisor). The whole of it, with Airflow 3.3's own store, a real spark-submit whose task process
 is SIGKILLed and a read_committed count, runs on a real scheduler:
-``tests/system/airflow_scheduler/test_real_scheduler.py``.
+``tests/system/airflow_scheduler/test_real_scheduler.py``; on the Spark standalone cluster (client
+mode, this store): ``tests/system/spark_cluster/test_spark_cluster_faults.py``.
 """
 
 from __future__ import annotations
