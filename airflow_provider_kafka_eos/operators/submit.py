@@ -278,7 +278,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         self._announce_uri: str | None = None
         self._config_file: str | None = None
         self._eos_hook: EosSparkSubmitHook | None = None
-        self._job_started: Any = None  # records a local job's pid in the task's state (tasks/reattach.py)
+        self._job_started: Any = None  # records a client-mode job's pid in task state (tasks/reattach.py)
         self._left_running: Any = None  # an earlier try's job this try waits for (stopped by on_kill)
         self._validate_identity(skip_templates=True)  # the first door: a DAG with a bad id does not load
 
@@ -340,9 +340,11 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         self.env_vars, self.conf, self.py_files = settings.env_vars, settings.conf, settings.py_files
 
     def _earlier_try_prepared(self, context: Any, checkpoint: int, expected_uri: str) -> Any | None:
-        """Local mode: wait for the job an earlier try left running and return its manifest
-        (``tasks/reattach.py``); else (None) record the job this try starts. A cluster driver is the
-        Spark provider's to re-attach to (``durable``, inside ``super().execute``)."""
+        """Client mode (local, or a standalone cluster's ``spark://``: the driver is spark-submit on
+        this host): wait for the job an earlier try left running and return its manifest
+        (``tasks/reattach.py``); else (None) record the job this try starts. Not called in cluster
+        deploy mode (YARN, Kubernetes; refused on a standalone master): a driver on the cluster is
+        the Spark provider's to re-attach to (``durable``, inside ``super().execute``)."""
         try_number = getattr(context.get("ti"), "try_number", None)
         self._job_started = functools.partial(reattach.remember, context, checkpoint_id=checkpoint,
                                               try_number=try_number)

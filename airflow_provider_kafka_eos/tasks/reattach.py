@@ -6,15 +6,20 @@ process dies (the OOM killer, a kill of the task runner, a supervisor that lost 
 goes on: it still prepares its checkpoint and writes the manifest. Without this module the retry
 starts a second job for the same checkpoint, which fences the first one's transactions (same
 transactional ids) and writes the batch again from the start: correct, but the work is done twice
-and the two jobs race for the manifest. With it, a local-mode job (``--master local[...]``, client
-deploy mode) is recorded in the task instance's state before the task waits on it
-(:func:`remember`); a retry on the same host that finds it still running waits for it to end
-(:func:`wait_left_running`) and then reads its checkpoint's manifest as if it had run the job
-itself (the manifest is the result; the job's output line went to the dead try).
+and the two jobs race for the manifest. With it, a client-mode job (the driver is spark-submit's own
+process on this host: ``--master local[...]``, or a standalone cluster's ``spark://`` master) is
+recorded in the task instance's state before the task waits on it (:func:`remember`); a retry on
+the same host that finds it still running waits for it to end (:func:`wait_left_running`) and then
+reads its checkpoint's manifest as if it had run the job itself (the manifest is the result; the
+job's output line went to the dead try).
 
-A job on a standalone cluster (``deploy_mode=cluster``) is the Spark provider's to re-attach to:
-its ``SparkSubmitOperator`` records the driver id in the same store on Airflow >= 3.3 (``durable``)
-and polls the master on a retry; the submit operator runs through that path unchanged.
+A standalone cluster runs no Python driver in cluster deploy mode (the operator refuses it,
+``hooks/spark_submit.check_deploy_target``), so a pipeline there runs in client mode and is
+re-attached to here, by pid. In YARN or Kubernetes cluster deploy mode the driver is on the cluster
+and the operator leaves re-attach to the Spark provider's ``SparkSubmitOperator.execute``: on
+Airflow >= 3.3 (``durable``) it records the application in the same store and polls it on a retry,
+given ``yarn_track_via_rm_api=True`` (YARN; without it the provider refuses) or
+``track_driver_via_k8s_api=True`` (Kubernetes; without it a retry submits anew), docs/user-guide/airflow-3.md.
 
 Kept on the safe side: the record names the host, the checkpoint and the process's start time
 (a reused pid is a different process); a job on another host (another Celery worker), of another

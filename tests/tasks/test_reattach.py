@@ -1,10 +1,11 @@
 """A retry of the submit task waits for the spark-submit its earlier try left running (tasks/reattach.py).
 
 The rule on real processes (a ``cat`` in a session of its own stands for the job), with a
-file-backed task state store (``task_state_double.py``: the real one needs a scheduler's
+file-backed task state store (``tests/support/task_state_double.py``: the real one needs a scheduler's
 supervisor). The whole of it, with Airflow 3.3's own store, a real spark-submit whose task process
 is SIGKILLed and a read_committed count, runs on a real scheduler:
-``tests/system/airflow_scheduler/test_real_scheduler.py``.
+``tests/system/airflow_scheduler/test_real_scheduler.py``; on the Spark standalone cluster (client
+mode, this store): ``tests/system/spark_cluster/test_spark_cluster_faults.py``.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ read_committed consumer seeing every key exactly once.
   fences the dead one's transaction.
 * ``worker_lost``: ``kill -9`` of the *worker* JVM that launched that executor (its executor
   follows it); the task moves to the other worker.
+* the submit task's process killed while its job runs on the cluster: the retry waits for that job
+  instead of starting a second one (``tasks/reattach.py``).
 
 The driver killed after writing the manifest is not repeated here: what recovers from it (the
 retry reads the manifest's vote and produces nothing) runs in the driver, the same code on any
@@ -15,15 +17,32 @@ tests/system/faults proves it under spark-submit on Kafka 4.4 (a second copy her
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import multiprocessing
 import os
 import signal
 import subprocess
+import threading
 
+import psutil
 import pytest
-from cluster_jobs import KEYS_APP
+from cluster_jobs import (
+    KEYS_APP,
+    _keys,
+    operator_arguments,
+    operator_connections,
+    run_submit_try,
+    task_context,
+)
+from task_state_double import FileTaskStateStore
 
-from airflow_provider_kafka_eos.kafka.checkpoints.manifest import read_manifest
+from airflow_provider_kafka_eos.hooks.spark_submit import EosSparkSubmitHook
+from airflow_provider_kafka_eos.kafka.checkpoints.manifest import ManifestStatus, read_manifest
+from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
+from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
+from airflow_provider_kafka_eos.tasks import reattach
 from kafka_eos_testing import fault_job
 from kafka_eos_testing.broker.txn_testkit import wait_for
 from kafka_eos_testing.spark import (
@@ -85,3 +104,92 @@ def test_fault_on_the_cluster_ends_exactly_once(fault, spark_cluster, kafka_brok
     assert _uncommitted_total(kafka_broker, topic) == COUNT + HELD_AFTER
     commit_manifest(kafka_broker.bootstrap, manifest)
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [f"{prefix}-{i}" for i in range(COUNT)])
+
+
+def test_a_retry_waits_for_the_job_its_killed_try_left_running_on_the_cluster(
+    spark_cluster, kafka_broker, tmp_path, unique_name, monkeypatch, caplog
+):
+    """The submit task's re-attach (``tasks/reattach.py``) on the standalone cluster. Spark runs no
+    Python driver in a standalone cluster's cluster deploy mode (the operator refuses it by name,
+    docs/user-guide/spark-cluster.md), so a pipeline on this cluster runs in client mode: its driver
+    is the spark-submit on the Airflow worker, its executors on the cluster's workers, and a retry
+    re-attaches to it by pid as in local mode.
+
+    Try 1 runs in a child process, so that it can be SIGKILLed as the OOM killer kills a task's
+    process. Once its spark-submit is recorded in the task state, the job's process group is held
+    with SIGSTOP (it cannot prepare the checkpoint before try 2 looks) and try 1 is killed; try 2
+    (same store, try_number 2) must say that it waits for that pid and start no spark-submit of its
+    own (``EosSparkSubmitHook.submit`` fails the test if called); the job resumed, try 2 returns the
+    manifest try 1's job prepared, the commit task commits it, read_committed finds each key once.
+
+    The store is the file-backed double (``tests/support/task_state_double.py``): Airflow 3.3's
+    ``context["task_state_store"]`` talks to a task's supervisor, which a try run by a test has not.
+    The real store, with a local-mode job, is run on a real scheduler:
+    ``tests/system/airflow_scheduler/test_real_scheduler.py``.
+    """
+    count = 200
+    spark_conn, kafka_conn = operator_connections(spark_cluster, kafka_broker, monkeypatch, unique_name)
+    prefix, topic = unique_name("reattach"), unique_name("out")
+    # One executor on one worker: what is re-attached to is the driver (CI time on a 2-core machine).
+    arguments = operator_arguments(spark_cluster, spark_conn=spark_conn, kafka_conn=kafka_conn, prefix=prefix,
+                                   topic=topic, manifest_base=tmp_path / "m", count=count, partitions=1,
+                                   conf={"spark.cores.max": "1"})
+    store = FileTaskStateStore(tmp_path / "task-state.json")
+    try_1 = multiprocessing.get_context("spawn").Process(
+        target=run_submit_try, args=(arguments, prefix, 1, str(store.path)), name="submit-try-1", daemon=True)
+    started: list[str] = []
+
+    def no_second_job(hook, application="", **kwargs):
+        started.append(application)
+        raise AssertionError("try 2 started a spark-submit of its own")
+
+    monkeypatch.setattr(EosSparkSubmitHook, "submit", no_second_job)  # in this process only: try 2's
+    outcome: dict[str, object] = {}
+
+    def try_2() -> None:
+        try:
+            outcome["uri"] = SparkEosSubmitOperator(**arguments).execute(task_context(prefix, 2, store))
+        except BaseException as err:  # reported by the assertions below
+            outcome["error"] = err
+
+    try_1.start()
+    job = None
+    try:
+        record = wait_for(lambda: store.get(reattach.STATE_KEY) or try_1.exitcode is not None,
+                          "try 1's spark-submit to be recorded in the task state", 300)
+        assert isinstance(record, dict), f"try 1 ended (exit {try_1.exitcode}) before starting its job"
+        job = psutil.Process(record["pid"])
+        assert prefix in " ".join(job.cmdline())  # the recorded process is this pipeline's spark-submit
+        assert os.getpgid(job.pid) == job.pid  # the job leads a process group of its own
+        os.killpg(job.pid, signal.SIGSTOP)  # held: it cannot end before try 2 looks for it
+        try_1.kill()  # the task's process dies; its job, in a session of its own, goes on
+        try_1.join(60)
+        assert try_1.exitcode == -signal.SIGKILL and job.is_running()
+        retry = threading.Thread(target=try_2, name="submit-try-2", daemon=True)
+        waiting = f"try 1 left its spark-submit (pid {job.pid}, checkpoint 5) running on this host"
+        with caplog.at_level(logging.INFO, logger=reattach.__name__):
+            retry.start()
+            wait_for(lambda: waiting in caplog.text or not retry.is_alive(),
+                     "try 2 to find the job try 1 left running", 120)
+            assert waiting in caplog.text, outcome
+            assert job.status() == psutil.STATUS_STOPPED  # try 2 waits on it, the job has not ended
+            os.killpg(job.pid, signal.SIGCONT)
+            retry.join(300)
+        assert not retry.is_alive(), "try 2 still waits after the job was resumed"
+        assert "error" not in outcome, outcome
+        assert started == []  # try 2 started no spark-submit of its own
+        assert "its checkpoint's manifest is the result" in caplog.text
+    finally:
+        if try_1.is_alive():
+            try_1.kill()
+            try_1.join(60)
+        if job is not None and job.is_running():  # a failed test leaves no job behind
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(job.pid, signal.SIGCONT)
+                os.killpg(job.pid, signal.SIGKILL)
+    manifest = read_manifest(outcome["uri"])
+    assert manifest.status is ManifestStatus.PREPARED and manifest.prepared_by.try_number == 1
+    commit = KafkaCommitTransactionsOperator(task_id="commit", manifest_uri=outcome["uri"],
+                                             kafka_eos_conn_id=kafka_conn)
+    assert commit.execute({})["records"] == count
+    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), _keys(prefix, count))

@@ -7,12 +7,8 @@ ends with a read_committed consumer counting each key exactly once.
 
 from __future__ import annotations
 
-import json
-from datetime import datetime, timezone
-from types import SimpleNamespace
-
 import pytest
-from cluster_jobs import KEYS_APP, _keys, _tail, submit
+from cluster_jobs import _keys, _tail, operator_arguments, operator_connections, submit, task_context
 
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
@@ -79,34 +75,13 @@ def test_submit_operator_submits_to_the_cluster_in_client_mode(
     spark_cluster, kafka_broker, tmp_path, unique_name, monkeypatch
 ):
     """SparkEosSubmitOperator -> spark://, client deploy mode, executors on the provider-less Python."""
-    host, port = spark_cluster.master_url.removeprefix("spark://").rsplit(":", 1)
-    spark_conn = unique_name("spark").replace("-", "_")
-    kafka_conn = unique_name("kafka_eos").replace("-", "_")
-    spark = {"conn_type": "spark", "host": f"spark://{host}", "port": int(port),
-             "extra": {"deploy-mode": "client"}}
-    monkeypatch.setenv(f"AIRFLOW_CONN_{spark_conn.upper()}", json.dumps(spark))
-    monkeypatch.setenv(f"AIRFLOW_CONN_{kafka_conn.upper()}", json.dumps(
-        {"conn_type": "kafka_eos", "extra": kafka_broker.client_config()}
-    ))  # fmt: skip
+    spark_conn, kafka_conn = operator_connections(spark_cluster, kafka_broker, monkeypatch, unique_name)
     prefix, topic = unique_name("operator"), unique_name("out")
-    conf = {k: v for k, v in spark_cluster.submit_conf().items() if k != "spark.pyspark.python"}
-    operator = SparkEosSubmitOperator(
-        task_id="submit",
-        pipeline_id=prefix,
-        topic=topic,
-        manifest_base_uri=str(tmp_path / "m"),
-        application_callable=f"{KEYS_APP}:build_dataframe",
-        application_params={"tag": prefix, "count": 200, "partitions": 2},
-        kafka_eos_conn_id=kafka_conn,
-        conn_id=spark_conn,
-        checkpoint_id=5,
-        executor_python=spark_cluster.executor_python,
-        conf=conf,
-    )
-    run = SimpleNamespace(dag_id="cluster_pipeline", run_id=f"manual__{prefix}", logical_date=None,
-                          run_after=datetime(2026, 3, 1, tzinfo=timezone.utc))
-    ti = SimpleNamespace(try_number=1, xcom_push=lambda *args, **kwargs: None)  # no scheduler here
-    uri = operator.execute({"dag_run": run, "ti": ti})
+    operator = SparkEosSubmitOperator(**operator_arguments(
+        spark_cluster, spark_conn=spark_conn, kafka_conn=kafka_conn, prefix=prefix, topic=topic,
+        manifest_base=tmp_path / "m", count=200,
+    ))  # fmt: skip
+    uri = operator.execute(task_context(prefix, try_number=1))
     assert operator.conf["spark.pyspark.python"] == spark_cluster.executor_python
     report = KafkaCommitTransactionsOperator(task_id="commit", manifest_uri=uri, kafka_eos_conn_id=kafka_conn)
     assert report.execute({})["records"] == 200

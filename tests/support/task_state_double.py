@@ -3,7 +3,9 @@
 Airflow 3.3's ``context["task_state_store"]`` talks to the task's supervisor, which talks to the API
 server's database; a try run by a test (``operator.execute(context)``) has no supervisor. This
 double has the accessor's ``get``/``set`` and survives the process that wrote it, as the real store
-survives a killed try. The real store is used by the real-scheduler tests.
+survives a killed try. The real store is used by the real-scheduler tests. Used by
+``tests/tasks/test_reattach.py`` (the rule) and ``tests/system/spark_cluster`` (the re-attach on the
+standalone cluster).
 """
 
 from __future__ import annotations
