@@ -227,7 +227,8 @@ STANDALONE_PYTHON_CLUSTER_REFUSAL = (
 
 
 def check_deploy_target(
-    *, master: str, cluster_mode: bool, store_uri: str, mounted_config: str | None
+    *, master: str, cluster_mode: bool, store_uri: str, mounted_config: str | None,
+    durable_yarn_untracked: bool = False,
 ) -> None:
     """Refuse, before an input is claimed or a job submitted, a cluster-mode launch that cannot work.
 
@@ -238,7 +239,9 @@ def check_deploy_target(
     ``hdfs://``). A standalone master (``spark://``) runs no Python driver in cluster mode (Spark
     refuses it); and the driver cannot read this worker's private file, so the Kafka config (and
     the store's credentials, under ``store_options``) must be a file the platform mounts on the
-    driver, named in ``env_vars`` (never argv).
+    driver, named in ``env_vars`` (never argv). ``durable_yarn_untracked``: on YARN the Spark
+    provider's ``durable`` re-attach (Airflow >= 3.3, on by default) needs ``yarn_track_via_rm_api``
+    and raises otherwise, inside its ``execute``, after the claim: said here first.
     """
     from airflow_provider_kafka_eos.kafka.checkpoints.store_objects import is_local_uri
 
@@ -267,6 +270,16 @@ def check_deploy_target(
             f"client config (and the store's credentials under {handoff.PRIVATE_FILE_STORE_KEY!r}) on the "
             f"driver with the platform's secrets and name the path in "
             f"env_vars={{'{handoff.CONFIG_FILE_ENV}': ...}}. Nothing was claimed or submitted "
+            "(docs/user-guide/spark-cluster.md)",
+            runbook="configuration",
+        )
+    if master.startswith("yarn") and durable_yarn_untracked:
+        raise ConfigError(
+            "deploy_mode 'cluster' on YARN with durable=True (the Spark provider's default on Airflow >= 3.3): "
+            "the provider re-attaches a retry to the application through the ResourceManager's REST API "
+            "and refuses to start without it. Set yarn_track_via_rm_api=True (and the Spark connection's "
+            "yarn_resourcemanager_webapp_address), or durable=False (a retry then submits again and its "
+            "transactional ids fence the earlier driver). Nothing was claimed or submitted "
             "(docs/user-guide/spark-cluster.md)",
             runbook="configuration",
         )

@@ -295,7 +295,9 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
         master, cluster_mode = self._deploy_target()
         # A driver on the cluster: refused here, before the input's claim, when it cannot work.
         check_deploy_target(master=master, cluster_mode=cluster_mode, store_uri=store.base_uri,
-                            mounted_config=(self.env_vars or {}).get(handoff.CONFIG_FILE_ENV))
+                            mounted_config=(self.env_vars or {}).get(handoff.CONFIG_FILE_ENV),
+                            durable_yarn_untracked=bool(getattr(self, "durable", False))
+                            and not getattr(self, "_yarn_track_via_rm_api", False))
         checkpoint = self._checkpoint_id(context)
         run = run_identity(context)
         checkpoint = self._claim_input(context, store, checkpoint, run)

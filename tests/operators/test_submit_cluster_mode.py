@@ -80,6 +80,23 @@ def test_an_s3_store_in_cluster_mode_needs_the_mounted_config_never_argv(connect
              f"name the path in env_vars=.*{handoff.CONFIG_FILE_ENV}")
 
 
+def test_yarn_cluster_mode_without_the_rm_api_is_refused_before_the_claim_not_by_the_provider_after_it(
+    connections
+):
+    """Airflow >= 3.3: the Spark provider's durable re-attach (its default) raises inside its execute,
+    which runs after the input's claim; the task says it first, with both ways out."""
+    mounted = {"env_vars": {handoff.CONFIG_FILE_ENV: "kafka-client.json"}}
+    message = _refused(_submit("s3://bucket/manifests", "spark_yarn_cm", **mounted),
+                       "YARN with durable=True")
+    assert "yarn_track_via_rm_api=True" in message and "durable=False" in message
+    assert "Nothing was claimed or submitted" in message
+    for ways_out in ({"yarn_track_via_rm_api": True}, {"durable": False}):
+        operator = _submit("s3://bucket/manifests", "spark_yarn_cm", **mounted, **ways_out)
+        # past the check: the next step wants the run's checkpoint id, which an empty context lacks
+        with pytest.raises(fail_now_exception(), match="cannot derive a checkpoint id"):
+            operator.execute({})
+
+
 def test_with_an_s3_store_and_a_mounted_file_no_secret_reaches_argv_conf_or_a_worker_file(
     connections, monkeypatch
 ):
