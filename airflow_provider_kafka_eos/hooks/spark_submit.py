@@ -275,11 +275,11 @@ def check_deploy_target(
         )
     if master.startswith("yarn") and durable_yarn_untracked:
         raise ConfigError(
-            "deploy_mode 'cluster' on YARN with durable=True (the Spark provider's default on Airflow "
-            ">= 3.3): the provider re-attaches a retry to the application through the ResourceManager's "
-            "REST API and refuses to start without it. Set yarn_track_via_rm_api=True (and the Spark connection's "
-            "yarn_resourcemanager_webapp_address), or durable=False (a retry then submits again and its "
-            "transactional ids fence the earlier driver). Nothing was claimed or submitted "
+            "deploy_mode 'cluster' on YARN with durable=True (the Spark provider's default on Airflow >= "
+            "3.3): the provider re-attaches a retry to the application through the ResourceManager's REST "
+            "API and refuses to start without it. Set yarn_track_via_rm_api=True (and the Spark "
+            "connection's yarn_resourcemanager_webapp_address), or durable=False (a retry then submits "
+            "again and its transactional ids fence the earlier driver). Nothing was claimed or submitted "
             "(docs/user-guide/spark-cluster.md)",
             runbook="configuration",
         )
