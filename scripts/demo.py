@@ -25,8 +25,8 @@ What it does, all under ``demo-output/`` (recreated on every run):
 ``--spark connect`` runs the submit task as ``SparkEosConnectOperator`` on a local Spark Connect
 server (``kafka_eos_testing/spark_connect.py``, started once for the demo, its log in
 ``demo-output/spark-connect.log``) instead of one spark-submit per run; the fault of step 4 is not
-injected there (the operator takes no fault plan; ``tests/spark/test_writer_connect.py`` kills a
-task on Connect).
+injected there (the operator takes no fault plan; ``tests/system/conformance/test_conformance.py``
+kills a task on Connect).
 
 ``--pipeline kafka-to-kafka`` runs ``dags/eos_kafka_to_kafka.py`` instead (Kafka input, two
 checkpoints, aborted input transactions, the consumer group's offsets checked):

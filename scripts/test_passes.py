@@ -159,15 +159,17 @@ PASSES: list[Pass] = [
         "scripts/spark_venv.py)",
         {"KAFKA_EOS_TEST_KAFKA": "embedded"},
         # tests/spark less the two files the layout of issue 25 moved in, so the pass runs what it ran;
-        # of the cluster jobs the one that writes exactly once (the operator's and the executors'
-        # checks do not depend on the PySpark version: the apache pass runs them on 4.x)
+        # the conformance suite on the standalone cluster (give-up, a task and the driver killed, rerun,
+        # commit, re-trigger, count); the operator's and the executors' checks do not depend on the
+        # PySpark version: the apache pass runs them on 4.x
         (
             "tests/spark",
             "--ignore=tests/spark/test_job_s3.py",
             "--ignore=tests/spark/test_spark_client_files.py",
             # the Spark Connect server's jar ships in the PySpark wheel only from 4.0 on
             "--ignore=tests/spark/test_writer_connect.py",
-            "tests/system/spark_cluster/test_spark_cluster_jobs.py::test_job_on_the_cluster_writes_exactly_once",
+            "tests/system/conformance/test_conformance.py::"
+            "test_give_up_then_task_and_driver_killed_then_rerun_commit_and_retrigger[standalone-client]",
         ),
         python=_spark35_python,
     ),

@@ -24,7 +24,7 @@ from kafka_eos_testing.spark_cluster import QUICK_JVM
 # ``[testing]`` extra: installing the provider no longer loads it into every pytest run.
 # The others are fixtures of tests/support/ that tests in several folders use (tests/README.md).
 pytest_plugins = ["kafka_eos_testing.pytest_plugin", "s3_fixtures", "txn_fixtures", "registry_fixtures",
-                  "spark_connect_fixtures"]
+                  "spark_connect_fixtures", "spark_cluster_fixtures"]
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAGS_FOLDER = REPO_ROOT / "dags"

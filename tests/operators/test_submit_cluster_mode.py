@@ -2,7 +2,9 @@
 submit task, before the input's claim is taken or spark-submit runs (no store object, no process).
 
 The Spark connections are real Airflow connections (environment variables) resolved by the Spark
-provider's own hook; nothing is submitted, so no cluster is needed.
+provider's own hook; nothing is submitted, so no cluster is needed. A Python driver on a standalone
+master in cluster mode (Spark's own refusal, and the task's by name, with nothing prepared on the
+broker) is the ``standalone-cluster`` target of the conformance suite (tests/system/conformance).
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import json
 
 import pytest
 
-from airflow_provider_kafka_eos.hooks.spark_submit import STANDALONE_PYTHON_CLUSTER_REFUSAL
 from airflow_provider_kafka_eos.kafka.errors import ConfigError
 from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
 from airflow_provider_kafka_eos.spark import handoff
@@ -65,14 +66,6 @@ def test_the_deploy_mode_argument_overrides_a_client_connection(connections, mon
         {"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "client"}}))
     _refused(_submit(str(connections / "m"), "spark_client_cm", deploy_mode="cluster"),
              "is on this Airflow worker's disk")
-
-
-def test_a_python_driver_in_standalone_cluster_mode_is_refused_naming_sparks_rule(connections):
-    """Spark itself refuses it (the quoted line, spark-submit 4.2); the task says so first, with the
-    next step."""
-    message = _refused(_submit("s3://bucket/manifests", "spark_standalone_cm"),
-                       "standalone master spark://127.0.0.1:7077")
-    assert STANDALONE_PYTHON_CLUSTER_REFUSAL in message and "'client'" in message
 
 
 def test_an_s3_store_in_cluster_mode_needs_the_mounted_config_never_argv(connections):

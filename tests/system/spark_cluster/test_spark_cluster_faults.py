@@ -9,10 +9,9 @@ read_committed consumer seeing every key exactly once.
 * the submit task's process killed while its job runs on the cluster: the retry waits for that job
   instead of starting a second one (``tasks/reattach.py``).
 
-The driver killed after writing the manifest is not repeated here: what recovers from it (the
-retry reads the manifest's vote and produces nothing) runs in the driver, the same code on any
-master, and ``test_job_killed_after_the_manifest_before_spark_submit_returned`` in
-tests/system/faults proves it under spark-submit on Kafka 4.4 (a second copy here cost 33 s of CI).
+A task killed mid-write (its Python worker dies) and the driver killed after writing the manifest
+run on this cluster in the conformance suite (tests/system/conformance), as on every Spark target;
+here, what only a cluster has: its executor and worker JVMs.
 """
 
 from __future__ import annotations

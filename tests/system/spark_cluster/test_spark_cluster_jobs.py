@@ -2,7 +2,10 @@
 
 Every job is spark-submitted in client deploy mode to ``spark://`` (the driver runs this
 interpreter, the executors the cached provider-less environment), and every data-path test
-ends with a read_committed consumer counting each key exactly once.
+ends with a read_committed consumer counting each key exactly once. The exactly-once scenarios
+themselves (a job prepared and committed, a task killed mid-write, the driver killed after its
+manifest, rerun, re-trigger, give-up) run on this cluster in tests/system/conformance; here: the
+executors' missing requirements and the submit operator against ``spark://``.
 """
 
 from __future__ import annotations
@@ -12,37 +15,17 @@ from cluster_jobs import _keys, _tail, operator_arguments, operator_connections,
 
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.checkpoints.manifest import (
-    ManifestStatus,
     find_manifests,
-    read_manifest,
 )
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
 from airflow_provider_kafka_eos.operators.commit import KafkaCommitTransactionsOperator
 from airflow_provider_kafka_eos.operators.submit import SparkEosSubmitOperator
 from airflow_provider_kafka_eos.spark.requirements import RUNBOOK, install_specs, requirements_for
 from airflow_provider_kafka_eos.spark.writer import DEFAULT_PRODUCER
-from kafka_eos_testing.spark import (
-    commit_manifest,
-    reported_manifest_uri,
-)
 from kafka_eos_testing.spark_cluster import executor_python_env
 from kafka_eos_testing.verify import assert_exactly_once, count_keys
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
-
-
-def test_job_on_the_cluster_writes_exactly_once(spark_cluster, kafka_broker, tmp_path, unique_name):
-    prefix, topic = unique_name("cluster"), unique_name("out")
-    # Spark's INFO line "Added file ...airflow_provider_kafka_eos-<hash>.zip" shows that the runtime
-    # zip travelled with the job; the job quiets Spark to WARN by default, so turn it up here.
-    result = submit(spark_cluster, kafka_broker, tmp_path, prefix, topic, 1,
-                    env={"KAFKA_EOS_SPARK_LOG_LEVEL": "INFO"})
-    assert result.returncode == 0, _tail(result)
-    manifest = read_manifest(reported_manifest_uri(result.stdout))
-    assert manifest.status is ManifestStatus.PREPARED and len(manifest.committables) == 3
-    assert "airflow_provider_kafka_eos-" in result.stderr  # the runtime zip travelled with the job
-    commit_manifest(kafka_broker.bootstrap, manifest)
-    assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), _keys(prefix, 300))
 
 
 def test_executors_lacking_a_job_side_requirement_fail_with_one_line(

@@ -1,8 +1,11 @@
-"""A Spark standalone cluster (master + 2 workers, separate JVMs on loopback) for the session.
+"""A Spark standalone cluster (master + 2 workers, separate JVMs on loopback) for the session, shared by
+tests/system/spark_cluster and the conformance suite (tests/system/conformance); started on the first
+test that asks for it. A fixture plugin (``pytest_plugins`` in tests/conftest.py).
 
 Its executors run a cached Python environment with PySpark, pyarrow, confluent-kafka and
 kafka-python but without this provider (``kafka_eos_testing/spark_cluster.py``), so every test here also
 proves that the write brings its own code to the executors.
+(tests/system/secured has its own cluster, with its own fixture of the same name.)
 """
 
 from __future__ import annotations
