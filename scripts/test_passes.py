@@ -159,8 +159,8 @@ PASSES: list[Pass] = [
         "scripts/spark_venv.py)",
         {"KAFKA_EOS_TEST_KAFKA": "embedded"},
         # tests/spark less the two files the layout of issue 25 moved in, so the pass runs what it ran;
-        # the conformance suite on the standalone cluster (give-up, a task and the driver killed, rerun,
-        # commit, re-trigger, count); the operator's and the executors' checks do not depend on the
+        # the conformance suite on the standalone cluster (a task and the driver killed, rerun, commit,
+        # count); the operator's and the executors' checks do not depend on the
         # PySpark version: the apache pass runs them on 4.x
         (
             "tests/spark",
