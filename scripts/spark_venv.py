@@ -45,7 +45,8 @@ def ensure(line: str, *, timeout_s: float = 900) -> Path:
     override.write_text(NO_PYSPARK_CLIENT)
     print(f"spark_venv: installing the project with PySpark {line}.* into {venv.name}", file=sys.stderr)
     subprocess.run(
-        [uv, "pip", "install", "-q", "-p", str(python), "-e", f"{ROOT}[spark]",
+        # --compile-bytecode: as ./run does for .venv (PYTHONDONTWRITEBYTECODE would leave it uncompiled)
+        [uv, "pip", "install", "-q", "-p", str(python), "--compile-bytecode", "-e", f"{ROOT}[spark]",
          "-e", f"{ROOT}/testing[s3]", "--group", f"{ROOT / 'pyproject.toml'}:test", f"pyspark=={line}.*",
          "--override", str(override)],
         check=True, timeout=timeout_s,

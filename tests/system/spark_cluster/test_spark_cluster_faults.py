@@ -160,6 +160,11 @@ def test_a_retry_waits_for_the_job_its_killed_try_left_running_on_the_cluster(
         job = psutil.Process(record["pid"])
         assert prefix in " ".join(job.cmdline())  # the recorded process is this pipeline's spark-submit
         assert os.getpgid(job.pid) == job.pid  # the job leads a process group of its own
+        # Held once its Python driver runs (the JVM started it): a job stopped in its first milliseconds,
+        # still in spark-submit's shell launcher, once died right after it was resumed with its task gone
+        # (CI, 2026-11-29: the retry then rightly started the job again); not yet explained, so this test
+        # holds a job that is under way, which is what a retry's re-attach is for.
+        wait_for(lambda: _driver_runs(job) or not job.is_running(), "try 1's Python driver to start", 300)
         os.killpg(job.pid, signal.SIGSTOP)  # held: it cannot end before try 2 looks for it
         try_1.kill()  # the task's process dies; its job, in a session of its own, goes on
         try_1.join(60)
@@ -192,3 +197,11 @@ def test_a_retry_waits_for_the_job_its_killed_try_left_running_on_the_cluster(
                                              kafka_eos_conn_id=kafka_conn)
     assert commit.execute({})["records"] == count
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), _keys(prefix, count))
+
+
+def _driver_runs(job) -> bool:
+    """Whether the job's Python driver runs: a python process under spark-submit's JVM."""
+    try:
+        return any("python" in (child.name() or "") for child in job.children(recursive=True))
+    except psutil.Error:
+        return False
