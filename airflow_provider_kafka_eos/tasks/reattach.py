@@ -21,10 +21,11 @@ Airflow >= 3.3 (``durable``) it records the application in the same store and po
 given ``yarn_track_via_rm_api=True`` (YARN; without it the provider refuses) or
 ``track_driver_via_k8s_api=True`` (Kubernetes; without it a retry submits anew), docs/user-guide/airflow-3.md.
 
-Kept on the safe side: the record names the host, the checkpoint and the process's start time
-(a reused pid is a different process); a job on another host (another Celery worker), of another
-checkpoint, or already ended is not waited for, and the retry runs the job as before. A store that
-cannot be read or written disables the re-attach for this try, logged by name: never the task.
+Kept on the safe side: the record names the host, the checkpoint and the process's start
+(:func:`process_start`: a reused pid is a different process); a job on another host (another Celery
+worker), of another checkpoint, or already ended is not waited for, and the retry runs the job as
+before. A store that cannot be read or written disables the re-attach for this try, logged by name:
+never the task.
 Airflow without a task state store (< 3.3): nothing is recorded, as before.
 """
 
@@ -38,11 +39,12 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from airflow_provider_kafka_eos.tasks.airflow_features import has
 
-__all__ = ["STATE_KEY", "LeftRunning", "remember", "stop", "wait_for_earlier_try"]
+__all__ = ["STATE_KEY", "LeftRunning", "process_start", "remember", "stop", "wait_for_earlier_try"]
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +59,7 @@ class LeftRunning:
 
     host: str
     pid: int
-    create_time: float  # the process's start (psutil): a reused pid is another process
+    started: str  # process_start(pid): a reused pid is another process
     checkpoint_id: int
     try_number: int | None
 
@@ -73,10 +75,7 @@ def remember(context: Any, pid: int, checkpoint_id: int, try_number: int | None)
     if store is None:
         return
     try:
-        import psutil
-
-        record = LeftRunning(socket.gethostname(), pid, psutil.Process(pid).create_time(), checkpoint_id,
-                             try_number)
+        record = LeftRunning(socket.gethostname(), pid, process_start(pid), checkpoint_id, try_number)
         store.set(STATE_KEY, asdict(record))
     except Exception as err:  # the job runs on regardless; a retry then starts it again, as before
         log.warning("spark-submit pid %d not recorded in the task's state (%s): a retry of this task "
@@ -106,13 +105,37 @@ def left_running(context: Any, checkpoint_id: int) -> LeftRunning | None:
     return record if _still_running(record) else None
 
 
+def process_start(pid: int) -> str:
+    """When process ``pid`` started, in a form that names it on this host across clock changes.
+
+    On Linux: the boot's id and the start in clock ticks since boot (``/proc/<pid>/stat``). psutil's
+    ``create_time()`` adds the boot's wall-clock time to those ticks, and that moves whenever the clock
+    is stepped or slewed (NTP, a VM's clock correction): measured in CI, a job's start read by the
+    waiting retry no longer equalled the one its killed try recorded, so the retry took the running
+    job for ended and started a second one. Elsewhere (no ``/proc``): psutil's ``create_time()``.
+    Raises ``psutil.Error`` (or ``OSError``) when the process is gone or not readable.
+    """
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+        boot_id = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        if Path("/proc/self/stat").exists():
+            raise  # Linux, and the process is gone
+        import psutil
+
+        return f"{psutil.Process(pid).create_time():.3f}"
+    # Fields after the command's name, which is in parentheses and may hold spaces or ')': the
+    # start time is field 22 of proc(5), the 20th after that name.
+    return f"{boot_id}/{stat_line.rsplit(')', 1)[1].split()[19]}"
+
+
 def _still_running(record: LeftRunning) -> bool:
     import psutil
 
     try:
-        process = psutil.Process(record.pid)
-        return process.create_time() == record.create_time and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:  # gone, or not ours to look at
+        return process_start(record.pid) == record.started and \
+            psutil.Process(record.pid).status() != psutil.STATUS_ZOMBIE
+    except (psutil.Error, OSError):  # gone, or not ours to look at
         return False
 
 
@@ -138,9 +161,20 @@ def wait_left_running(record: LeftRunning, timeout_s: float) -> bool:
                      record.pid, record.try_number, now - started)
             next_note = now + _PROGRESS_EVERY_S
         time.sleep(_POLL_S)  # polling another process's end: it is not this process's child
-    log.info("spark-submit pid %d ended %.0f s later; its checkpoint's manifest is the result", record.pid,
-             time.monotonic() - started)
+    log.info("spark-submit pid %d %s %.0f s later; its checkpoint's manifest is the result", record.pid,
+             _how_it_ended(record), time.monotonic() - started)
     return True
+
+
+def _how_it_ended(record: LeftRunning) -> str:
+    """What the wait saw end, for the log: the process, or the pid now naming another process."""
+    try:
+        now = process_start(record.pid)
+    except Exception:  # gone (or unreadable): the usual end
+        return "ended"
+    if now == record.started:  # a zombie its parent has not reaped yet
+        return "ended"
+    return f"ended (pid {record.pid} now names another process: started {now}, recorded {record.started})"
 
 
 def stop(record: LeftRunning) -> None:

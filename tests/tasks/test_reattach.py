@@ -52,12 +52,32 @@ def test_a_recorded_job_is_found_while_it_runs_on_this_host_for_this_checkpoint(
     assert reattach.left_running(_context(store), 8) is None  # another checkpoint (a claim moved it)
     store.set(reattach.STATE_KEY, {**record, "host": "another-worker"})
     assert reattach.left_running(_context(store), 7) is None  # another Celery worker's: not waitable here
-    store.set(reattach.STATE_KEY, {**record, "create_time": record["create_time"] - 100})
+    boot_id, ticks = record["started"].split("/")
+    store.set(reattach.STATE_KEY, {**record, "started": f"{boot_id}/{int(ticks) - 100}"})
     assert reattach.left_running(_context(store), 7) is None  # the pid now names another process
+    store.set(reattach.STATE_KEY, {**record, "started": f"another-boot/{ticks}"})
+    assert reattach.left_running(_context(store), 7) is None  # the host rebooted: another process
     store.set(reattach.STATE_KEY, record)
     job.stdin.close()
     job.wait(timeout=10)
     assert reattach.left_running(_context(store), 7) is None  # ended: the retry runs the job itself
+
+
+def test_a_clock_step_does_not_make_the_running_job_look_ended(job, tmp_path, monkeypatch):
+    """psutil's ``create_time()`` is the boot's wall-clock time plus the ticks since boot, and the boot's
+    wall-clock time (``btime`` in /proc/stat) moves when the clock is stepped: in CI a retry read a start
+    one second off the one its killed try recorded, took the running job for ended and started a second
+    one. The record names the process by boot id and ticks, which no clock change moves."""
+    import psutil._pslinux as psutil_linux
+
+    store = FileTaskStateStore(tmp_path / "state.json")
+    reattach.remember(_context(store, 1), job.pid, checkpoint_id=7, try_number=1)
+    stepped = psutil_linux.boot_time() + 1.0  # what /proc/stat says after the clock is stepped by 1 s
+    monkeypatch.setattr(psutil_linux, "boot_time", lambda: stepped)
+    assert reattach.left_running(_context(store), 7).pid == job.pid
+    job.stdin.close()
+    job.wait(timeout=10)
+    assert reattach.left_running(_context(store), 7) is None
 
 
 def test_the_retry_waits_until_the_job_ends(job, tmp_path, caplog):
@@ -137,11 +157,9 @@ def test_an_airflow_before_3_3_keeps_todays_restore(job, tmp_path, monkeypatch):
     store = FileTaskStateStore(tmp_path / "state.json")
     reattach.remember(_context(store, 1), job.pid, checkpoint_id=7, try_number=1)
     assert not store.path.exists()
-    import psutil
-
     # A record that would be waited on with 3.3's store (the running job itself): only the version decides.
     store.set(reattach.STATE_KEY, {"host": socket.gethostname(), "pid": job.pid, "checkpoint_id": 7,
-                                   "create_time": psutil.Process(job.pid).create_time(), "try_number": 1})
+                                   "started": reattach.process_start(job.pid), "try_number": 1})
     assert reattach.wait_for_earlier_try(_context(store), 7, timeout_s=1) is False
     monkeypatch.setattr(airflow_features, "airflow_version", lambda: (3, 3))
     assert reattach.left_running(_context(store), 7) is not None  # the same record, on 3.3

@@ -140,7 +140,9 @@ def test_a_retry_waits_for_the_job_its_killed_try_left_running_on_the_cluster(
 
     def no_second_job(hook, application="", **kwargs):
         started.append(application)
-        raise AssertionError("try 2 started a spark-submit of its own")
+        still = job is not None and job.is_running() and job.status() != psutil.STATUS_ZOMBIE
+        raise AssertionError(f"try 2 started a spark-submit of its own; try 1's job was "
+                             f"{'still running' if still else 'gone'} then")
 
     monkeypatch.setattr(EosSparkSubmitHook, "submit", no_second_job)  # in this process only: try 2's
     outcome: dict[str, object] = {}
@@ -160,10 +162,10 @@ def test_a_retry_waits_for_the_job_its_killed_try_left_running_on_the_cluster(
         job = psutil.Process(record["pid"])
         assert prefix in " ".join(job.cmdline())  # the recorded process is this pipeline's spark-submit
         assert os.getpgid(job.pid) == job.pid  # the job leads a process group of its own
-        # Held once its Python driver runs (the JVM started it): a job stopped in its first milliseconds,
-        # still in spark-submit's shell launcher, once died right after it was resumed with its task gone
-        # (CI, 2026-11-29: the retry then rightly started the job again); not yet explained, so this test
-        # holds a job that is under way, which is what a retry's re-attach is for.
+        # Held once its Python driver runs (the JVM started it), which is what a retry's re-attach is for.
+        # Twice in CI (2026-11-29) try 2 started a job of its own after its wait had begun; whether the
+        # job had ended or try 2 took it for ended is not known (a clock step moved psutil's start time,
+        # which the record compared, until tasks/reattach.process_start): the messages below say which.
         wait_for(lambda: _driver_runs(job) or not job.is_running(), "try 1's Python driver to start", 300)
         os.killpg(job.pid, signal.SIGSTOP)  # held: it cannot end before try 2 looks for it
         try_1.kill()  # the task's process dies; its job, in a session of its own, goes on
@@ -180,7 +182,7 @@ def test_a_retry_waits_for_the_job_its_killed_try_left_running_on_the_cluster(
             os.killpg(job.pid, signal.SIGCONT)
             retry.join(300)
         assert not retry.is_alive(), "try 2 still waits after the job was resumed"
-        assert "error" not in outcome, outcome
+        assert "error" not in outcome, (outcome, _lines_of(caplog, reattach.__name__))
         assert started == []  # try 2 started no spark-submit of its own
         assert "its checkpoint's manifest is the result" in caplog.text
     finally:
@@ -197,6 +199,11 @@ def test_a_retry_waits_for_the_job_its_killed_try_left_running_on_the_cluster(
                                              kafka_eos_conn_id=kafka_conn)
     assert commit.execute({})["records"] == count
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), _keys(prefix, count))
+
+
+def _lines_of(caplog, logger: str) -> list[str]:
+    """What ``logger`` said during the test (a failure message's evidence)."""
+    return [record.getMessage() for record in caplog.records if record.name == logger]
 
 
 def _driver_runs(job) -> bool:
