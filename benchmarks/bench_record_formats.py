@@ -20,6 +20,13 @@ pipeline without a registry would; the bytes cell's strings are built before the
 goal's ratio is Avro / bytes; Avro / json is reported beside it (what the registry's format costs
 against the usual way of serializing the same fields).
 
+The **sink** cells are Spark's own Kafka sink (``df.write.format("kafka")``, at least once, no
+transactions) writing the bytes cell's frame and the Avro cell's frame encoded by Spark's own
+``to_avro`` in the JVM, framed with the same registry id (``sink_avro / sink_bytes``): what Spark keeps
+of its bytes throughput when it encodes the same fields as Avro itself, the ceiling any Spark job's
+Avro / bytes ratio meets on the machine. ``--sink=no`` leaves them out (they need the connector's and
+spark-avro's jars, fetched once with Maven).
+
 The Schema Registry is the test double's Apicurio server (``kafka_eos_testing/schema_registry.py``).
 """
 
@@ -31,10 +38,11 @@ import time
 import uuid
 from typing import Any
 
-from benchmarks.bench_spark_vs_sink import start_kafka
+from benchmarks.bench_spark_vs_sink import _locked, sink_jars, start_kafka
 from benchmarks.options import parse_options
 
-OPTION_DEFAULTS: dict[str, Any] = {"records": 1_000_000, "partitions": 4, "kafka": "embedded", "repeats": 2}
+OPTION_DEFAULTS: dict[str, Any] = {"records": 1_000_000, "partitions": 4, "kafka": "embedded", "repeats": 2,
+                                   "sink": "yes"}
 SCHEMA = {"type": "record", "name": "Order", "namespace": "bench", "fields": [
     {"name": "id", "type": "long"}, {"name": "customer", "type": "string"},
     {"name": "amount", "type": "double"}, {"name": "paid", "type": "boolean"},
@@ -45,10 +53,9 @@ FIELDS_SQL = ("id", "concat('customer-', cast(id % 50000 as string)) as customer
 
 def main(argv: list[str]) -> dict[str, Any]:
     from airflow_provider_kafka_eos.kafka.registry.config import RecordFormats, RegistryConfig, SerdeSetting
-    from airflow_provider_kafka_eos.spark.writer import write_exactly_once
     from kafka_eos_testing.broker.txn_testkit import create_topic
     from kafka_eos_testing.schema_registry import SchemaRegistryServer
-    from kafka_eos_testing.spark import commit_manifest, local_spark_session
+    from kafka_eos_testing.spark import local_spark_session
     from kafka_eos_testing.verify import count_keys
 
     opts = parse_options(argv, OPTION_DEFAULTS)
@@ -56,8 +63,10 @@ def main(argv: list[str]) -> dict[str, Any]:
     kafka, bootstrap, kafka_name = start_kafka(opts["kafka"], partitions)
     registry = SchemaRegistryServer()
     config = {"bootstrap.servers": bootstrap}
+    with_sink = opts["sink"] not in ("no", "0", "false")
+    jars = ",".join(_sink_and_avro_jars()) if with_sink else ""
     spark = local_spark_session(master="local[2]", app_name="bench-record-formats",
-                                spark__driver__memory="2g")
+                                spark__driver__memory="2g", **({"spark__jars": jars} if jars else {}))
     manifests = tempfile.mkdtemp(prefix="bench-formats-manifests-")
     run, checkpoint = uuid.uuid4().hex[:8], 0
     cells: dict[str, dict[str, Any]] = {}
@@ -80,27 +89,24 @@ def main(argv: list[str]) -> dict[str, Any]:
         formats = {"bytes": None, "json": None, "avro": RecordFormats(
             value=SerdeSetting(format="avro", schema=json.dumps(SCHEMA), auto_register=True),
             registry=RegistryConfig(registry.url))}
+        writers = {cell: _eos_writer(frame, config, formats[cell], manifests, run)
+                   for cell, frame in frames.items()}
+        if with_sink:
+            writers.update(_sink_cells(frames, bootstrap, registry.url))
         best: dict[str, float] = {}
         # a small untimed write of each first (the job's first run ships the code), then the cells in turns
         for repeat in range(-1, opts["repeats"]):
-            for cell, frame in frames.items():
+            for cell, write in writers.items():
                 checkpoint += 1
                 topic = f"bench-formats-{cell}-{run}-{checkpoint}"
                 create_topic(bootstrap, topic, partitions=partitions)
-                written = frame if repeat >= 0 else frame.limit(1000)
-                started = time.perf_counter()
-                manifest = write_exactly_once(written, topic=topic, kafka_config=config,
-                                              transactional_id_prefix=f"bench-formats-{run}-{checkpoint}",
-                                              checkpoint_id=checkpoint, manifest_base_uri=manifests,
-                                              record_formats=formats[cell])
-                commit_manifest(config, manifest)
-                seconds = time.perf_counter() - started
+                seconds = write(topic, checkpoint, None if repeat >= 0 else 1000)
                 if repeat < 0:
                     continue
                 counts = count_keys(bootstrap, topic, timeout_s=600)
-                assert len(counts) == records and set(counts.values()) == {1}, "not exactly once"
+                assert len(counts) == records and set(counts.values()) == {1}, f"{cell}: not exactly once"
                 best[cell] = min(best.get(cell, seconds), seconds)
-                print(f"  {cell:6} {records / seconds:>12,.0f} records/s ({seconds:.1f} s)", flush=True)
+                print(f"  {cell:10} {records / seconds:>12,.0f} records/s ({seconds:.1f} s)", flush=True)
         for cell, seconds in best.items():
             cells[cell] = {"seconds": round(seconds, 2), "records_per_s": round(records / seconds)}
         cells["confluent"] = _confluent_serializer(frames["avro"], bootstrap, registry.url, run, partitions,
@@ -112,6 +118,9 @@ def main(argv: list[str]) -> dict[str, Any]:
             "avro_over_json": round(cells["avro"]["records_per_s"] / cells["json"]["records_per_s"], 3),
             "avro_over_confluent_serializer": round(
                 cells["avro"]["records_per_s"] / cells["confluent"]["records_per_s"], 2),
+            **({"sink_avro_over_sink_bytes": round(
+                cells["sink_avro"]["records_per_s"] / cells["sink_bytes"]["records_per_s"], 3)}
+               if with_sink else {}),
             "verified_exactly_once": True,
         }
     finally:
@@ -119,6 +128,24 @@ def main(argv: list[str]) -> dict[str, Any]:
         registry.stop()
         if kafka is not None:
             kafka.stop()
+
+
+def _eos_writer(frame: Any, config: dict[str, str], formats: Any, manifests: str, run: str) -> Any:
+    """The exactly-once job on ``frame`` (``record_formats`` as given) and its commit, timed:
+    ``write(topic, checkpoint, limit) -> seconds``."""
+    from airflow_provider_kafka_eos.spark.writer import write_exactly_once
+    from kafka_eos_testing.spark import commit_manifest
+
+    def write(topic: str, checkpoint: int, limit: int | None) -> float:
+        written = frame if limit is None else frame.limit(limit)
+        started = time.perf_counter()
+        manifest = write_exactly_once(written, topic=topic, kafka_config=config,
+                                      transactional_id_prefix=f"bench-formats-{run}-{checkpoint}",
+                                      checkpoint_id=checkpoint, manifest_base_uri=manifests,
+                                      record_formats=formats)
+        commit_manifest(config, manifest)
+        return time.perf_counter() - started
+    return write
 
 
 def _confluent_serializer(frame: Any, bootstrap: str, registry_url: str, run: str, partitions: int,
@@ -150,3 +177,57 @@ def _confluent_serializer(frame: Any, bootstrap: str, registry_url: str, run: st
     seconds = time.perf_counter() - started
     print(f"  confluent {len(rows) / seconds:>9,.0f} records/s ({seconds:.1f} s)", flush=True)
     return {"seconds": round(seconds, 2), "records_per_s": round(len(rows) / seconds)}
+
+
+def _sink_and_avro_jars() -> list[str]:
+    """Spark's Kafka connector (``bench_spark_vs_sink.sink_jars``) and spark-avro for ``to_avro``, both
+    from Maven Central, cached under ``~/.cache/kafka-eos``; the jars PySpark bundles are left out."""
+    import pathlib
+    import shutil
+    import subprocess
+
+    import pyspark
+
+    version = pyspark.__version__
+    scala = "2.12" if version.startswith("3.") else "2.13"
+    cache = pathlib.Path.home() / ".cache" / "kafka-eos" / f"spark-avro-{version}"
+    jar = cache / f"spark-avro_{scala}-{version}.jar"
+    if not jar.exists():
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        with _locked(cache.with_name(f"{cache.name}.lock"), timeout_s=900):
+            if not jar.exists():
+                partial = pathlib.Path(tempfile.mkdtemp(prefix=f"{cache.name}.partial-", dir=cache.parent))
+                try:
+                    subprocess.run([shutil.which("mvn") or "/usr/bin/mvn", "-q", "-B", "dependency:copy",
+                                    f"-Dartifact=org.apache.spark:spark-avro_{scala}:{version}:jar",
+                                    f"-DoutputDirectory={partial}"], check=True, timeout=600)
+                    shutil.rmtree(cache, ignore_errors=True)
+                    partial.rename(cache)
+                finally:
+                    shutil.rmtree(partial, ignore_errors=True)
+    return [*sink_jars(version, scala), str(jar)]
+
+
+def _sink_cells(frames: dict[str, Any], bootstrap: str, registry_url: str) -> dict[str, Any]:
+    """Spark's own Kafka sink on the bytes frame, and on the Avro frame encoded by Spark's ``to_avro``
+    behind the Confluent header of the schema's registry id: each a ``write(topic, limit) -> seconds``."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import to_avro
+
+    schema_id = SchemaRegistryClient({"url": registry_url}).register_schema(
+        "bench-formats-sink-value", Schema(json.dumps(SCHEMA), "AVRO"))
+    header = F.lit(bytearray(b"\x00" + schema_id.to_bytes(4, "big")))
+    encoded = frames["avro"].select(
+        "key", F.concat(header, to_avro("value", json.dumps(SCHEMA))).alias("value"))
+
+    def writer(frame: Any) -> Any:
+        def write(topic: str, _checkpoint: int, limit: int | None) -> float:
+            written = frame if limit is None else frame.limit(limit)
+            started = time.perf_counter()
+            written.write.format("kafka").option("kafka.bootstrap.servers", bootstrap) \
+                .option("topic", topic).save()
+            return time.perf_counter() - started
+        return write
+
+    return {"sink_bytes": writer(frames["bytes"]), "sink_avro": writer(encoded)}
