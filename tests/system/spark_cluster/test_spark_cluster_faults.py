@@ -24,6 +24,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 
 import psutil
 import pytest
@@ -153,6 +154,7 @@ def test_a_retry_waits_for_the_job_its_killed_try_left_running_on_the_cluster(
         except BaseException as err:  # reported by the assertions below
             outcome["error"] = err
 
+    executors_before = set(spark_cluster.executor_pids())
     try_1.start()
     job = None
     try:
@@ -162,12 +164,17 @@ def test_a_retry_waits_for_the_job_its_killed_try_left_running_on_the_cluster(
         job = psutil.Process(record["pid"])
         assert prefix in " ".join(job.cmdline())  # the recorded process is this pipeline's spark-submit
         assert os.getpgid(job.pid) == job.pid  # the job leads a process group of its own
-        # Held once its Python driver runs (the JVM started it), which is what a retry's re-attach is for.
-        # Twice in CI (2026-11-29) try 2 started a job of its own after its wait had begun; whether the
-        # job had ended or try 2 took it for ended is not known (a clock step moved psutil's start time,
-        # which the record compared, until tasks/reattach.process_start): the messages below say which.
-        wait_for(lambda: _driver_runs(job) or not job.is_running(), "try 1's Python driver to start", 300)
+        # Held once the job is under way, which is what a retry's re-attach is for: its Python driver runs
+        # and the master gave its application an executor (so its registration with the master, which
+        # Spark abandons after a few timed-out retries, is done). Twice in CI (2026-11-29) try 2 started
+        # a job of its own after its wait had begun, with the job held earlier (in its launcher, then once
+        # its driver ran); whether the job had ended or try 2 took it for ended is not known (a clock step
+        # moved psutil's start time, which the record compared, until tasks/reattach.process_start): the
+        # messages below say which.
+        wait_for(lambda: (_driver_runs(job) and set(spark_cluster.executor_pids()) - executors_before)
+                 or not job.is_running(), "try 1's job to run on the cluster", 300)
         os.killpg(job.pid, signal.SIGSTOP)  # held: it cannot end before try 2 looks for it
+        held_at = time.monotonic()
         try_1.kill()  # the task's process dies; its job, in a session of its own, goes on
         try_1.join(60)
         assert try_1.exitcode == -signal.SIGKILL and job.is_running()
@@ -180,9 +187,10 @@ def test_a_retry_waits_for_the_job_its_killed_try_left_running_on_the_cluster(
             assert waiting in caplog.text, outcome
             assert job.status() == psutil.STATUS_STOPPED  # try 2 waits on it, the job has not ended
             os.killpg(job.pid, signal.SIGCONT)
+            held_s = time.monotonic() - held_at
             retry.join(300)
         assert not retry.is_alive(), "try 2 still waits after the job was resumed"
-        assert "error" not in outcome, (outcome, _lines_of(caplog, reattach.__name__))
+        assert "error" not in outcome, (outcome, f"held {held_s:.1f} s", _lines_of(caplog, reattach.__name__))
         assert started == []  # try 2 started no spark-submit of its own
         assert "its checkpoint's manifest is the result" in caplog.text
     finally:
