@@ -79,6 +79,7 @@ __all__ = [
     "missing_spark_provider_error",
     "record_format_argument",
     "registry_settings",
+    "require_job_file",
     "require_spark_connection",
     "spark_provider_missing",
     "write_private_config",
@@ -177,6 +178,21 @@ def job_arguments(options: Mapping[str, Any]) -> list[str]:
             continue
         args += [f"--{name}"] if value is True else [f"--{name}", str(value)]
     return args
+
+
+def require_job_file(application: str, job_file: str) -> None:
+    """ConfigError, before anything is claimed or started, when the provider's own job (``job_file``,
+    the default ``application``) is not a file spark-submit can run: the provider was imported from
+    an archive (a zip on ``sys.path``), where ``spark/job.py`` has no path of its own."""
+    if application != job_file or os.path.isfile(job_file):
+        return
+    raise ConfigError(
+        f"the exactly-once job {job_file} is not a file: this process imported airflow_provider_kafka_eos "
+        "from an archive, which spark-submit cannot run a file from. Install the provider on the worker "
+        "(pip install 'airflow-provider-kafka-eos[spark]') and keep archives of it off the worker's "
+        "sys.path, or pass application= a job file. Nothing was claimed or submitted",
+        runbook="configuration",
+    )
 
 
 def require_spark_connection(conn_id: str) -> None:

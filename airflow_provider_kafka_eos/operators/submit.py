@@ -53,6 +53,7 @@ from airflow_provider_kafka_eos.hooks.spark_submit import (
     missing_spark_provider_error,
     record_format_argument,
     registry_settings,
+    require_job_file,
     require_spark_connection,
     spark_provider_missing,
     write_private_config,
@@ -549,6 +550,7 @@ class SparkEosSubmitOperator(KafkaLineageMixin, SparkSubmitOperator):
     def _validate_arguments(self) -> None:
         """Every argument as rendered (``_validate_identity`` and the rest), before anything starts."""
         self._validate_identity(skip_templates=False)
+        require_job_file(self.application, JOB_FILE)
         if self.transaction_timeout_ms is not None:
             validate_positive_ms(self.transaction_timeout_ms, field="transaction_timeout_ms")
         check_kafka_input(self.input_topics, output_topic=self.topic, group=self.input_group,

@@ -98,9 +98,27 @@ def ship_to_executors(spark: Any) -> str | None:
         if shipped is None and name in _submitted_py_files(context):
             context._kafka_eos_shipped = path  # spark-submit --py-files already carries this zip
             return None
-        context.addPyFile(path)
+        _add_py_file_for_executors_only(context, path)
         context._kafka_eos_shipped = path
         return path
+
+
+def _add_py_file_for_executors_only(context: Any, path: str) -> None:
+    """``context.addPyFile(path)``, without the entry PySpark also puts on this driver's ``sys.path``.
+
+    This process already imports the provider from where it is installed; PySpark inserts the zip's
+    copy (in the context's ``userFiles`` folder) at ``sys.path[1]``, ahead of that install, where it
+    outlives the context. A process started later from this one with ``spawn`` inherits that path and
+    imports the provider from the zip: found in CI, a submit task's child whose ``JOB_FILE`` then named
+    ``.../userFiles-.../airflow_provider_kafka_eos-<hash>.zip/.../spark/job.py``, which spark-submit
+    cannot run. The zip is for the executors; the driver keeps its own imports.
+    """
+    import sys
+
+    before = set(sys.path)
+    context.addPyFile(path)
+    name = os.path.basename(path)
+    sys.path[:] = [entry for entry in sys.path if entry in before or os.path.basename(entry) != name]
 
 
 def _add_artifact(spark: Any) -> str | None:

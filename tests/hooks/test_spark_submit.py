@@ -40,3 +40,19 @@ def test_a_cluster_driver_gets_the_runtime_zip_and_keeps_the_clusters_python():
     assert "PYSPARK_PYTHON" not in settings.env_vars and "PYSPARK_DRIVER_PYTHON" not in settings.env_vars
     assert settings.py_files == f"a.py,{shipping.runtime_zip()}"
     assert "spark.driver.extraJavaOptions" not in settings.conf  # the cluster's driver cannot read our files
+
+
+def test_the_job_must_be_a_file_spark_submit_can_run(tmp_path):
+    """The provider imported from a zip gives ``spark/job.py`` a path inside the archive: refused by
+    name before anything is claimed, unless the operator was given a job file of its own."""
+    import pytest
+
+    from airflow_provider_kafka_eos.hooks.spark_submit import require_job_file
+    from airflow_provider_kafka_eos.kafka.errors import ConfigError
+
+    require_job_file(eos_job.__file__, eos_job.__file__)  # installed: a file
+    archive = tmp_path / "airflow_provider_kafka_eos-0.1.0-abc.zip"
+    in_zip = str(archive / "airflow_provider_kafka_eos" / "spark" / "job.py")
+    with pytest.raises(ConfigError, match="imported airflow_provider_kafka_eos from an archive"):
+        require_job_file(in_zip, in_zip)
+    require_job_file("s3://jobs/my_job.py", in_zip)  # the user's own application: theirs to check

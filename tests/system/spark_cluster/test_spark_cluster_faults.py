@@ -165,12 +165,10 @@ def test_a_retry_waits_for_the_job_its_killed_try_left_running_on_the_cluster(
         assert prefix in " ".join(job.cmdline())  # the recorded process is this pipeline's spark-submit
         assert os.getpgid(job.pid) == job.pid  # the job leads a process group of its own
         # Held once the job is under way, which is what a retry's re-attach is for: its Python driver runs
-        # and the master gave its application an executor (so its registration with the master, which
-        # Spark abandons after a few timed-out retries, is done). Twice in CI (2026-11-29) try 2 started
-        # a job of its own after its wait had begun, with the job held earlier (in its launcher, then once
-        # its driver ran); whether the job had ended or try 2 took it for ended is not known (a clock step
-        # moved psutil's start time, which the record compared, until tasks/reattach.process_start): the
-        # messages below say which.
+        # and the master gave its application an executor. (Twice in CI try 1's job died at once: an
+        # earlier in-process Spark test had shipped the runtime zip, PySpark's addPyFile put it on this
+        # process's sys.path, and the spawned try 1 imported the provider from it, so its job.py was a
+        # path inside the zip; spark/shipping.py keeps the driver's sys.path since.)
         wait_for(lambda: (_driver_runs(job) and set(spark_cluster.executor_pids()) - executors_before)
                  or not job.is_running(), "try 1's job to run on the cluster", 300)
         os.killpg(job.pid, signal.SIGSTOP)  # held: it cannot end before try 2 looks for it
