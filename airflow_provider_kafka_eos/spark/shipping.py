@@ -22,6 +22,7 @@ import os
 import tempfile
 import threading
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,21 +105,29 @@ def ship_to_executors(spark: Any) -> str | None:
 
 
 def _add_py_file_for_executors_only(context: Any, path: str) -> None:
-    """``context.addPyFile(path)``, without the entry PySpark also puts on this driver's ``sys.path``.
+    """``context.addPyFile(path)``, keeping this process's ``sys.path`` (:func:`_keeping_sys_path`)."""
+    _keeping_sys_path(path, lambda: context.addPyFile(path))
 
-    This process already imports the provider from where it is installed; PySpark inserts the zip's
-    copy (in the context's ``userFiles`` folder) at ``sys.path[1]``, ahead of that install, where it
-    outlives the context. A process started later from this one with ``spawn`` inherits that path and
-    imports the provider from the zip: found in CI, a submit task's child whose ``JOB_FILE`` then named
-    ``.../userFiles-.../airflow_provider_kafka_eos-<hash>.zip/.../spark/job.py``, which spark-submit
-    cannot run. The zip is for the executors; the driver keeps its own imports.
+
+def _keeping_sys_path(path: str, add: Callable[[], Any]) -> None:
+    """Run ``add`` (which ships the zip at ``path``) and take off ``sys.path`` the zip it put there.
+
+    This process already imports the provider from where it is installed. PySpark also inserts the
+    shipped zip at ``sys.path[1]``, ahead of that install, where it stays: ``addPyFile`` its copy in
+    the context's ``userFiles`` folder, Spark Connect's ``addArtifacts(pyfile=True)`` the zip itself.
+    A process started later from this one with ``spawn`` inherits that path and imports the provider
+    from the zip: found in CI, a submit task's child whose ``JOB_FILE`` then named
+    ``.../airflow_provider_kafka_eos-<hash>.zip/.../spark/job.py``, which spark-submit cannot run.
+    The zip is for the executors; the driver keeps its own imports.
     """
     import sys
 
     before = set(sys.path)
-    context.addPyFile(path)
-    name = os.path.basename(path)
-    sys.path[:] = [entry for entry in sys.path if entry in before or os.path.basename(entry) != name]
+    try:
+        add()
+    finally:
+        name = os.path.basename(path)
+        sys.path[:] = [entry for entry in sys.path if entry in before or os.path.basename(entry) != name]
 
 
 def _add_artifact(spark: Any) -> str | None:
@@ -128,7 +137,7 @@ def _add_artifact(spark: Any) -> str | None:
         if getattr(spark, "_kafka_eos_shipped", None) == path:
             return None
         try:
-            spark.addArtifacts(path, pyfile=True)
+            _keeping_sys_path(path, lambda: spark.addArtifacts(path, pyfile=True))
         except Exception as exc:
             # Another client of this session added the same name (same name = same bytes): shipped.
             if "already exists" not in str(exc).lower() and "duplicate" not in str(exc).lower():

@@ -11,12 +11,15 @@ failed job and its retry, ending with a read_committed key count.
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
 from airflow_provider_kafka_eos.kafka.admin.transactions import TransactionAdmin
 from airflow_provider_kafka_eos.kafka.checkpoints.lifecycle import commit_checkpoint
 from airflow_provider_kafka_eos.kafka.config import KafkaClientConfig
-from airflow_provider_kafka_eos.spark import sessions
+from airflow_provider_kafka_eos.spark import sessions, shipping
 from airflow_provider_kafka_eos.spark.faults import FaultPlan
 from airflow_provider_kafka_eos.spark.writer import write_exactly_once
 from kafka_eos_testing.spark import keyed_frame
@@ -48,3 +51,7 @@ def test_a_failed_job_leaves_no_manifest_and_its_rerun_restores(spark_connect, k
     with TransactionAdmin(KafkaClientConfig.from_mapping(kafka_broker.client_config())) as admin:
         commit_checkpoint(admin, manifest.uri, committed_by="test")
     assert_exactly_once(count_keys(kafka_broker.bootstrap, topic), [f"f-{i}" for i in range(80)])
+    # The write shipped the runtime zip as an artifact; the client's sys.path keeps the installed provider
+    # (Connect's addArtifacts put the zip there, ahead of it: spark/shipping.py).
+    zip_name = shipping.runtime_zip().name
+    assert [entry for entry in sys.path if os.path.basename(entry) == zip_name] == []
