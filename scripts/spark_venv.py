@@ -35,7 +35,7 @@ def ensure(line: str, *, timeout_s: float = 900) -> Path:
     python = venv / "bin" / "python"
     declarations = ("pyproject.toml", "testing/pyproject.toml")
     declared = b"".join((ROOT / name).read_bytes() for name in declarations)
-    # how it is installed is in the stamp too: a venv made before --compile-bytecode is redone once
+    # how it is installed is in the stamp too: a venv made before its compileall step is redone once
     how = b"compileall"
     stamp = venv / f".installed-{hashlib.sha256(declared + line.encode() + how).hexdigest()[:16]}"
     if stamp.exists() and python.exists():

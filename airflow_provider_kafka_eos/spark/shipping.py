@@ -99,14 +99,9 @@ def ship_to_executors(spark: Any) -> str | None:
         if shipped is None and name in _submitted_py_files(context):
             context._kafka_eos_shipped = path  # spark-submit --py-files already carries this zip
             return None
-        _add_py_file_for_executors_only(context, path)
+        _keeping_sys_path(path, lambda: context.addPyFile(path))
         context._kafka_eos_shipped = path
         return path
-
-
-def _add_py_file_for_executors_only(context: Any, path: str) -> None:
-    """``context.addPyFile(path)``, keeping this process's ``sys.path`` (:func:`_keeping_sys_path`)."""
-    _keeping_sys_path(path, lambda: context.addPyFile(path))
 
 
 def _keeping_sys_path(path: str, add: Callable[[], Any]) -> None:

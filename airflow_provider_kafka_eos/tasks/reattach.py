@@ -109,10 +109,9 @@ def process_start(pid: int) -> str:
     """When process ``pid`` started, in a form that names it on this host across clock changes.
 
     On Linux: the boot's id and the start in clock ticks since boot (``/proc/<pid>/stat``). psutil's
-    ``create_time()`` adds the boot's wall-clock time to those ticks, and that moves whenever the clock
-    is stepped or slewed (NTP, a VM's clock correction): measured in CI, a job's start read by the
-    waiting retry no longer equalled the one its killed try recorded, so the retry took the running
-    job for ended and started a second one. Elsewhere (no ``/proc``): psutil's ``create_time()``.
+    ``create_time()`` adds the boot's wall-clock time to those ticks, which moves when the clock is
+    stepped (``btime`` in /proc/stat): a step while a retry waits would make the running job look
+    ended, and the retry would start a second one. Elsewhere (no ``/proc``): psutil's ``create_time()``.
     Raises ``psutil.Error`` (or ``OSError``) when the process is gone or not readable.
     """
     try:

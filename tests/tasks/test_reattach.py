@@ -65,9 +65,9 @@ def test_a_recorded_job_is_found_while_it_runs_on_this_host_for_this_checkpoint(
 
 def test_a_clock_step_does_not_make_the_running_job_look_ended(job, tmp_path, monkeypatch):
     """psutil's ``create_time()`` is the boot's wall-clock time plus the ticks since boot, and the boot's
-    wall-clock time (``btime`` in /proc/stat) moves when the clock is stepped: in CI a retry read a start
-    one second off the one its killed try recorded, took the running job for ended and started a second
-    one. The record names the process by boot id and ticks, which no clock change moves."""
+    wall-clock time (``btime`` in /proc/stat) moves when the clock is stepped, so a retry waiting across
+    a step would take the running job for ended and start a second one. The record names the process
+    by boot id and ticks, which no clock change moves."""
     import psutil._pslinux as psutil_linux
 
     store = FileTaskStateStore(tmp_path / "state.json")
